@@ -1,0 +1,126 @@
+//! FIFO admission to the pool's N fiber slots: a free list, a bounded queue of
+//! waiting callers, and direct hand-off from a finishing job to the oldest
+//! waiter (so a newcomer cannot overtake the queue).
+//!
+//! The lock is a std `Mutex` held only for a few pushes and pops, never across
+//! a yield; waiting parks the calling may coroutine (or thread) on a may
+//! `Blocker`, so other coroutines keep running on the worker.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use may::sync::Blocker;
+
+const NO_SLOT: usize = usize::MAX;
+
+/// Why a caller got no slot.
+pub(crate) enum Denied {
+    /// The queue was full.
+    Busy,
+    /// The wait timed out after this long.
+    Timeout(Duration),
+}
+
+struct Waiter {
+    blocker: Blocker,
+    /// The slot handed over by `release`, or `NO_SLOT`.
+    slot: AtomicUsize,
+}
+
+struct State {
+    free: Vec<usize>,
+    waiters: VecDeque<Arc<Waiter>>,
+}
+
+pub(crate) struct Admission {
+    state: Mutex<State>,
+    size: usize,
+    queue: usize,
+}
+
+impl Admission {
+    pub(crate) fn new(size: usize, queue: usize) -> Admission {
+        Admission {
+            state: Mutex::new(State {
+                // Reversed so that slot 0 is handed out first.
+                free: (0..size).rev().collect(),
+                waiters: VecDeque::new(),
+            }),
+            size,
+            queue,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The critical sections cannot panic half-way (push/pop only), so a
+        // poisoned lock still holds consistent state.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a free slot, or waits for one in FIFO order.
+    pub(crate) fn acquire(&self, timeout: Option<Duration>) -> Result<usize, Denied> {
+        let waiter = {
+            let mut state = self.lock();
+            if let Some(slot) = state.free.pop() {
+                return Ok(slot);
+            }
+            if state.waiters.len() >= self.queue {
+                return Err(Denied::Busy);
+            }
+            let waiter = Arc::new(Waiter {
+                blocker: Blocker::new(false),
+                slot: AtomicUsize::new(NO_SLOT),
+            });
+            state.waiters.push_back(Arc::clone(&waiter));
+            waiter
+        };
+        let start = Instant::now();
+        loop {
+            let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            // may reads a zero timeout as "for ever": never park with one.
+            let parked = match remaining {
+                Some(r) if r.is_zero() => Err(()),
+                Some(r) => waiter
+                    .blocker
+                    .park(Some(r.max(Duration::from_millis(1))))
+                    .map_err(drop),
+                None => waiter.blocker.park(None).map_err(drop),
+            };
+            let slot = waiter.slot.load(Ordering::Acquire);
+            if slot != NO_SLOT {
+                return Ok(slot);
+            }
+            if parked.is_err() {
+                let mut state = self.lock();
+                // `release` hands over under the lock: check once more.
+                let slot = waiter.slot.load(Ordering::Acquire);
+                if slot != NO_SLOT {
+                    return Ok(slot);
+                }
+                state.waiters.retain(|w| !Arc::ptr_eq(w, &waiter));
+                return Err(Denied::Timeout(start.elapsed()));
+            }
+        }
+    }
+
+    /// Gives `slot` to the oldest waiter, or back to the free list.
+    pub(crate) fn release(&self, slot: usize) {
+        let mut state = self.lock();
+        match state.waiters.pop_front() {
+            Some(waiter) => {
+                waiter.slot.store(slot, Ordering::Release);
+                drop(state);
+                waiter.blocker.unpark();
+            }
+            None => state.free.push(slot),
+        }
+    }
+
+    /// (busy slots, waiting callers).
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let state = self.lock();
+        (self.size - state.free.len(), state.waiters.len())
+    }
+}

@@ -1,0 +1,160 @@
+//! Pool configuration ([`PoolConfig`]) and its validation ([`ConfigError`]).
+//!
+//! Every limit of the pool is a named field here; `FiberPool::new` refuses
+//! values that cannot work and says which field to change.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The largest number of fibers a pool may have.
+pub const MAX_FIBERS: usize = 1_000_000;
+/// The largest usable stack per fiber (1 GiB).
+pub const MAX_STACK_SIZE: usize = 1 << 30;
+/// The most address space all stacks of one pool may reserve together (1 TiB).
+/// Only touched pages cost memory, but reserving more than this is a typo.
+pub const MAX_TOTAL_STACK: usize = 1 << 40;
+/// The longest admission queue.
+pub const MAX_QUEUE: usize = 1 << 24;
+
+/// How a [`FiberPool`](crate::FiberPool) is sized.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Number of fibers (N): at most this many jobs run at once.
+    pub size: usize,
+    /// Usable stack bytes per fiber, rounded up to whole pages. A guard page
+    /// is added below it.
+    pub stack_size: usize,
+    /// How many callers may wait for a fiber; one more gets `RunError::Busy`.
+    pub queue: usize,
+    /// How long a caller waits for a fiber before `RunError::Timeout`;
+    /// `None` waits for ever.
+    pub wait_timeout: Option<Duration>,
+    /// Measure the stack high-water mark of every n-th job: 0 = never,
+    /// 1 = every job. Measuring costs a `madvise` before and a `mincore` plus
+    /// a scan of one page after the job, and re-faults the pages it uses.
+    pub measure_every: u32,
+}
+
+impl Default for PoolConfig {
+    /// 100 fibers of 64 KiB (a placeholder until stack use is measured on real
+    /// routes), 1024 waiting callers, 30 s wait, high-water measured on every
+    /// job (a few microseconds; see the `bench` example).
+    fn default() -> Self {
+        PoolConfig {
+            size: 100,
+            stack_size: 64 * 1024,
+            queue: 1024,
+            wait_timeout: Some(Duration::from_secs(30)),
+            measure_every: 1,
+        }
+    }
+}
+
+/// A configuration that `FiberPool::new` refuses, or an OS failure while
+/// creating the pool.
+#[non_exhaustive]
+#[derive(Debug)]
+pub enum ConfigError {
+    /// `size` is 0: a pool needs at least one fiber.
+    ZeroSize,
+    /// `size` is above [`MAX_FIBERS`].
+    TooManyFibers {
+        /// The requested size.
+        size: usize,
+    },
+    /// `stack_size` is below one page.
+    StackTooSmall {
+        /// The requested size in bytes.
+        stack_size: usize,
+        /// The page size, the smallest stack accepted.
+        min: usize,
+    },
+    /// `stack_size` is above [`MAX_STACK_SIZE`].
+    StackTooLarge {
+        /// The requested size in bytes.
+        stack_size: usize,
+    },
+    /// `size` x `stack_size` is above [`MAX_TOTAL_STACK`].
+    TooMuchAddressSpace {
+        /// Bytes of address space the pool would reserve.
+        total: usize,
+    },
+    /// `queue` is above [`MAX_QUEUE`].
+    QueueTooLong {
+        /// The requested queue length.
+        queue: usize,
+    },
+    /// The OS refused to map a stack or install the signal handler.
+    Os(std::io::Error),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ZeroSize => write!(f, "fiber pool size is 0: set `size` to at least 1"),
+            ConfigError::TooManyFibers { size } => write!(
+                f,
+                "fiber pool size {size} is absurd: set `size` to at most {MAX_FIBERS}"
+            ),
+            ConfigError::StackTooSmall { stack_size, min } => write!(
+                f,
+                "fiber stack of {stack_size} bytes is smaller than one page: set `stack_size` to at least {min}"
+            ),
+            ConfigError::StackTooLarge { stack_size } => write!(
+                f,
+                "fiber stack of {stack_size} bytes is absurd: set `stack_size` to at most {MAX_STACK_SIZE}"
+            ),
+            ConfigError::TooMuchAddressSpace { total } => write!(
+                f,
+                "the pool would reserve {total} bytes of stacks: lower `size` or `stack_size` so that their product is at most {MAX_TOTAL_STACK}"
+            ),
+            ConfigError::QueueTooLong { queue } => write!(
+                f,
+                "admission queue of {queue} is absurd: set `queue` to at most {MAX_QUEUE}"
+            ),
+            ConfigError::Os(e) => write!(f, "creating the fiber pool failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Os(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl PoolConfig {
+    /// Checks the configuration; returns the usable stack size rounded up to
+    /// whole pages.
+    pub(crate) fn validate(&self, page: usize) -> Result<usize, ConfigError> {
+        if self.size == 0 {
+            return Err(ConfigError::ZeroSize);
+        }
+        if self.size > MAX_FIBERS {
+            return Err(ConfigError::TooManyFibers { size: self.size });
+        }
+        if self.stack_size < page {
+            return Err(ConfigError::StackTooSmall {
+                stack_size: self.stack_size,
+                min: page,
+            });
+        }
+        if self.stack_size > MAX_STACK_SIZE {
+            return Err(ConfigError::StackTooLarge {
+                stack_size: self.stack_size,
+            });
+        }
+        let rounded = self.stack_size.div_ceil(page) * page;
+        let total = (rounded + page).saturating_mul(self.size);
+        if total > MAX_TOTAL_STACK {
+            return Err(ConfigError::TooMuchAddressSpace { total });
+        }
+        if self.queue > MAX_QUEUE {
+            return Err(ConfigError::QueueTooLong { queue: self.queue });
+        }
+        Ok(rounded)
+    }
+}

@@ -1,0 +1,61 @@
+//! [`RunError`]: why `FiberPool::run` did not return the job's value.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why a job did not produce its value. The pool keeps serving after each.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// All fibers were busy and `queue` callers were already waiting; the job
+    /// did not run. (A server answers 503.)
+    Busy {
+        /// The configured queue length.
+        queue: usize,
+    },
+    /// No fiber became free within `wait_timeout`; the job did not run.
+    Timeout {
+        /// How long the caller waited.
+        waited: Duration,
+    },
+    /// The job ran past the end of its fiber's stack. Its frames were
+    /// abandoned without running their destructors; resources handed to a
+    /// [`Lent`](crate::Lent) were given back.
+    StackOverflow {
+        /// The usable stack size of the pool's fibers, in bytes.
+        stack_size: usize,
+        /// The job's label.
+        label: &'static str,
+    },
+    /// The job panicked; its frames were unwound normally.
+    Panicked {
+        /// The job's label.
+        label: &'static str,
+        /// The panic message.
+        message: String,
+    },
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Busy { queue } => write!(
+                f,
+                "all fibers are busy and {queue} callers are already waiting: retry later, or raise the pool's `size` or `queue`"
+            ),
+            RunError::Timeout { waited } => write!(
+                f,
+                "no fiber became free within {waited:?}: raise the pool's `size` or `wait_timeout`"
+            ),
+            RunError::StackOverflow { stack_size, label } => write!(
+                f,
+                "job `{label}` overflowed its {stack_size}-byte fiber stack: raise the pool's `stack_size` (see the per-label peak_stack_bytes in the pool stats)"
+            ),
+            RunError::Panicked { label, message } => {
+                write!(f, "job `{label}` panicked: {message}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RunError {}

@@ -1,0 +1,207 @@
+//! [`Lent`]: a resource that a job hands to an owner outside its fiber stack,
+//! so that a stack overflow cannot lose it.
+//!
+//! An overflow abandons the job's frames without running destructors (see
+//! the crate docs). A value wrapped in `Lent` lives in a heap cell that is
+//! also registered in the *ledger* of the pool slot running the fiber. The
+//! ledger lives outside the fiber stack. Dropping the `Lent` normally drops
+//! the value and deregisters it; after an overflow the pool calls each
+//! still-registered `on_abandon(value)` on the carrier's stack, after the
+//! fiber is gone. The fiber is found by the address of a local variable in the
+//! global registry (never a thread-local: the carrier migrates between
+//! threads). Outside a fiber a `Lent` is just a box.
+//!
+//! `Lent` is neither `Send` nor `Sync`: it must stay within the job that
+//! created it, so that "abandoned with the job's frames" is true of it. (Do
+//! not stash one in a thread-local: after an overflow its value is gone and
+//! using it panics.)
+
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::registry::StackEntry;
+
+/// Stack a `Lent` operation needs on a fiber (lock, allocation). With less
+/// left, the operation is treated as the overflow it would likely cause,
+/// before any lock is taken.
+pub const LENT_STACK_MARGIN: usize = 4096;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Something that can hand its value to its abandon callback.
+trait Abandon: Send + Sync {
+    fn abandon(&self);
+}
+
+/// A pool slot's register of lent values; lives beside the slot, outside the
+/// fiber stack.
+#[derive(Default)]
+pub(crate) struct Ledger {
+    entries: Mutex<Vec<(u64, Arc<dyn Abandon>)>>,
+}
+
+impl Ledger {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Arc<dyn Abandon>)>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// After a normal end of the job: forget the registrations (any `Lent`
+    /// still alive, e.g. forgotten, keeps its value).
+    pub(crate) fn detach_all(&self) {
+        self.lock().clear();
+    }
+
+    /// After an overflow: give every registered value to its callback, newest
+    /// first. Returns how many there were.
+    pub(crate) fn abandon_all(&self) -> usize {
+        let entries = std::mem::take(&mut *self.lock());
+        let n = entries.len();
+        for (_, cell) in entries.into_iter().rev() {
+            cell.abandon();
+        }
+        n
+    }
+}
+
+type OnAbandon<T> = Box<dyn FnOnce(T) + Send>;
+
+struct LentCell<T> {
+    value: UnsafeCell<Option<T>>,
+    on_abandon: UnsafeCell<Option<OnAbandon<T>>>,
+}
+
+// SAFETY: the cell is touched by its `Lent` (which is !Send and !Sync, so on
+// the fiber that made it) or, after that fiber was abandoned by an overflow,
+// by the carrier calling `abandon`, never both: the abandoned fiber never runs
+// again. The value moves to the callback, so it must be `Send`.
+unsafe impl<T: Send> Send for LentCell<T> {}
+// SAFETY: as above; there is no concurrent access to the `UnsafeCell`s.
+unsafe impl<T: Send> Sync for LentCell<T> {}
+
+impl<T: Send> Abandon for LentCell<T> {
+    fn abandon(&self) {
+        // SAFETY: called by the carrier after the owning fiber is gone (see
+        // the `Send` impl), so nobody else accesses the cell.
+        let (value, f) = unsafe { ((*self.value.get()).take(), (*self.on_abandon.get()).take()) };
+        if let (Some(value), Some(f)) = (value, f) {
+            f(value);
+        }
+    }
+}
+
+/// A value owned outside the fiber stack while a job uses it; see the module
+/// docs.
+pub struct Lent<T: Send + 'static> {
+    cell: Arc<LentCell<T>>,
+    /// The slot ledger and our id in it, when created on a fiber.
+    registration: Option<(Arc<Ledger>, u64)>,
+    /// Neither `Send` nor `Sync`.
+    _local: PhantomData<*const ()>,
+}
+
+impl<T: Send + 'static> Lent<T> {
+    /// Wraps `value`; if the current fiber overflows while this `Lent` is
+    /// alive, `on_abandon(value)` runs (once) on the carrier after the fiber is
+    /// gone.
+    pub fn new(value: T, on_abandon: impl FnOnce(T) + Send + 'static) -> Lent<T> {
+        // Look up the ledger (and check the stack margin) before allocating.
+        let ledger = current_ledger();
+        let cell = Arc::new(LentCell {
+            value: UnsafeCell::new(Some(value)),
+            on_abandon: UnsafeCell::new(Some(Box::new(on_abandon) as OnAbandon<T>)),
+        });
+        let registration = ledger.map(|ledger| {
+            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+            ledger
+                .lock()
+                .push((id, Arc::clone(&cell) as Arc<dyn Abandon>));
+            (ledger, id)
+        });
+        Lent {
+            cell,
+            registration,
+            _local: PhantomData,
+        }
+    }
+
+    /// Takes the value out; it is no longer handed back on an overflow.
+    pub fn into_inner(mut self) -> T {
+        self.deregister();
+        // SAFETY: the Lent is the only accessor while registered or not.
+        unsafe { (*self.cell.value.get()).take() }.expect("a Lent holds its value until dropped")
+    }
+
+    fn deregister(&mut self) {
+        if let Some((ledger, id)) = self.registration.take() {
+            check_margin();
+            ledger.lock().retain(|(i, _)| *i != id);
+        }
+    }
+}
+
+impl<T: Send + 'static> Deref for Lent<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: only this Lent accesses the cell while its fiber runs.
+        unsafe { (*self.cell.value.get()).as_ref() }
+            .expect("the value of this Lent was given back after its fiber overflowed")
+    }
+}
+
+impl<T: Send + 'static> DerefMut for Lent<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`, and `&mut self` is exclusive.
+        unsafe { (*self.cell.value.get()).as_mut() }
+            .expect("the value of this Lent was given back after its fiber overflowed")
+    }
+}
+
+impl<T: Send + 'static> Drop for Lent<T> {
+    fn drop(&mut self) {
+        self.deregister();
+        // SAFETY: only this Lent accesses the cell; drop the value now rather
+        // than when the last Arc goes.
+        drop(unsafe { (*self.cell.value.get()).take() });
+    }
+}
+
+/// The ledger of the fiber we are running on, found by address.
+fn current_ledger() -> Option<Arc<Ledger>> {
+    let marker = 0u8;
+    let addr = std::hint::black_box(&marker) as *const u8 as usize;
+    let entry = StackEntry::find_running(addr)?;
+    check_margin_on(entry, addr);
+    let ledger = entry.ledger();
+    if ledger.is_null() {
+        return None;
+    }
+    // SAFETY: the pointer comes from `Arc::as_ptr` of the slot's ledger, which
+    // lives as long as the slot, and the slot outlives the fiber we run on.
+    unsafe {
+        Arc::increment_strong_count(ledger);
+        Some(Arc::from_raw(ledger))
+    }
+}
+
+/// Treats "less than LENT_STACK_MARGIN bytes left" as an overflow.
+fn check_margin() {
+    let marker = 0u8;
+    let addr = std::hint::black_box(&marker) as *const u8 as usize;
+    if let Some(entry) = StackEntry::find_running(addr) {
+        check_margin_on(entry, addr);
+    }
+}
+
+fn check_margin_on(entry: &StackEntry, addr: usize) {
+    let guard_end = entry.guard_end();
+    if addr.saturating_sub(guard_end) < LENT_STACK_MARGIN {
+        // SAFETY: reading the guard page of the stack we are running on is
+        // exactly a stack overflow: the signal handler resets this fiber and
+        // the read never completes.
+        unsafe { std::ptr::read_volatile((guard_end - 1) as *const u8) };
+        unreachable!("the guard page of a running fiber was readable");
+    }
+}

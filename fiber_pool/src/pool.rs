@@ -1,0 +1,255 @@
+//! [`FiberPool`]: N guarded fiber stacks, FIFO admission, and `run`, which
+//! carries a job on a fiber from the calling may coroutine.
+//!
+//! `run` takes a slot (waiting in FIFO order), creates a corosensei coroutine
+//! on the slot's stack, marks the stack running in the registry, and resumes
+//! it once. The job runs to its end on the fiber stack, including any may I/O
+//! it does: may switches the *carrier's* context, and the fiber stack goes
+//! with it, to whichever worker thread resumes it. The coroutine returns an
+//! `Outcome`: done (the value was written into the carrier's frame),
+//! panicked, or overflowed (the signal handler reset it).
+
+use std::any::Any;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once};
+
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+
+use crate::admission::{Admission, Denied};
+use crate::config::{ConfigError, PoolConfig};
+use crate::error::RunError;
+use crate::highwater;
+use crate::lent::Ledger;
+use crate::registry::StackEntry;
+use crate::signal::{self, Outcome};
+use crate::stack::{page_size, FiberStack};
+use crate::stats::{Counters, Ended, PoolStats};
+
+/// A fixed-size pool of guarded fibers. Cheap to clone; all clones share the
+/// pool.
+#[derive(Clone)]
+pub struct FiberPool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: PoolConfig,
+    /// Usable bytes per stack (`cfg.stack_size` page-rounded).
+    stack_size: usize,
+    slots: Vec<Slot>,
+    admission: Admission,
+    counters: Counters,
+    /// Jobs started, to pick every `measure_every`-th one.
+    started: AtomicU64,
+}
+
+/// One fiber: its stack (absent while a job runs on it), its registry entry
+/// and its ledger of lent resources.
+struct Slot {
+    stack: Mutex<Option<FiberStack>>,
+    entry: &'static StackEntry,
+    ledger: Arc<Ledger>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.entry.unclaim();
+    }
+}
+
+/// Gives the slot back to the admission queue, even if `run` unwinds.
+struct Release<'a> {
+    admission: &'a Admission,
+    slot: usize,
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.admission.release(self.slot);
+    }
+}
+
+/// Makes may create its first coroutine (which installs generator's own
+/// SIGSEGV handler), then installs ours in front of it.
+fn init_process() -> Result<(), ConfigError> {
+    static MAY_STARTED: Once = Once::new();
+    MAY_STARTED.call_once(|| {
+        // may installs its overflow handler when it creates a coroutine.
+        let _ = may::go!(|| ()).join();
+    });
+    signal::install().map_err(ConfigError::Os)
+}
+
+impl FiberPool {
+    /// Creates the pool: maps `size` stacks of `stack_size` usable bytes plus
+    /// a guard page each (address space only; pages are committed when
+    /// touched) and installs the overflow handler once per process.
+    pub fn new(cfg: PoolConfig) -> Result<FiberPool, ConfigError> {
+        let stack_size = cfg.validate(page_size())?;
+        init_process()?;
+        signal::ensure_alt_stack();
+        let mut slots = Vec::with_capacity(cfg.size);
+        for _ in 0..cfg.size {
+            let stack = FiberStack::new(stack_size).map_err(ConfigError::Os)?;
+            let ledger = Arc::new(Ledger::default());
+            let entry = StackEntry::claim(&stack, Arc::as_ptr(&ledger));
+            slots.push(Slot {
+                stack: Mutex::new(Some(stack)),
+                entry,
+                ledger,
+            });
+        }
+        Ok(FiberPool {
+            inner: Arc::new(Inner {
+                admission: Admission::new(cfg.size, cfg.queue),
+                cfg,
+                stack_size,
+                slots,
+                counters: Counters::default(),
+                started: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Runs `job` on one of the pool's fibers, carried by the calling may
+    /// coroutine (or thread), and returns its value.
+    ///
+    /// Waits in FIFO order while all fibers are busy; `Busy` at once if
+    /// `queue` callers already wait, `Timeout` after `wait_timeout`. The job
+    /// may do may I/O; it then yields the carrier like any may code. A stack
+    /// overflow gives `StackOverflow` (frames abandoned, [`Lent`](crate::Lent)
+    /// values handed back), a panic gives `Panicked`.
+    pub fn run<T, F>(&self, label: &'static str, job: F) -> Result<T, RunError>
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        let inner = &*self.inner;
+        let slot_index = match inner.admission.acquire(inner.cfg.wait_timeout) {
+            Ok(slot) => slot,
+            Err(Denied::Busy) => {
+                inner.counters.rejected();
+                return Err(RunError::Busy {
+                    queue: inner.cfg.queue,
+                });
+            }
+            Err(Denied::Timeout(waited)) => {
+                inner.counters.timed_out();
+                return Err(RunError::Timeout { waited });
+            }
+        };
+        let _release = Release {
+            admission: &inner.admission,
+            slot: slot_index,
+        };
+        signal::ensure_alt_stack();
+        let slot = &inner.slots[slot_index];
+        let stack = lock(&slot.stack)
+            .take()
+            .expect("a slot handed out by admission holds its stack");
+
+        let every = u64::from(inner.cfg.measure_every);
+        let measure = every != 0
+            && inner
+                .started
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(every);
+        if measure {
+            highwater::reset(&stack);
+        }
+
+        let mut value: Option<T> = None;
+        let out: *mut Option<T> = &mut value;
+        let body = move |_: &Yielder<(), ()>, (): ()| -> Outcome {
+            match panic::catch_unwind(AssertUnwindSafe(job)) {
+                Ok(v) => {
+                    // SAFETY: `out` points into `run`'s frame on the carrier's
+                    // stack, which outlives the coroutine (driven to its end
+                    // below before `run` returns); nothing else accesses
+                    // `value` meanwhile.
+                    unsafe { out.write(Some(v)) };
+                    Outcome::Done
+                }
+                Err(payload) => Outcome::Panicked(panic_message(payload)),
+            }
+        };
+        // SAFETY: `body` borrows `value` (through `out`) and whatever `job`
+        // borrows from the caller; all of it outlives the coroutine, which is
+        // resumed to completion (it never suspends: the job has no yielder)
+        // and turned back into its stack before this function returns.
+        let mut fiber: Coroutine<(), (), Outcome, FiberStack> =
+            unsafe { Coroutine::with_stack_unchecked(stack, body) };
+        slot.entry.begin(fiber.trap_handler());
+        let outcome = match fiber.resume(()) {
+            CoroutineResult::Return(outcome) => outcome,
+            CoroutineResult::Yield(()) => unreachable!("a job cannot suspend its fiber"),
+        };
+        slot.entry.end();
+        let stack = fiber.into_stack();
+
+        let (ended, result) = match outcome {
+            Outcome::Done => {
+                slot.ledger.detach_all();
+                let value = value.expect("a finished job wrote its value");
+                (Ended::Completed, Ok(value))
+            }
+            Outcome::Panicked(message) => {
+                slot.ledger.detach_all();
+                (Ended::Panicked, Err(RunError::Panicked { label, message }))
+            }
+            Outcome::Overflow => {
+                slot.ledger.abandon_all();
+                let err = RunError::StackOverflow {
+                    stack_size: inner.stack_size,
+                    label,
+                };
+                (Ended::Overflowed, Err(err))
+            }
+        };
+        let used = match ended {
+            Ended::Overflowed => None,
+            _ if measure => Some(highwater::measure(&stack)),
+            _ => None,
+        };
+        *lock(&slot.stack) = Some(stack);
+        inner.counters.ran(label, ended, used);
+        result
+    }
+
+    /// A snapshot of the pool's counters.
+    pub fn stats(&self) -> PoolStats {
+        let inner = &*self.inner;
+        let (busy, queued) = inner.admission.counts();
+        let mut stats = PoolStats {
+            size: inner.cfg.size,
+            stack_size: inner.stack_size,
+            busy,
+            queued,
+            ..PoolStats::default()
+        };
+        inner.counters.snapshot(&mut stats);
+        stats
+    }
+
+    /// The configuration the pool was built with (`stack_size` as given; the
+    /// rounded size is in `stats().stack_size`).
+    pub fn config(&self) -> &PoolConfig {
+        &self.inner.cfg
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Held only for a take or a put: never poisoned half-way.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_owned()
+    }
+}

@@ -1,0 +1,268 @@
+//! Turning a fiber's stack overflow into a value: the SIGSEGV/SIGBUS handler,
+//! its chaining to the previous handler, and per-thread alternate signal
+//! stacks.
+//!
+//! When a job touches its guard page the kernel delivers SIGSEGV on the
+//! thread's alternate signal stack (the fiber stack itself is exhausted). The
+//! handler looks the stack pointer up in the [registry](crate::registry); if it
+//! is a running fiber and the fault is on its guard page, corosensei's
+//! `CoroutineTrapHandler` rewrites the interrupted registers so that, when the
+//! handler returns, the fiber's stack is reset and it returns
+//! [`Outcome::Overflow`] to the carrier's `resume`. The abandoned frames are
+//! not unwound. Every other fault goes to the handler that was installed
+//! before ours (may's generator prints its message and re-raises; the default
+//! action kills the process with SIGSEGV), so real crashes still crash.
+//!
+//! The handler only does async-signal-safe work: atomic loads over the
+//! registry, a write of a few words onto the faulting fiber's own stack, and
+//! `sigaction` or a call of the previous handler.
+
+use std::cell::UnsafeCell;
+use std::io;
+use std::mem::MaybeUninit;
+use std::ptr;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Once;
+
+use crate::registry::StackEntry;
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+compile_error!("fiber_pool's trap handler supports Linux on x86_64 only");
+
+/// What a fiber hands back to its carrier.
+#[derive(Clone)]
+pub(crate) enum Outcome {
+    /// The job returned; its value was written to the carrier's slot.
+    Done,
+    /// The job panicked with this message.
+    Panicked(String),
+    /// The job overflowed its stack; the signal handler reset the fiber.
+    Overflow,
+}
+
+/// Size of the alternate signal stack given to each thread that runs fibers.
+/// std gives threads about 8 KiB (SIGSTKSZ); the kernel's signal frame alone
+/// can take 3 KiB with AVX-512 state, and the chained handlers (may's prints a
+/// backtrace) need more.
+pub const ALT_STACK_SIZE: usize = 64 * 1024;
+
+/// The handlers we replaced, one per signal; written once before ours is
+/// installed, read-only afterwards.
+struct Previous(UnsafeCell<MaybeUninit<libc::sigaction>>);
+
+// SAFETY: written only inside `INSTALL.call_once`, before our handler (the
+// only reader) is installed; read-only from then on.
+unsafe impl Sync for Previous {}
+
+static PREV_SEGV: Previous = Previous(UnsafeCell::new(MaybeUninit::uninit()));
+static PREV_BUS: Previous = Previous(UnsafeCell::new(MaybeUninit::uninit()));
+static INSTALL: Once = Once::new();
+/// errno of a failed installation, 0 when it succeeded.
+static INSTALL_ERRNO: AtomicI32 = AtomicI32::new(0);
+
+/// Installs the handler for SIGSEGV and SIGBUS once per process. Call it
+/// after may has created its first coroutine, so that may's own handler is
+/// the previous one and ours sees faults first.
+pub(crate) fn install() -> io::Result<()> {
+    INSTALL.call_once(|| {
+        let fail = || {
+            let err = io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL);
+            INSTALL_ERRNO.store(err, Ordering::Relaxed);
+        };
+        for (sig, prev) in [(libc::SIGSEGV, &PREV_SEGV), (libc::SIGBUS, &PREV_BUS)] {
+            // SAFETY: `prev` is written before the handler that reads it is
+            // installed; the new action is fully initialised (zeroed is a
+            // valid `sigaction`, then the fields we need).
+            unsafe {
+                if libc::sigaction(sig, ptr::null(), (*prev.0.get()).as_mut_ptr()) != 0 {
+                    return fail();
+                }
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = handler as *const () as libc::sighandler_t;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut action.sa_mask);
+                if libc::sigaction(sig, &action, ptr::null_mut()) != 0 {
+                    return fail();
+                }
+            }
+        }
+    });
+    match INSTALL_ERRNO.load(Ordering::Relaxed) {
+        0 => Ok(()),
+        errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// The signal handler. See the module documentation.
+///
+/// # Safety
+///
+/// Called by the kernel only, with a valid `siginfo_t` and `ucontext_t`.
+unsafe extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let uc = ctx.cast::<libc::ucontext_t>();
+    // SAFETY: the kernel passes valid pointers to SA_SIGINFO handlers.
+    let (fault, sp) = unsafe {
+        (
+            (*info).si_addr() as usize,
+            (*uc).uc_mcontext.gregs[libc::REG_RSP as usize] as usize,
+        )
+    };
+    if let Some(entry) = StackEntry::find_running(sp) {
+        if entry.is_overflow(fault, sp) {
+            // SAFETY: we are the thread executing the fiber on `entry`'s
+            // stack (its stack pointer is in it).
+            if let Some(trap) = unsafe { entry.trap() } {
+                if trap.stack_ptr_in_bounds(sp) {
+                    // SAFETY: the stack pointer is inside the trapping
+                    // coroutine (checked above) and we write every register
+                    // the returned `TrapHandlerRegs` names into the
+                    // interrupted context. The jobs' writes to memory outside
+                    // the fiber are the documented caveat of this crate.
+                    unsafe {
+                        let regs = trap.setup_trap_handler(|| Outcome::Overflow);
+                        let gregs = &mut (*uc).uc_mcontext.gregs;
+                        gregs[libc::REG_RIP as usize] = regs.rip as i64;
+                        gregs[libc::REG_RSP as usize] = regs.rsp as i64;
+                        gregs[libc::REG_RBP as usize] = regs.rbp as i64;
+                        gregs[libc::REG_RDI as usize] = regs.rdi as i64;
+                        gregs[libc::REG_RSI as usize] = regs.rsi as i64;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+    // SAFETY: forwarding the kernel's own arguments.
+    unsafe { chain(sig, info, ctx) }
+}
+
+/// Passes a fault that is not ours to the previous handler.
+///
+/// # Safety
+///
+/// Only from `handler`, with the kernel's arguments.
+unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let prev = if sig == libc::SIGBUS {
+        &PREV_BUS
+    } else {
+        &PREV_SEGV
+    };
+    // SAFETY: `prev` was initialised before our handler was installed.
+    let prev = unsafe { (*prev.0.get()).assume_init_ref() };
+    let action = prev.sa_sigaction;
+    if action == libc::SIG_DFL || action == libc::SIG_IGN {
+        // Restore the default action and return: the faulting instruction
+        // runs again and the kernel kills the process with `sig`.
+        // SAFETY: sigaction is async-signal-safe; a zeroed action with
+        // SIG_DFL is valid.
+        unsafe {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &dfl, ptr::null_mut());
+        }
+    } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: with SA_SIGINFO the previous handler has this signature.
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute::<libc::sighandler_t, _>(action) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: without SA_SIGINFO the previous handler takes the signal
+        // number only.
+        let f: extern "C" fn(libc::c_int) =
+            unsafe { std::mem::transmute::<libc::sighandler_t, _>(action) };
+        f(sig);
+    }
+}
+
+/// This thread's alternate signal stack, owned: unmapped when the thread ends.
+struct AltStack {
+    map: *mut libc::c_void,
+    len: usize,
+}
+
+impl AltStack {
+    /// Gives the current thread an alternate signal stack of at least
+    /// [`ALT_STACK_SIZE`] bytes, unless it has one already. `None` when the
+    /// existing one is big enough.
+    fn install() -> io::Result<Option<AltStack>> {
+        // SAFETY: querying the current alternate stack into a local.
+        let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `old` is a valid out-pointer.
+        if unsafe { libc::sigaltstack(ptr::null(), &mut old) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= ALT_STACK_SIZE {
+            return Ok(None);
+        }
+        let page = crate::stack::page_size();
+        let len = ALT_STACK_SIZE + page;
+        // SAFETY: a fresh anonymous private mapping; checked below.
+        let map = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let alt = AltStack { map, len };
+        // SAFETY: the lowest page becomes a guard page of our own mapping,
+        // and the rest is handed to the kernel as this thread's signal stack;
+        // `alt` keeps the mapping alive until the thread ends.
+        unsafe {
+            if libc::mprotect(map, page, libc::PROT_NONE) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let new = libc::stack_t {
+                ss_sp: map.cast::<u8>().add(page).cast(),
+                ss_flags: 0,
+                ss_size: ALT_STACK_SIZE,
+            };
+            if libc::sigaltstack(&new, ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(Some(alt))
+    }
+}
+
+impl Drop for AltStack {
+    fn drop(&mut self) {
+        // SAFETY: disable the alternate stack if it is still ours (the thread
+        // is ending and not running a handler), then unmap our mapping.
+        unsafe {
+            let mut cur: libc::stack_t = std::mem::zeroed();
+            if libc::sigaltstack(ptr::null(), &mut cur) == 0
+                && cur.ss_sp as usize >= self.map as usize
+                && (cur.ss_sp as usize) < self.map as usize + self.len
+            {
+                let off = libc::stack_t {
+                    ss_sp: ptr::null_mut(),
+                    ss_flags: libc::SS_DISABLE,
+                    ss_size: 0,
+                };
+                libc::sigaltstack(&off, ptr::null_mut());
+            }
+            libc::munmap(self.map, self.len);
+        }
+    }
+}
+
+thread_local! {
+    static ALT_STACK: std::cell::OnceCell<Option<AltStack>> = const { std::cell::OnceCell::new() };
+}
+
+/// Makes sure the current thread has an alternate signal stack big enough for
+/// an overflow to be caught here. Cheap after the first call on a thread.
+pub(crate) fn ensure_alt_stack() {
+    ALT_STACK.with(|cell| {
+        cell.get_or_init(|| AltStack::install().ok().flatten());
+    });
+}

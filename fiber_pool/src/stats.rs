@@ -1,0 +1,116 @@
+//! What the pool counts ([`PoolStats`], [`LabelStats`]) and the internal
+//! counters behind them. Plain data: the application renders it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// A snapshot of a pool's counters, from `FiberPool::stats`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Number of fibers (N).
+    pub size: usize,
+    /// Usable bytes per fiber stack.
+    pub stack_size: usize,
+    /// Fibers running a job now.
+    pub busy: usize,
+    /// Callers waiting for a fiber now.
+    pub queued: usize,
+    /// Jobs that returned a value.
+    pub completed: u64,
+    /// Calls refused with `Busy`.
+    pub rejected: u64,
+    /// Calls that gave up waiting (`Timeout`).
+    pub timed_out: u64,
+    /// Jobs that overflowed their stack.
+    pub overflows: u64,
+    /// Jobs that panicked.
+    pub panics: u64,
+    /// The most stack bytes a measured job used (overflows not included).
+    pub peak_stack_bytes: usize,
+    /// The same counters per job label.
+    pub per_label: BTreeMap<&'static str, LabelStats>,
+}
+
+/// Counters for one job label.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LabelStats {
+    /// Jobs that got a fiber (completed, panicked or overflowed).
+    pub runs: u64,
+    /// Of those, overflows.
+    pub overflows: u64,
+    /// Of those, panics.
+    pub panics: u64,
+    /// The most stack bytes a measured job with this label used.
+    pub peak_stack_bytes: usize,
+    /// How many jobs with this label were measured.
+    pub measured: u64,
+}
+
+/// How a job that got a fiber ended, for the counters.
+pub(crate) enum Ended {
+    Completed,
+    Panicked,
+    Overflowed,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    completed: AtomicU64,
+    rejected: AtomicU64,
+    timed_out: AtomicU64,
+    overflows: AtomicU64,
+    panics: AtomicU64,
+    peak: AtomicUsize,
+    per_label: Mutex<BTreeMap<&'static str, LabelStats>>,
+}
+
+impl Counters {
+    pub(crate) fn rejected(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn timed_out(&self) {
+        self.timed_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a job that ran; `used` is its measured stack use, if measured.
+    pub(crate) fn ran(&self, label: &'static str, ended: Ended, used: Option<usize>) {
+        let counter = match ended {
+            Ended::Completed => &self.completed,
+            Ended::Panicked => &self.panics,
+            Ended::Overflowed => &self.overflows,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(used) = used {
+            self.peak.fetch_max(used, Ordering::Relaxed);
+        }
+        let mut per_label = self.per_label.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = per_label.entry(label).or_default();
+        entry.runs += 1;
+        match ended {
+            Ended::Completed => {}
+            Ended::Panicked => entry.panics += 1,
+            Ended::Overflowed => entry.overflows += 1,
+        }
+        if let Some(used) = used {
+            entry.measured += 1;
+            entry.peak_stack_bytes = entry.peak_stack_bytes.max(used);
+        }
+    }
+
+    /// Fills the counter fields of a snapshot.
+    pub(crate) fn snapshot(&self, stats: &mut PoolStats) {
+        stats.completed = self.completed.load(Ordering::Relaxed);
+        stats.rejected = self.rejected.load(Ordering::Relaxed);
+        stats.timed_out = self.timed_out.load(Ordering::Relaxed);
+        stats.overflows = self.overflows.load(Ordering::Relaxed);
+        stats.panics = self.panics.load(Ordering::Relaxed);
+        stats.peak_stack_bytes = self.peak.load(Ordering::Relaxed);
+        stats.per_label = self
+            .per_label
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+    }
+}
