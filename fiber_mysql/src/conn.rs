@@ -1,0 +1,326 @@
+//! One connection: TCP over `may::net::TcpStream`, the handshake, packet
+//! reads and writes with their timeouts, COM_PING, COM_QUIT, and poisoning.
+//!
+//! Every read and write goes through may's socket, so a fiber waiting for
+//! the server parks and the worker thread runs other fibers. Outside a
+//! coroutine the same calls simply block the calling thread.
+//!
+//! Poisoning: after an I/O error, a protocol surprise or a timeout in the
+//! middle of a response, the byte stream can no longer be trusted. The
+//! connection is marked broken, every later command fails fast, and the
+//! pool closes it instead of handing it out again.
+
+use std::collections::HashMap;
+use std::io;
+use std::time::{Duration, Instant};
+
+use may::net::TcpStream;
+use mysql_common::constants::{CapabilityFlags, Command};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{HandshakePacket, HandshakeResponse};
+use mysql_common::proto::codec::error::PacketCodecError;
+use mysql_common::proto::codec::PacketCodec;
+use mysql_common::proto::sync_framed::MySyncFramed;
+use mysql_common::proto::{MyDeserialize, MySerialize};
+
+use crate::auth::{self, PacketIo};
+use crate::error::{Error, Result};
+use crate::opts::Opts;
+use crate::query::StmtInfo;
+
+/// Largest packet we accept from the server (its `max_allowed_packet` caps
+/// what it sends; this only guards against a corrupt length header).
+pub const MAX_PACKET: usize = 64 * 1024 * 1024;
+/// Initial socket buffers per connection. mysql_common's default (4 MiB
+/// each way) would reserve 2 GiB of address space for a pool of 250.
+const INITIAL_BUFFER: usize = 16 * 1024;
+
+/// What we ask the server for; intersected with what it offers.
+fn client_capabilities() -> CapabilityFlags {
+    CapabilityFlags::CLIENT_LONG_PASSWORD
+        | CapabilityFlags::CLIENT_LONG_FLAG
+        | CapabilityFlags::CLIENT_PROTOCOL_41
+        | CapabilityFlags::CLIENT_TRANSACTIONS
+        | CapabilityFlags::CLIENT_SECURE_CONNECTION
+        | CapabilityFlags::CLIENT_MULTI_STATEMENTS
+        | CapabilityFlags::CLIENT_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+}
+
+/// A native connection. Not `Sync`; move it between fibers freely (`Send`).
+pub struct Conn {
+    framed: MySyncFramed<TcpStream>,
+    pub(crate) opts: Opts,
+    pub(crate) caps: CapabilityFlags,
+    connection_id: u32,
+    server_version: String,
+    /// Set once the stream cannot be trusted; see the module comment.
+    broken: bool,
+    /// While set, a read that would pass it fails with [`Error::QueryTimeout`].
+    pub(crate) deadline: Option<Instant>,
+    /// The read timeout currently set on the socket (to skip redundant syscalls).
+    socket_read_timeout: Option<Duration>,
+    pub(crate) stmts: HashMap<String, StmtInfo>,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("url", &self.opts.url_redacted())
+            .field("connection_id", &self.connection_id)
+            .field("broken", &self.broken)
+            .finish()
+    }
+}
+
+impl Conn {
+    /// Connects, authenticates and selects `opts.db`, all within
+    /// `opts.connect_timeout` (else [`Error::ConnectTimeout`]).
+    pub fn connect(opts: &Opts) -> Result<Conn> {
+        let addr = opts.socket_addr()?;
+        let started = Instant::now();
+        let stream = TcpStream::connect_timeout(&addr, opts.connect_timeout).map_err(|e| {
+            if is_timeout(&e) {
+                Error::ConnectTimeout
+            } else {
+                Error::Io(io::Error::new(
+                    e.kind(),
+                    format!("{} ({})", e, opts.url_redacted()),
+                ))
+            }
+        })?;
+        stream.set_nodelay(true)?;
+        stream.set_write_timeout(Some(opts.read_timeout))?;
+        let mut codec = PacketCodec::default();
+        codec.max_allowed_packet = MAX_PACKET;
+        // Start from empty buffers (the `bytes` crate is not a dependency of
+        // ours, hence the round trip through `destruct` to name their type).
+        let empty = MySyncFramed::construct(Default::default(), Default::default(), codec, stream);
+        let (mut in_buf, mut out_buf, codec, stream) = empty.destruct();
+        in_buf.reserve(INITIAL_BUFFER);
+        out_buf.reserve(INITIAL_BUFFER);
+        let framed = MySyncFramed::construct(in_buf, out_buf, codec, stream);
+        let mut conn = Conn {
+            framed,
+            opts: opts.clone(),
+            caps: client_capabilities(),
+            connection_id: 0,
+            server_version: String::new(),
+            broken: false,
+            deadline: Some(started + opts.connect_timeout),
+            socket_read_timeout: None,
+            stmts: HashMap::new(),
+        };
+        match conn.handshake() {
+            Ok(()) => {
+                conn.deadline = None;
+                Ok(conn)
+            }
+            Err(Error::QueryTimeout) => Err(Error::ConnectTimeout),
+            Err(Error::Io(e)) if is_timeout(&e) => Err(Error::ConnectTimeout),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn handshake(&mut self) -> Result<()> {
+        let packet = self.read_packet()?;
+        if packet.first() == Some(&0xFF) {
+            // e.g. 1040 too many connections, 1129 host blocked
+            return Err(auth::server_error(&packet, self.caps));
+        }
+        let hello = HandshakePacket::deserialize((), &mut ParseBuf(&packet))
+            .map_err(|e| self.fail(Error::protocol(format!("bad server greeting: {e}"))))?;
+        self.caps = client_capabilities() & hello.capabilities();
+        if !self.caps.contains(CapabilityFlags::CLIENT_PROTOCOL_41) {
+            return Err(Error::protocol("server is older than MySQL 4.1"));
+        }
+        self.connection_id = hello.connection_id();
+        self.server_version = hello.server_version_str().into_owned();
+        let nonce = hello.nonce();
+        let plugin = hello
+            .auth_plugin()
+            .map(|p| p.into_owned())
+            .unwrap_or(mysql_common::packets::AuthPlugin::MysqlNativePassword);
+        let scramble = auth::scramble(&plugin, &self.opts.password, &nonce);
+        let version = hello.server_version_parsed().unwrap_or((5, 5, 5));
+        let response = HandshakeResponse::new(
+            Some(scramble),
+            version,
+            Some(self.opts.user.as_bytes().to_vec()),
+            self.opts.db.as_ref().map(|d| d.as_bytes().to_vec()),
+            Some(plugin.clone()),
+            self.caps,
+            None,
+            MAX_PACKET as u32,
+        );
+        self.caps = response.capabilities();
+        let mut buf = Vec::new();
+        response.serialize(&mut buf);
+        self.write_packet(&buf)?;
+        let password = self.opts.password.clone();
+        let caps = self.caps;
+        auth::authenticate(self, plugin, nonce, &password, caps)
+    }
+
+    /// The server's id for this connection (what `KILL QUERY` takes).
+    pub fn connection_id(&self) -> u32 {
+        self.connection_id
+    }
+
+    /// The server's version string, e.g. `5.5.5-10.11.6-MariaDB-0+deb12u1`.
+    pub fn server_version(&self) -> &str {
+        &self.server_version
+    }
+
+    /// The options this connection was opened with.
+    pub fn opts(&self) -> &Opts {
+        &self.opts
+    }
+
+    /// True once an I/O or protocol error made this connection unusable.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// A free liveness check without a round trip: a healthy idle connection
+    /// has nothing to read. End-of-stream (the server went away) or unsolicited
+    /// bytes (e.g. "connection killed" sent by a shutting-down server) mean
+    /// it is dead. may's sockets are non-blocking, so this never waits.
+    pub fn looks_alive(&self) -> bool {
+        if self.broken {
+            return false;
+        }
+        let mut byte = [0u8; 1];
+        match self.framed.get_ref().inner().peek(&mut byte) {
+            Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+            Ok(_) => false,
+        }
+    }
+
+    /// COM_PING: one round trip.
+    pub fn ping(&mut self) -> Result<()> {
+        self.check_usable()?;
+        let result = self
+            .write_command(&[Command::COM_PING as u8])
+            .and_then(|()| {
+                let packet = self.read_packet()?;
+                match packet.first() {
+                    Some(0x00) => Ok(()),
+                    Some(0xFF) => Err(auth::server_error(&packet, self.caps)),
+                    _ => Err(Error::protocol("unexpected answer to COM_PING")),
+                }
+            });
+        result.map_err(|e| self.fail(e))
+    }
+
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        if self.broken {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "connection was closed after an earlier I/O or protocol error",
+            )));
+        }
+        Ok(())
+    }
+
+    /// Marks the connection broken if `e` means the stream is out of sync.
+    pub(crate) fn fail(&mut self, e: Error) -> Error {
+        if e.poisons_connection() {
+            self.broken = true;
+        }
+        e
+    }
+
+    pub(crate) fn mark_broken(&mut self) {
+        self.broken = true;
+    }
+
+    /// Starts a new command: sequence ids restart at 0.
+    pub(crate) fn write_command(&mut self, payload: &[u8]) -> Result<()> {
+        self.framed.codec_mut().reset_seq_id();
+        self.write_packet(payload)
+    }
+
+    fn socket_timeout_for_next_read(&mut self) -> Result<Duration> {
+        let mut timeout = self.opts.read_timeout;
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::QueryTimeout);
+            }
+            timeout = timeout.min(left);
+        }
+        if self.socket_read_timeout != Some(timeout) {
+            self.framed.get_ref().set_read_timeout(Some(timeout))?;
+            self.socket_read_timeout = Some(timeout);
+        }
+        Ok(timeout)
+    }
+}
+
+impl PacketIo for Conn {
+    /// Reads one packet. A timeout that hits `deadline` is
+    /// [`Error::QueryTimeout`] (the caller decides); any other failure poisons.
+    fn read_packet(&mut self) -> Result<Vec<u8>> {
+        self.socket_timeout_for_next_read()?;
+        let mut packet = Vec::new();
+        match self.framed.next_packet(&mut packet) {
+            Ok(true) => Ok(packet),
+            Ok(false) => Err(self.fail(Error::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the server closed the connection",
+            )))),
+            Err(PacketCodecError::Io(e)) if is_timeout(&e) => {
+                if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                    Err(Error::QueryTimeout)
+                } else {
+                    let e = io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "no answer within read_timeout ({:?})",
+                            self.opts.read_timeout
+                        ),
+                    );
+                    Err(self.fail(Error::Io(e)))
+                }
+            }
+            Err(e) => Err(self.fail(codec_error(e))),
+        }
+    }
+
+    fn write_packet(&mut self, payload: &[u8]) -> Result<()> {
+        let mut payload = payload;
+        self.framed
+            .send(&mut payload)
+            .map_err(|e| self.fail(codec_error(e)))
+    }
+}
+
+impl Drop for Conn {
+    /// Says COM_QUIT so the server frees the thread at once (best effort).
+    fn drop(&mut self) {
+        if !self.broken {
+            let _ = self.write_command(&[Command::COM_QUIT as u8]);
+        }
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    )
+}
+
+fn codec_error(e: PacketCodecError) -> Error {
+    match e {
+        PacketCodecError::Io(e) => Error::Io(e),
+        PacketCodecError::PacketTooLarge => Error::protocol("packet larger than MAX_PACKET"),
+        PacketCodecError::PacketsOutOfSync => Error::protocol("packets out of sync"),
+        PacketCodecError::BadCompressedPacketHeader => {
+            Error::protocol("bad compressed packet header")
+        }
+    }
+}

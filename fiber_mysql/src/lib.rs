@@ -1,0 +1,31 @@
+//! A MySQL/MariaDB client for the `may` coroutine runtime: code written in
+//! blocking style (`conn.query("select sleep(1)")`) parks only its fiber,
+//! and the worker thread runs others meanwhile.
+//!
+//! Layout, one idea per file:
+//! - [`opts`]: connection options and `mysql://` URLs;
+//! - [`error`]: the one error type, with [`Error::is_unavailable`] for 503-vs-500;
+//! - `conn`: TCP, handshake, packet I/O, timeouts, poisoning ([`Conn`]);
+//! - `auth`: mysql_native_password and caching_sha2_password exchanges;
+//! - [`launcher`]: a private MariaDB for the demo and tests ([`launcher::MariaDb`]);
+//! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
+//!
+//! Protocol parts (framing, packets, scrambles, rows and values) come from
+//! mysql_common 0.37, the version the `mysql` crate 28 uses, so one copy builds.
+#![forbid(unsafe_code)]
+
+mod auth;
+mod conn;
+pub mod error;
+pub mod launcher;
+pub mod opts;
+mod query;
+
+pub use conn::Conn;
+pub use error::{Error, Result};
+pub use mysql_common;
+pub use mysql_common::params::Params;
+pub use mysql_common::row::Row;
+pub use mysql_common::value::Value;
+pub use opts::Opts;
+pub use query::{QueryResult, STMT_CACHE_PER_CONN};

@@ -1,0 +1,293 @@
+//! Connection options and the `mysql://user:password@host:port/db` URL that carries them.
+//!
+//! `may::net::TcpStream::connect` resolves host names with *blocking* DNS,
+//! which would stall every fiber on the worker. So a host name is resolved
+//! once, here, when the URL is parsed (at start-up, outside fibers), and a
+//! [`Conn`](crate::Conn) only ever connects to an IP address.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Default TCP connect + handshake timeout.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default limit on the silence between two packets of one response.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where and how to connect.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Opts {
+    /// An IP address (a name is resolved by [`Opts::from_url`]).
+    pub host: String,
+    /// TCP port, 3306 by default.
+    pub port: u16,
+    /// User name.
+    pub user: String,
+    /// Password (empty: none).
+    pub password: String,
+    /// Default database (`USE db` at connect).
+    pub db: Option<String>,
+    /// TCP connect plus handshake and authentication.
+    pub connect_timeout: Duration,
+    /// Longest silence accepted between two packets (and for each write).
+    pub read_timeout: Duration,
+    /// A query running longer is stopped with `KILL QUERY` and fails with
+    /// [`Error::QueryTimeout`]. `None`: only `read_timeout` applies.
+    pub query_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for Opts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the password.
+        f.debug_struct("Opts")
+            .field("url", &self.url_redacted())
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .field("query_timeout", &self.query_timeout)
+            .finish()
+    }
+}
+
+impl Opts {
+    /// Options for `user@ip:port` with default timeouts.
+    pub fn new(host: impl Into<String>, port: u16, user: impl Into<String>) -> Opts {
+        Opts {
+            host: host.into(),
+            port,
+            user: user.into(),
+            password: String::new(),
+            db: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            read_timeout: DEFAULT_READ_TIMEOUT,
+            query_timeout: None,
+        }
+    }
+
+    /// Parses `mysql://user:password@host:port/db?query_timeout_ms=500`.
+    ///
+    /// User and password may be percent-encoded. A host name is resolved
+    /// here, once, with blocking DNS (call this at start-up, not in a fiber).
+    /// Query options: `connect_timeout_ms`, `read_timeout_ms`, `query_timeout_ms`.
+    pub fn from_url(url: &str) -> Result<Opts> {
+        let rest = url
+            .strip_prefix("mysql://")
+            .or_else(|| url.strip_prefix("mariadb://"))
+            .ok_or_else(|| Error::Url("it must start with mysql://".into()))?;
+        let (rest, query) = match rest.split_once('?') {
+            Some((r, q)) => (r, Some(q)),
+            None => (rest, None),
+        };
+        let (authority, path) = match rest.split_once('/') {
+            Some((a, p)) => (a, p),
+            None => (rest, ""),
+        };
+        let (userinfo, hostport) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let (user, password) = match userinfo {
+            Some(u) => match u.split_once(':') {
+                Some((u, p)) => (percent_decode(u)?, percent_decode(p)?),
+                None => (percent_decode(u)?, String::new()),
+            },
+            None => ("root".to_string(), String::new()),
+        };
+        let (host, port) = split_host_port(hostport)?;
+        let host = resolve_once(&host, port)?;
+        let mut opts = Opts::new(host, port, user);
+        opts.password = password;
+        let db = percent_decode(path)?;
+        opts.db = (!db.is_empty()).then_some(db);
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| Error::Url(format!("option `{pair}` has no value")))?;
+            let ms = || -> Result<Duration> {
+                value
+                    .parse::<u64>()
+                    .map(Duration::from_millis)
+                    .map_err(|_| Error::Url(format!("`{key}` must be milliseconds, not `{value}`")))
+            };
+            match key {
+                "connect_timeout_ms" => opts.connect_timeout = ms()?,
+                "read_timeout_ms" => opts.read_timeout = ms()?,
+                "query_timeout_ms" => opts.query_timeout = Some(ms()?),
+                other => return Err(Error::Url(format!("unknown option `{other}`"))),
+            }
+        }
+        Ok(opts)
+    }
+
+    /// The URL with the password replaced by `***`, for logs and error messages.
+    pub fn url_redacted(&self) -> String {
+        self.url_with_password(if self.password.is_empty() { "" } else { "***" })
+    }
+
+    /// The full URL including the password and non-default timeouts
+    /// (for handing to a child process); `from_url(url())` gives `self` back.
+    pub fn url(&self) -> String {
+        let mut url = self.url_with_password(&percent_encode(&self.password));
+        let mut options = Vec::new();
+        if self.connect_timeout != DEFAULT_CONNECT_TIMEOUT {
+            options.push(format!(
+                "connect_timeout_ms={}",
+                self.connect_timeout.as_millis()
+            ));
+        }
+        if self.read_timeout != DEFAULT_READ_TIMEOUT {
+            options.push(format!("read_timeout_ms={}", self.read_timeout.as_millis()));
+        }
+        if let Some(t) = self.query_timeout {
+            options.push(format!("query_timeout_ms={}", t.as_millis()));
+        }
+        if !options.is_empty() {
+            url.push('?');
+            url.push_str(&options.join("&"));
+        }
+        url
+    }
+
+    fn url_with_password(&self, password: &str) -> String {
+        let host = match self.host.parse::<IpAddr>() {
+            Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
+            _ => self.host.clone(),
+        };
+        let pass = if password.is_empty() {
+            String::new()
+        } else {
+            format!(":{password}")
+        };
+        format!(
+            "mysql://{}{pass}@{host}:{}/{}",
+            percent_encode(&self.user),
+            self.port,
+            self.db.as_deref().map(percent_encode).unwrap_or_default()
+        )
+    }
+
+    /// The socket address to connect to; fails if `host` is not an IP address.
+    pub fn socket_addr(&self) -> Result<SocketAddr> {
+        let ip: IpAddr = self.host.parse().map_err(|_| {
+            Error::Url(format!(
+                "host `{}` is not an IP address (may's connect would do blocking DNS \
+                 inside a fiber; build Opts with Opts::from_url, which resolves once)",
+                self.host
+            ))
+        })?;
+        Ok(SocketAddr::new(ip, self.port))
+    }
+}
+
+fn split_host_port(hostport: &str) -> Result<(String, u16)> {
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| Error::Url("unclosed `[` in host".into()))?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(Error::Url("no host".into()));
+    }
+    let port = match port {
+        Some(p) => p
+            .parse()
+            .map_err(|_| Error::Url(format!("port `{p}` is not a number")))?,
+        None => 3306,
+    };
+    Ok((host.to_string(), port))
+}
+
+fn resolve_once(host: &str, port: u16) -> Result<String> {
+    if host.parse::<IpAddr>().is_ok() {
+        return Ok(host.to_string());
+    }
+    let mut addrs = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| Error::Url(format!("cannot resolve `{host}`: {e}")))?;
+    // Prefer IPv4: MariaDB's default bind address and our launcher use it.
+    let all: Vec<SocketAddr> = addrs.by_ref().collect();
+    all.iter()
+        .find(|a| a.is_ipv4())
+        .or(all.first())
+        .map(|a| a.ip().to_string())
+        .ok_or_else(|| Error::Url(format!("`{host}` resolves to no address")))
+}
+
+fn percent_decode(s: &str) -> Result<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| Error::Url(format!("bad percent escape in `{s}`")))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| Error::Url(format!("`{s}` is not UTF-8 once decoded")))
+}
+
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_url() {
+        let o =
+            Opts::from_url("mysql://app:p%40ss@127.0.0.1:3307/shop?query_timeout_ms=250").unwrap();
+        assert_eq!(o.user, "app");
+        assert_eq!(o.password, "p@ss");
+        assert_eq!(o.host, "127.0.0.1");
+        assert_eq!(o.port, 3307);
+        assert_eq!(o.db.as_deref(), Some("shop"));
+        assert_eq!(o.query_timeout, Some(Duration::from_millis(250)));
+        assert_eq!(o.url_redacted(), "mysql://app:***@127.0.0.1:3307/shop");
+        assert_eq!(Opts::from_url(&o.url()).unwrap(), o);
+        assert!(!format!("{o:?}").contains("p@ss"));
+    }
+
+    #[test]
+    fn resolves_names_once_and_defaults_the_port() {
+        let o = Opts::from_url("mysql://root@localhost").unwrap();
+        assert!(o.host.parse::<IpAddr>().is_ok(), "{}", o.host);
+        assert_eq!(o.port, 3306);
+        assert_eq!(o.db, None);
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        for bad in [
+            "postgres://x@1.2.3.4/db",
+            "mysql://u@1.2.3.4:notaport/db",
+            "mysql://u@1.2.3.4/db?nope=1",
+            "mysql://u@/db",
+        ] {
+            assert!(matches!(Opts::from_url(bad), Err(Error::Url(_))), "{bad}");
+        }
+        assert!(Opts::new("db.example", 1, "u").socket_addr().is_err());
+    }
+}
