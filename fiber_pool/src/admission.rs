@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use may::coroutine::ParkError;
 use may::sync::Blocker;
 
 const NO_SLOT: usize = usize::MAX;
@@ -80,19 +81,20 @@ impl Admission {
         loop {
             let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
             // may reads a zero timeout as "for ever": never park with one.
-            let parked = match remaining {
-                Some(r) if r.is_zero() => Err(()),
-                Some(r) => waiter
-                    .blocker
-                    .park(Some(r.max(Duration::from_millis(1))))
-                    .map_err(drop),
-                None => waiter.blocker.park(None).map_err(drop),
+            // Its timer may also fire a little early: then we park again.
+            let give_up = match remaining {
+                Some(r) if r.is_zero() => true,
+                Some(r) => matches!(
+                    waiter.blocker.park(Some(r.max(Duration::from_millis(1)))),
+                    Err(ParkError::Canceled)
+                ),
+                None => waiter.blocker.park(None).is_err(),
             };
             let slot = waiter.slot.load(Ordering::Acquire);
             if slot != NO_SLOT {
                 return Ok(slot);
             }
-            if parked.is_err() {
+            if give_up {
                 let mut state = self.lock();
                 // `release` hands over under the lock: check once more.
                 let slot = waiter.slot.load(Ordering::Acquire);

@@ -1,0 +1,71 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fiber_pool::{FiberPool, PoolConfig};
+
+/// Recurses with a 1 KiB frame until the stack runs out (on purpose).
+#[inline(never)]
+#[allow(unconditional_recursion)]
+pub fn recurse(depth: u64) -> u64 {
+    let mut buf = [0u8; 1024];
+    buf[depth as usize % 1024] = depth as u8;
+    let buf = std::hint::black_box(buf);
+    recurse(depth + 1) + u64::from(buf[0])
+}
+
+/// Resident pages of this process, from /proc/self/statm.
+pub fn rss_pages() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("procfs is mounted");
+    statm.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Runs `n + k` jobs that each sleep 200 ms on may through a pool of `n`
+/// fibers; checks the elapsed time against ceil((n+k)/n) x 200 ms (wide
+/// bounds) and that never more than `n` ran at once (and that `n` did).
+pub fn sleeping_jobs_take_waves(n: usize, k: usize) {
+    const SLEEP: Duration = Duration::from_millis(200);
+    let pool = FiberPool::new(PoolConfig {
+        size: n,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let handles: Vec<_> = (0..n + k)
+        .map(|i| {
+            let (p, running, most) = (pool.clone(), running.clone(), most.clone());
+            may::go!(move || p.run("sleep", move || {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                may::coroutine::sleep(SLEEP);
+                running.fetch_sub(1, Ordering::SeqCst);
+                i
+            }))
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.join().unwrap().unwrap(), i);
+    }
+    let elapsed = start.elapsed();
+    let waves = (n + k).div_ceil(n) as u32;
+    assert!(
+        elapsed >= SLEEP * waves - Duration::from_millis(20)
+            && elapsed < SLEEP * waves + SLEEP * 3 / 4,
+        "{} jobs on {n} fibers took {elapsed:?}, expected about {:?}",
+        n + k,
+        SLEEP * waves
+    );
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        n,
+        "at most (and at best) {n} at once"
+    );
+    let stats = pool.stats();
+    assert_eq!(stats.completed, (n + k) as u64);
+    assert_eq!((stats.busy, stats.queued), (0, 0));
+}
