@@ -243,20 +243,26 @@ impl Conn {
         self.write_packet(payload)
     }
 
-    fn socket_timeout_for_next_read(&mut self) -> Result<Duration> {
+    /// Sets the socket's read timeout for the next read; returns whether
+    /// the deadline (not `read_timeout`) is what bounds it.
+    fn socket_timeout_for_next_read(&mut self) -> Result<bool> {
         let mut timeout = self.opts.read_timeout;
+        let mut bounded_by_deadline = false;
         if let Some(deadline) = self.deadline {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(Error::QueryTimeout);
             }
-            timeout = timeout.min(left);
+            if left <= timeout {
+                timeout = left;
+                bounded_by_deadline = true;
+            }
         }
         if self.socket_read_timeout != Some(timeout) {
             self.framed.get_ref().set_read_timeout(Some(timeout))?;
             self.socket_read_timeout = Some(timeout);
         }
-        Ok(timeout)
+        Ok(bounded_by_deadline)
     }
 }
 
@@ -264,7 +270,7 @@ impl PacketIo for Conn {
     /// Reads one packet. A timeout that hits `deadline` is
     /// [`Error::QueryTimeout`] (the caller decides); any other failure poisons.
     fn read_packet(&mut self) -> Result<Vec<u8>> {
-        self.socket_timeout_for_next_read()?;
+        let bounded_by_deadline = self.socket_timeout_for_next_read()?;
         let mut packet = Vec::new();
         match self.framed.next_packet(&mut packet) {
             Ok(true) => Ok(packet),
@@ -273,7 +279,8 @@ impl PacketIo for Conn {
                 "the server closed the connection",
             )))),
             Err(PacketCodecError::Io(e)) if is_timeout(&e) => {
-                if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                // (may's timer may fire a little before the deadline.)
+                if bounded_by_deadline {
                     Err(Error::QueryTimeout)
                 } else {
                     let e = io::Error::new(

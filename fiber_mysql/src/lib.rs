@@ -8,6 +8,8 @@
 //! - `conn`: TCP, handshake, packet I/O, timeouts, poisoning ([`Conn`]);
 //! - `auth`: mysql_native_password and caching_sha2_password exchanges;
 //! - [`launcher`]: a private MariaDB for the demo and tests ([`launcher::MariaDb`]);
+//! - [`pool`]: FIFO pool over either driver ([`Pool`], [`PooledConn`], [`Driver`]);
+//! - [`threads`]: the comparison driver, `mysql::Conn` on one OS thread per connection;
 //! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
 //!
 //! Protocol parts (framing, packets, scrambles, rows and values) come from
@@ -19,7 +21,9 @@ mod conn;
 pub mod error;
 pub mod launcher;
 pub mod opts;
+pub mod pool;
 mod query;
+pub mod threads;
 
 pub use conn::Conn;
 pub use error::{Error, Result};
@@ -28,4 +32,5 @@ pub use mysql_common::params::Params;
 pub use mysql_common::row::Row;
 pub use mysql_common::value::Value;
 pub use opts::Opts;
+pub use pool::{AbandonHook, Driver, Pool, PoolConfig, PoolStats, PooledConn};
 pub use query::{QueryResult, STMT_CACHE_PER_CONN};

@@ -39,12 +39,13 @@ use mysql_common::value::ServerSide;
 use crate::auth::{self, PacketIo};
 use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::opts::Opts;
 
 /// Prepared statements kept per connection. MariaDB allows 16382 in total
 /// (`max_prepared_stmt_count`), so 32 x a pool of 250 stays well inside.
 pub const STMT_CACHE_PER_CONN: usize = 32;
 /// How long we wait for the interrupted answer after `KILL QUERY`.
-const KILL_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const KILL_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connect timeout for the short-lived `KILL QUERY` connection.
 const KILL_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -95,6 +96,16 @@ impl QueryResult {
 pub(crate) struct StmtInfo {
     id: u32,
     num_params: u16,
+}
+
+/// Sends `KILL QUERY <connection_id>` from a short-lived native connection.
+pub(crate) fn kill_query(opts: &Opts, connection_id: u32) -> Result<()> {
+    let mut opts = opts.clone();
+    opts.query_timeout = None;
+    opts.connect_timeout = opts.connect_timeout.min(KILL_CONNECT_TIMEOUT);
+    let mut killer = Conn::connect(&opts)?;
+    killer.query(&format!("KILL QUERY {connection_id}"))?;
+    Ok(())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -247,12 +258,7 @@ impl Conn {
     }
 
     fn kill_running_query(&self) -> Result<()> {
-        let mut opts = self.opts.clone();
-        opts.query_timeout = None;
-        opts.connect_timeout = opts.connect_timeout.min(KILL_CONNECT_TIMEOUT);
-        let mut killer = Conn::connect(&opts)?;
-        killer.query(&format!("KILL QUERY {}", self.connection_id()))?;
-        Ok(())
+        kill_query(&self.opts, self.connection_id())
     }
 
     /// Reads every result of one command (several for multi-statements).

@@ -1,0 +1,75 @@
+//! Helpers shared by the integration tests: the test database, fibers, drivers.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use fiber_mysql::launcher::{self, LaunchConfig, MariaDb};
+use fiber_mysql::{Driver, Opts, Pool, PoolConfig};
+
+/// The shared test server (FIBERSTACK_TEST_DATABASE_URL or one per process).
+pub fn opts() -> Opts {
+    launcher::test_database_opts().expect("test database")
+}
+
+/// A private server for tests that kill or restart it.
+pub fn private_server(max_connections: usize) -> MariaDb {
+    MariaDb::start(LaunchConfig {
+        max_connections,
+        db_name: "fiberstack_private".into(),
+        ..LaunchConfig::default()
+    })
+    .expect("private MariaDB")
+}
+
+/// A table name no other test (or test process) uses.
+pub fn unique_table(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn pool(opts: Opts, size: usize, driver: Driver) -> Pool {
+    let mut cfg = PoolConfig::new(opts, size);
+    cfg.driver = driver;
+    cfg.wait_timeout = Duration::from_secs(30);
+    Pool::new(cfg).expect("pool")
+}
+
+/// Runs `f(i)` for `i in 0..n`, each in its own coroutine, and returns the results.
+pub fn in_fibers<T, F>(n: usize, f: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(usize) -> T + Send + Sync + 'static,
+{
+    let f = std::sync::Arc::new(f);
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let f = f.clone();
+            may::go!(move || f(i))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("fiber panicked"))
+        .collect()
+}
+
+/// Defines one `#[test]` per driver: `name::native` and `name::threads`.
+#[macro_export]
+macro_rules! for_each_driver {
+    ($(fn $name:ident($driver:ident: Driver) $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            fn run($driver: fiber_mysql::Driver) $body
+            #[test]
+            fn native() { run(fiber_mysql::Driver::Native) }
+            #[test]
+            fn threads() { run(fiber_mysql::Driver::Threads) }
+        }
+    )*};
+}
