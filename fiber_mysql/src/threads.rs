@@ -192,20 +192,21 @@ fn collect<P: mysql::prelude::Protocol>(
 ) -> Result<QueryResult> {
     let mut sets = Vec::new();
     while let Some(mut set) = result.iter() {
-        let columns = set.columns().as_ref().to_vec().into();
-        let rows = set
-            .by_ref()
-            .collect::<std::result::Result<Vec<Row>, _>>()
-            .map_err(convert_error)?;
-        sets.push(QueryResult {
-            columns,
-            rows,
+        // The counts exist only before the set is consumed (the mysql crate
+        // keeps the OK packet while "in an empty set").
+        let mut one = QueryResult {
+            columns: set.columns().as_ref().to_vec().into(),
             affected_rows: set.affected_rows(),
             last_insert_id: set.last_insert_id(),
             warnings: set.warnings(),
             info: set.info_str().into_owned(),
-            more: Vec::new(),
-        });
+            ..QueryResult::default()
+        };
+        one.rows = set
+            .by_ref()
+            .collect::<std::result::Result<Vec<Row>, _>>()
+            .map_err(convert_error)?;
+        sets.push(one);
     }
     let mut first = if sets.is_empty() {
         QueryResult::default()
