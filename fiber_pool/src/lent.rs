@@ -55,12 +55,13 @@ impl Ledger {
     }
 
     /// After an overflow: give every registered value to its callback, newest
-    /// first. Returns how many there were.
+    /// first. A panicking callback does not keep the others from running.
+    /// Returns how many there were.
     pub(crate) fn abandon_all(&self) -> usize {
         let entries = std::mem::take(&mut *self.lock());
         let n = entries.len();
         for (_, cell) in entries.into_iter().rev() {
-            cell.abandon();
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cell.abandon()));
         }
         n
     }

@@ -188,6 +188,15 @@ impl FiberPool {
         slot.entry.end();
         let stack = fiber.into_stack();
 
+        // Measure and give the stack back to the slot before anything that
+        // could panic (an `on_abandon` callback), so the slot stays whole.
+        let used = match outcome {
+            Outcome::Overflow => None,
+            _ if measure => Some(highwater::measure(&stack)),
+            _ => None,
+        };
+        *lock(&slot.stack) = Some(stack);
+
         let (ended, result) = match outcome {
             Outcome::Done => {
                 slot.ledger.detach_all();
@@ -199,6 +208,7 @@ impl FiberPool {
                 (Ended::Panicked, Err(RunError::Panicked { label, message }))
             }
             Outcome::Overflow => {
+                // Here, on the carrier's stack, after the fiber is gone.
                 slot.ledger.abandon_all();
                 let err = RunError::StackOverflow {
                     stack_size: inner.stack_size,
@@ -207,12 +217,6 @@ impl FiberPool {
                 (Ended::Overflowed, Err(err))
             }
         };
-        let used = match ended {
-            Ended::Overflowed => None,
-            _ if measure => Some(highwater::measure(&stack)),
-            _ => None,
-        };
-        *lock(&slot.stack) = Some(stack);
         inner.counters.ran(label, ended, used);
         result
     }

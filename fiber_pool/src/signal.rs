@@ -8,7 +8,7 @@
 //! is a running fiber and the fault is on its guard page, corosensei's
 //! `CoroutineTrapHandler` rewrites the interrupted registers so that, when the
 //! handler returns, the fiber's stack is reset and it returns
-//! [`Outcome::Overflow`] to the carrier's `resume`. The abandoned frames are
+//! `Outcome::Overflow` to the carrier's `resume`. The abandoned frames are
 //! not unwound. Every other fault goes to the handler that was installed
 //! before ours (may's generator prints its message and re-raises; the default
 //! action kills the process with SIGSEGV), so real crashes still crash.
