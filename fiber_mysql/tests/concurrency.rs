@@ -1,0 +1,148 @@
+//! The point of the crate: waiting queries park fibers, not the worker
+//! thread, and the pool is the concurrency throttle. All on ONE may worker.
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fiber_mysql::{Conn, Driver};
+
+fn one_worker() {
+    may::config().set_workers(1);
+}
+
+for_each_driver! {
+    fn two_hundred_sleeps_with_a_pool_of_200_take_about_one_second(driver: Driver) {
+        one_worker();
+        let pool = common::pool(common::opts(), 200, driver);
+        let started = Instant::now();
+        let results = common::in_fibers(200, move |_| {
+            let mut conn = pool.get().unwrap();
+            conn.query("SELECT SLEEP(1)").unwrap().scalar::<i64>().unwrap()
+        });
+        let took = started.elapsed();
+        assert!(results.iter().all(|r| *r == Some(0)));
+        // A blocking driver on one worker would take 200 s.
+        assert!(took < Duration::from_secs(3), "took {took:?}");
+        eprintln!("{driver}: 200 x sleep(1), pool 200, one worker: {took:?}");
+    }
+
+    fn forty_half_second_sleeps_with_a_pool_of_10_never_exceed_10(driver: Driver) {
+        one_worker();
+        let opts = common::opts();
+        let pool = common::pool(opts.clone(), 10, driver);
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let peak_on_server = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicUsize::new(0));
+        // A watcher fiber counts our sleeping queries in SHOW PROCESSLIST.
+        let watcher = {
+            let (peak_on_server, done) = (peak_on_server.clone(), done.clone());
+            may::go!(move || {
+                let mut admin = Conn::connect(&opts).unwrap();
+                while done.load(Ordering::Relaxed) < 40 {
+                    let r = admin.query("SHOW PROCESSLIST").unwrap();
+                    let sleeping = r.rows.iter()
+                        .filter(|row| row.get::<Option<String>, _>("Info").flatten()
+                            .is_some_and(|q| q == "SELECT SLEEP(0.5)" || q.starts_with("SELECT SLEEP(?")))
+                        .count();
+                    peak_on_server.fetch_max(sleeping, Ordering::Relaxed);
+                    may::coroutine::sleep(Duration::from_millis(50));
+                }
+            })
+        };
+        let started = Instant::now();
+        let p = pool.clone();
+        let (f, pk, d) = (in_flight.clone(), peak.clone(), done.clone());
+        common::in_fibers(40, move |_| {
+            let mut conn = p.get().unwrap();
+            let now = f.fetch_add(1, Ordering::SeqCst) + 1;
+            pk.fetch_max(now, Ordering::SeqCst);
+            conn.query("SELECT SLEEP(0.5)").unwrap();
+            f.fetch_sub(1, Ordering::SeqCst);
+            d.fetch_add(1, Ordering::SeqCst);
+        });
+        let took = started.elapsed();
+        watcher.join().unwrap();
+        let stats = pool.stats();
+        eprintln!("{driver}: 40 x sleep(0.5), pool 10: {took:?}, peak {} (server saw {}), {stats:?}",
+            peak.load(Ordering::SeqCst), peak_on_server.load(Ordering::SeqCst));
+        // 4 waves of 0.5 s.
+        assert!(took >= Duration::from_millis(1950), "took {took:?}");
+        assert!(took < Duration::from_secs(4), "took {took:?}");
+        assert_eq!(peak.load(Ordering::SeqCst), 10);
+        let seen = peak_on_server.load(Ordering::SeqCst);
+        assert!((1..=10).contains(&seen), "server saw {seen} sleeping queries");
+        assert_eq!(stats.total_waits, 30, "30 of 40 fibers had to wait");
+        assert!(stats.total_wait_time > Duration::from_secs(10));
+        assert_eq!((stats.in_use, stats.waiting, stats.idle), (0, 0, 10));
+    }
+}
+
+#[test]
+fn a_pool_of_250_opens_well_under_two_seconds() {
+    let started = Instant::now();
+    let pool = common::pool(common::opts(), 250, Driver::Native);
+    let took = started.elapsed();
+    eprintln!("pool of 250 ready in {took:?}");
+    assert_eq!(pool.stats().idle, 250);
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
+}
+
+#[test]
+fn waiters_are_served_in_fifo_order() {
+    one_worker();
+    let pool = common::pool(common::opts(), 1, Driver::Native);
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let held = pool.get().unwrap();
+    let handles: Vec<_> = (0..5)
+        .map(|i| {
+            let (pool, order) = (pool.clone(), order.clone());
+            let h = may::go!(move || {
+                let _conn = pool.get().unwrap();
+                order.lock().unwrap().push(i);
+            });
+            // Let fiber i queue before fiber i+1 starts.
+            may::coroutine::sleep(Duration::from_millis(20));
+            h
+        })
+        .collect();
+    assert_eq!(pool.stats().waiting, 5);
+    drop(held);
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn the_blocking_mysql_crate_on_fibers_serialises_them() {
+    // The contrast: the `mysql` crate used directly inside fibers blocks the
+    // one worker thread, so 4 x sleep(0.25) take 1 s instead of 0.25 s.
+    one_worker();
+    // The mysql crate needs more than may's default 32 KiB fiber stack.
+    may::config().set_stack_size(0x10000);
+    let opts = common::opts();
+    let url = format!(
+        "{}?prefer_socket=false",
+        opts.url().split('?').next().unwrap()
+    );
+    let conns: Vec<_> = (0..4)
+        .map(|_| {
+            std::sync::Mutex::new(Some(
+                mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap(),
+            ))
+        })
+        .collect();
+    let conns = Arc::new(conns);
+    let started = Instant::now();
+    common::in_fibers(4, move |i| {
+        use mysql::prelude::Queryable;
+        let mut conn = conns[i].lock().unwrap().take().unwrap();
+        let _: Vec<i64> = conn.query("SELECT SLEEP(0.25)").unwrap();
+    });
+    let took = started.elapsed();
+    eprintln!("mysql crate in 4 fibers on one worker: {took:?}");
+    assert!(took >= Duration::from_millis(950), "took {took:?}");
+}
