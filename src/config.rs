@@ -1,0 +1,220 @@
+//! Every limit of the server as a named field, with the defaults a user gets.
+//!
+//! The CLI (`cli.rs`) fills a [`ServeConfig`]; the fiber server and its async twin both
+//! read the same struct, so a limit means the same thing on either runtime.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The fiber stack size used when `--stack-size` is not given. See STACK_SIZES.md for
+/// the measurements behind it.
+pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
+
+/// Limits of the HTTP/1.x server, per connection and per request.
+#[derive(Clone, Debug)]
+pub struct HttpLimits {
+    /// Most request headers accepted; more is a 431.
+    pub max_headers: usize,
+    /// Most bytes in the request line plus headers; more is a 431.
+    pub max_header_bytes: usize,
+    /// Most bytes in a request body; more is a 413.
+    pub max_body_bytes: usize,
+    /// Time allowed for a whole request head to arrive once its first byte has (slowloris).
+    pub header_timeout: Duration,
+    /// Time an idle keep-alive connection is kept open waiting for the next request.
+    pub idle_timeout: Duration,
+    /// Time allowed for one write of a response to make progress.
+    pub write_timeout: Duration,
+    /// Most open client connections; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// may stack of each connection's coroutine (the carrier a fiber runs on; parsing
+    /// and writing happen there, handlers run on the fiber's own stack).
+    pub connection_stack: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_headers: 64,
+            max_header_bytes: 16 * 1024,
+            max_body_bytes: 1024 * 1024,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(15),
+            write_timeout: Duration::from_secs(10),
+            max_connections: 15_000,
+            connection_stack: 32 * 1024,
+        }
+    }
+}
+
+/// Limits of the outgoing HTTP client (`/widgets/http`, `/twitter`).
+#[derive(Clone, Debug)]
+pub struct ClientLimits {
+    /// Time allowed to open a TCP connection.
+    pub connect_timeout: Duration,
+    /// Time allowed between bytes of a response (and for the first byte).
+    pub read_timeout: Duration,
+    /// Time allowed for a whole exchange, from connect to the last body byte.
+    pub total_timeout: Duration,
+    /// Largest response (head plus body) accepted; more is an error, not a truncation.
+    pub max_response_bytes: usize,
+    /// Idle keep-alive connections kept per upstream address.
+    pub max_idle_per_host: usize,
+}
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        ClientLimits {
+            connect_timeout: Duration::from_secs(2),
+            read_timeout: Duration::from_secs(15),
+            total_timeout: Duration::from_secs(20),
+            max_response_bytes: 4 * 1024 * 1024,
+            max_idle_per_host: 256,
+        }
+    }
+}
+
+/// Everything `fiberstack serve` needs to run, for either runtime.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// Address to listen on; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Fibers in the pool: at most this many requests run handlers at once.
+    pub fibers: usize,
+    /// Usable bytes of each fiber's stack (a guard page is added).
+    pub stack_size: usize,
+    /// Requests that may wait for a fiber; more are answered 503.
+    pub queue: usize,
+    /// Longest wait for a fiber before a 503.
+    pub fiber_wait_timeout: Duration,
+    /// MySQL connections in the pool.
+    pub db_pool: usize,
+    /// Longest wait for a MySQL connection before a 503.
+    pub db_wait_timeout: Duration,
+    /// External MySQL/MariaDB server; `None` starts a private MariaDB.
+    pub database_url: Option<String>,
+    /// Which MySQL driver serves the pool.
+    pub db_driver: fiber_mysql::Driver,
+    /// Longest a single query may run before it is cancelled.
+    pub query_timeout: Duration,
+    /// may worker threads (or tokio workers for the async twin).
+    pub workers: usize,
+    /// The JSON API `/twitter` reads; `None` means this server's own `/upstream/search.json`.
+    pub upstream: Option<String>,
+    /// Time in-flight requests get to finish after SIGTERM.
+    pub shutdown_grace: Duration,
+    /// HTTP server limits.
+    pub http: HttpLimits,
+    /// HTTP client limits.
+    pub client: ClientLimits,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            fibers: 100,
+            stack_size: DEFAULT_STACK_SIZE,
+            queue: 1024,
+            fiber_wait_timeout: Duration::from_secs(30),
+            db_pool: 100,
+            db_wait_timeout: Duration::from_secs(10),
+            database_url: None,
+            db_driver: fiber_mysql::Driver::Native,
+            query_timeout: Duration::from_secs(15),
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            upstream: None,
+            shutdown_grace: Duration::from_secs(15),
+            http: HttpLimits::default(),
+            client: ClientLimits::default(),
+        }
+    }
+}
+
+/// A size in bytes as a user writes it: `65536`, `64k`, `64K`, `64KiB`, `1MiB`, `1m`.
+///
+/// Units are binary (k = 1024), as stack sizes always are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub usize);
+
+impl FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let (digits, unit) = s.split_at(split);
+        if digits.is_empty() {
+            return Err(format!(
+                "'{s}' is not a size: write a number of bytes, optionally with a unit, like 65536, 64k, 64KiB or 1MiB"
+            ));
+        }
+        let n: usize = digits
+            .parse()
+            .map_err(|_| format!("'{s}' is too large a number"))?;
+        let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kb" | "kib" => 1 << 10,
+            "m" | "mb" | "mib" => 1 << 20,
+            "g" | "gb" | "gib" => 1 << 30,
+            other => return Err(format!(
+                "unknown unit '{other}' in '{s}': use one of k, KiB, m, MiB, g, GiB (binary units)"
+            )),
+        };
+        n.checked_mul(mult)
+            .map(ByteSize)
+            .ok_or_else(|| format!("'{s}' is too large"))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0;
+        if n >= 1 << 20 && n % (1 << 20) == 0 {
+            write!(f, "{}MiB", n >> 20)
+        } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+            write!(f, "{}KiB", n >> 10)
+        } else {
+            write!(f, "{n}B")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ByteSize;
+
+    #[test]
+    fn sizes_parse_in_every_spelling() {
+        for (s, n) in [
+            ("65536", 65536),
+            ("64k", 65536),
+            ("64K", 65536),
+            ("64KiB", 65536),
+            ("64kb", 65536),
+            ("1MiB", 1 << 20),
+            ("1m", 1 << 20),
+            ("4KiB", 4096),
+        ] {
+            assert_eq!(s.parse::<ByteSize>(), Ok(ByteSize(n)), "{s}");
+        }
+    }
+
+    #[test]
+    fn bad_sizes_say_what_to_write() {
+        let e = "lots".parse::<ByteSize>().unwrap_err();
+        assert!(e.contains("64KiB"), "{e}");
+        let e = "64 parsecs".parse::<ByteSize>().unwrap_err();
+        assert!(e.contains("unknown unit"), "{e}");
+        assert!("99999999999999999999G".parse::<ByteSize>().is_err());
+    }
+
+    #[test]
+    fn sizes_display_in_the_largest_whole_unit() {
+        assert_eq!(ByteSize(65536).to_string(), "64KiB");
+        assert_eq!(ByteSize(1 << 20).to_string(), "1MiB");
+        assert_eq!(ByteSize(1000).to_string(), "1000B");
+    }
+}

@@ -1,0 +1,194 @@
+//! The per-connection loop: read a request within limits, call the service, write the
+//! response with the right connection semantics, repeat while the connection is kept.
+//!
+//! One may coroutine runs this per client connection. It reads with timeouts that
+//! end every wait: `idle_timeout` between requests (sliced, so a shutdown is noticed
+//! quickly), `header_timeout` for a head once its first byte arrived (slowloris), and
+//! `write_timeout` per write. Pipelined requests are answered in order from the buffer,
+//! which never grows past one head plus one body.
+
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::time::{Duration, Instant};
+
+use may::net::TcpStream;
+
+use crate::config::HttpLimits;
+use crate::http::request::{parse_head, Request};
+use crate::http::response::Response;
+use crate::http::HttpError;
+use crate::shutdown::Stop;
+use crate::stats::HttpStats;
+
+/// What handles a request: routing and running handlers is the server's business.
+pub trait Service: Send + Sync + 'static {
+    fn call(&self, req: &Request) -> Response;
+}
+
+/// How often an idle connection looks at the shutdown flag.
+const IDLE_POLL: Duration = Duration::from_millis(200);
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 8 * 1024;
+/// After an error response on a connection we close, how long and how much we read
+/// and discard so that the client sees the response instead of a reset.
+const LINGER_TIME: Duration = Duration::from_millis(500);
+const LINGER_BYTES: usize = 256 * 1024;
+
+/// Serve one connection until it closes, errs, or the server stops.
+pub fn serve<S: Service + ?Sized>(
+    mut stream: TcpStream,
+    service: &S,
+    limits: &HttpLimits,
+    stop: &Stop,
+    stats: &HttpStats,
+) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(limits.write_timeout));
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut out: Vec<u8> = Vec::with_capacity(1024);
+    loop {
+        let head = match read_head(&mut stream, &mut buf, limits, stop) {
+            Ok(Some(head)) => head,
+            Ok(None) => return,
+            Err(ReadError::Http(e)) => {
+                stats.protocol_error();
+                send_error_and_close(&mut stream, &e, stats);
+                return;
+            }
+            Err(ReadError::Io) => return,
+        };
+        let total = head.head_len + head.body_len;
+        if let Err(e) = fill(&mut stream, &mut buf, total, limits.header_timeout) {
+            if e.kind() == io::ErrorKind::TimedOut {
+                stats.protocol_error();
+                send_error_and_close(&mut stream, &HttpError::HeadTimeout, stats);
+            }
+            return;
+        }
+        let mut req = head.request;
+        req.body = buf[head.head_len..total].to_vec();
+        buf.drain(..total);
+
+        let keep_alive = req.wants_keep_alive() && !stop.is_stopping();
+        let _in_flight = stop.request_started();
+        let resp = service.call(&req);
+        stats.response(resp.status);
+        out.clear();
+        resp.write_to(
+            &mut out,
+            req.minor_version,
+            keep_alive,
+            req.method == "HEAD",
+        );
+        if stream.write_all(&out).is_err() {
+            return; // the client went away mid-response: nothing left to do for it
+        }
+        if !keep_alive {
+            let _ = stream.shutdown(Shutdown::Write);
+            return;
+        }
+    }
+}
+
+enum ReadError {
+    Http(HttpError),
+    Io,
+}
+
+/// Read until `buf` holds a complete head. `Ok(None)`: the client closed between
+/// requests, stayed idle past `idle_timeout`, or the server is stopping.
+fn read_head(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    limits: &HttpLimits,
+    stop: &Stop,
+) -> Result<Option<crate::http::request::Head>, ReadError> {
+    let idle_since = Instant::now();
+    let mut head_deadline: Option<Instant> = None;
+    loop {
+        if !buf.is_empty() {
+            if let Some(head) = parse_head(buf, limits).map_err(ReadError::Http)? {
+                return Ok(Some(head));
+            }
+            head_deadline.get_or_insert_with(|| Instant::now() + limits.header_timeout);
+        }
+        let timeout = match head_deadline {
+            Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => left,
+                _ => return Err(ReadError::Http(HttpError::HeadTimeout)),
+            },
+            None => {
+                if stop.is_stopping() {
+                    return Ok(None);
+                }
+                let idle = idle_since.elapsed();
+                if idle >= limits.idle_timeout {
+                    return Ok(None);
+                }
+                (limits.idle_timeout - idle).min(IDLE_POLL)
+            }
+        };
+        match read_some(stream, buf, timeout) {
+            Ok(0) => return Ok(None),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+            Err(_) => return Err(ReadError::Io),
+        }
+    }
+}
+
+/// Read until `buf` holds `total` bytes, each read waiting at most `per_read`.
+fn fill(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    total: usize,
+    per_read: Duration,
+) -> io::Result<()> {
+    while buf.len() < total {
+        if read_some(stream, buf, per_read)? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(())
+}
+
+/// One read of up to READ_CHUNK bytes appended to `buf`; a timeout is `TimedOut`.
+fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<usize> {
+    stream.set_read_timeout(Some(timeout))?;
+    let start = buf.len();
+    buf.resize(start + READ_CHUNK, 0);
+    let r = stream.read(&mut buf[start..]);
+    buf.truncate(start + *r.as_ref().unwrap_or(&0));
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
+        other => other,
+    }
+}
+
+/// Answer a protocol error and close, reading a little of what the client still sends
+/// so that it receives our answer rather than a connection reset.
+fn send_error_and_close(stream: &mut TcpStream, e: &HttpError, stats: &HttpStats) {
+    let resp = Response::error(e.status(), e);
+    stats.response(resp.status);
+    let mut out = Vec::new();
+    resp.write_to(&mut out, 1, false, false);
+    if stream.write_all(&out).is_err() {
+        return;
+    }
+    let _ = stream.shutdown(Shutdown::Write);
+    let deadline = Instant::now() + LINGER_TIME;
+    let mut sink = [0u8; 4096];
+    let mut drained = 0;
+    while drained < LINGER_BYTES {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            break;
+        };
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Our HTTP/1.x layer on `may::net`: parsing, responses, routing, the connection loop,
+//! the listener, and the coroutine-native client.
+//!
+//! Why not stock may_minihttp 0.1.11: it never closes a connection (HTTP/1.0 and
+//! `Connection: close` are ignored, so plain `ab` hangs), its listener shares a taken
+//! port silently (SO_REUSEPORT), it drops connections with more than 16 headers and
+//! parses Content-Length with `unwrap()`. We keep its shape (one coroutine per
+//! connection, a tiny handler signature) and own the connection loop.
+
+pub mod client;
+pub mod conn;
+pub mod listener;
+pub mod request;
+pub mod response;
+pub mod router;
+
+pub use request::Request;
+pub use response::Response;
+pub use router::Router;
+
+use std::fmt;
+
+/// What was wrong with what a client sent; each maps to one status code.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum HttpError {
+    /// The request line or a header is not valid HTTP (400).
+    Malformed(String),
+    /// More headers than `max_headers` (431).
+    TooManyHeaders { limit: usize },
+    /// The head is longer than `max_header_bytes` (431).
+    HeadTooLarge { limit: usize },
+    /// The body is longer than `max_body_bytes` (413).
+    BodyTooLarge { limit: usize },
+    /// A `Transfer-Encoding` other than identity (501).
+    UnsupportedTransferEncoding(String),
+    /// Not HTTP/1.0 or HTTP/1.1 (505).
+    Version,
+    /// The head did not arrive within `header_timeout` (408).
+    HeadTimeout,
+}
+
+impl HttpError {
+    /// The status code this error is answered with.
+    pub fn status(&self) -> u16 {
+        match self {
+            HttpError::Malformed(_) => 400,
+            HttpError::TooManyHeaders { .. } | HttpError::HeadTooLarge { .. } => 431,
+            HttpError::BodyTooLarge { .. } => 413,
+            HttpError::UnsupportedTransferEncoding(_) => 501,
+            HttpError::Version => 505,
+            HttpError::HeadTimeout => 408,
+        }
+    }
+}
+
+impl fmt::Display for HttpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HttpError::Malformed(why) => write!(f, "malformed request: {why}"),
+            HttpError::TooManyHeaders { limit } => {
+                write!(f, "too many request headers: at most {limit} are accepted")
+            }
+            HttpError::HeadTooLarge { limit } => write!(
+                f,
+                "request line and headers are too large: at most {limit} bytes are accepted"
+            ),
+            HttpError::BodyTooLarge { limit } => {
+                write!(
+                    f,
+                    "request body too large: at most {limit} bytes are accepted"
+                )
+            }
+            HttpError::UnsupportedTransferEncoding(te) => write!(
+                f,
+                "Transfer-Encoding '{te}' is not supported: send the body with Content-Length"
+            ),
+            HttpError::Version => write!(f, "only HTTP/1.0 and HTTP/1.1 are spoken here"),
+            HttpError::HeadTimeout => write!(f, "the request head did not arrive in time"),
+        }
+    }
+}
+
+impl std::error::Error for HttpError {}

@@ -1,0 +1,325 @@
+//! A parsed HTTP/1.x request, and the parser that turns bytes into one within limits.
+//!
+//! The parser only looks at bytes already read; reading them (with timeouts) is the
+//! connection loop's job (`conn.rs`). Everything a client controls is bounded by
+//! [`HttpLimits`]: header count, head size, body size.
+
+use crate::config::HttpLimits;
+use crate::http::HttpError;
+
+/// One request, fully read (head and body).
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// `GET`, `POST`, ... as sent.
+    pub method: String,
+    /// The path, without the query string, not percent-decoded.
+    pub path: String,
+    /// The raw query string (after `?`), empty if none.
+    pub query: String,
+    /// Minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor_version: u8,
+    /// Header names (lower-cased) and values, in the order sent.
+    pub headers: Vec<(String, String)>,
+    /// The body (only `Content-Length` bodies are accepted).
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// Build a request by hand, for tests and for calling handlers directly.
+    pub fn get(target: &str) -> Request {
+        let (path, query) = split_target(target);
+        Request {
+            method: "GET".into(),
+            path,
+            query,
+            minor_version: 1,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The first value of query parameter `name`, form-decoded (`+` is a space).
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        self.query.split('&').find_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (form_decode(k) == name).then(|| form_decode(v))
+        })
+    }
+
+    /// Whether the client asked to keep the connection open after this request:
+    /// HTTP/1.1 keeps it unless `Connection: close`; HTTP/1.0 closes it unless
+    /// `Connection: keep-alive`.
+    pub fn wants_keep_alive(&self) -> bool {
+        let tokens = |want: &str| {
+            self.headers
+                .iter()
+                .filter(|(n, _)| n == "connection")
+                .flat_map(|(_, v)| v.split(','))
+                .any(|t| t.trim().eq_ignore_ascii_case(want))
+        };
+        if self.minor_version >= 1 {
+            !tokens("close")
+        } else {
+            tokens("keep-alive")
+        }
+    }
+}
+
+/// The head of a request: everything but the body, and how long the body is.
+#[derive(Debug)]
+pub struct Head {
+    pub request: Request,
+    /// Bytes the head took in the buffer.
+    pub head_len: usize,
+    /// Bytes of body that follow it.
+    pub body_len: usize,
+}
+
+/// Parse a request head from the start of `buf`.
+///
+/// `Ok(None)` means more bytes are needed (and the head is still within limits).
+pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpError> {
+    let mut headers = vec![httparse::EMPTY_HEADER; limits.max_headers];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() > limits.max_header_bytes {
+                return Err(HttpError::HeadTooLarge {
+                    limit: limits.max_header_bytes,
+                });
+            }
+            return Ok(None);
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(HttpError::TooManyHeaders {
+                limit: limits.max_headers,
+            })
+        }
+        Err(httparse::Error::Version) => return Err(HttpError::Version),
+        Err(e) => return Err(HttpError::Malformed(e.to_string())),
+    };
+    if head_len > limits.max_header_bytes {
+        return Err(HttpError::HeadTooLarge {
+            limit: limits.max_header_bytes,
+        });
+    }
+    // httparse fills these three on Complete.
+    let method = req.method.unwrap_or_default().to_string();
+    let target = req.path.unwrap_or_default();
+    let minor_version = req.version.unwrap_or(1);
+    if !target.starts_with('/') {
+        return Err(HttpError::Malformed(format!(
+            "request target '{target}' must be an absolute path starting with '/'"
+        )));
+    }
+    let mut out = Vec::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        let value = std::str::from_utf8(h.value)
+            .map_err(|_| HttpError::Malformed(format!("header '{}' is not valid UTF-8", h.name)))?;
+        out.push((h.name.to_ascii_lowercase(), value.trim().to_string()));
+    }
+    let (path, query) = split_target(target);
+    let request = Request {
+        method,
+        path,
+        query,
+        minor_version,
+        headers: out,
+        body: Vec::new(),
+    };
+    let body_len = body_length(&request, limits)?;
+    Ok(Some(Head {
+        request,
+        head_len,
+        body_len,
+    }))
+}
+
+/// The body length from `Content-Length`; chunked bodies are refused (501), and
+/// conflicting or non-numeric lengths are a 400 (they are how requests get smuggled).
+fn body_length(req: &Request, limits: &HttpLimits) -> Result<usize, HttpError> {
+    if let Some(te) = req.header("transfer-encoding") {
+        if !te.eq_ignore_ascii_case("identity") {
+            return Err(HttpError::UnsupportedTransferEncoding(te.to_string()));
+        }
+    }
+    let mut lengths = req
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "content-length")
+        .map(|(_, v)| v.as_str());
+    let Some(first) = lengths.next() else {
+        return Ok(0);
+    };
+    if lengths.any(|other| other != first) {
+        return Err(HttpError::Malformed(
+            "conflicting Content-Length headers".into(),
+        ));
+    }
+    if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(HttpError::Malformed(format!(
+            "Content-Length '{first}' is not a number of bytes"
+        )));
+    }
+    let len: usize = first.parse().map_err(|_| HttpError::BodyTooLarge {
+        limit: limits.max_body_bytes,
+    })?;
+    if len > limits.max_body_bytes {
+        return Err(HttpError::BodyTooLarge {
+            limit: limits.max_body_bytes,
+        });
+    }
+    Ok(len)
+}
+
+fn split_target(target: &str) -> (String, String) {
+    match target.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (target.to_string(), String::new()),
+    }
+}
+
+/// Decode `application/x-www-form-urlencoded` text: `+` is a space, `%XX` a byte.
+/// Invalid escapes are kept as written; invalid UTF-8 becomes U+FFFD.
+pub fn form_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h << 4 | l);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Encode text for a query string (the inverse of [`form_decode`]).
+pub fn form_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> HttpLimits {
+        HttpLimits::default()
+    }
+
+    #[test]
+    fn a_complete_head_parses_with_query_and_headers() {
+        let raw =
+            b"GET /widgets?sleep=0.25&q=rails+3 HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n";
+        let head = parse_head(raw, &limits()).unwrap().unwrap();
+        assert_eq!(head.head_len, raw.len());
+        assert_eq!(head.request.path, "/widgets");
+        assert_eq!(head.request.query_param("sleep").as_deref(), Some("0.25"));
+        assert_eq!(head.request.query_param("q").as_deref(), Some("rails 3"));
+        assert!(!head.request.wants_keep_alive());
+    }
+
+    #[test]
+    fn keep_alive_defaults_differ_between_1_0_and_1_1() {
+        let p = |raw: &[u8]| parse_head(raw, &limits()).unwrap().unwrap().request;
+        assert!(p(b"GET / HTTP/1.1\r\n\r\n").wants_keep_alive());
+        assert!(!p(b"GET / HTTP/1.0\r\n\r\n").wants_keep_alive());
+        assert!(p(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").wants_keep_alive());
+        assert!(!p(b"GET / HTTP/1.1\r\nConnection: foo, close\r\n\r\n").wants_keep_alive());
+    }
+
+    #[test]
+    fn partial_heads_wait_for_more_until_the_limit() {
+        assert!(parse_head(b"GET / HTTP/1.1\r\nHost:", &limits())
+            .unwrap()
+            .is_none());
+        let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        big.resize(limits().max_header_bytes + 1, b'a');
+        assert!(matches!(
+            parse_head(&big, &limits()),
+            Err(HttpError::HeadTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn hostile_heads_are_refused_with_the_right_error() {
+        let l = limits();
+        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..=l.max_headers {
+            many.extend_from_slice(format!("X-{i}: 1\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        assert!(matches!(
+            parse_head(&many, &l),
+            Err(HttpError::TooManyHeaders { .. })
+        ));
+        for raw in [
+            &b"GARBAGE\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nContent-Length: ten\r\n\r\n",
+            b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            b"GET * HTTP/1.1\r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse_head(raw, &l), Err(HttpError::Malformed(_))),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+        assert!(matches!(
+            parse_head(
+                b"POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n",
+                &l
+            ),
+            Err(HttpError::BodyTooLarge { .. })
+        ));
+        assert!(matches!(
+            parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &l),
+            Err(HttpError::UnsupportedTransferEncoding(_))
+        ));
+    }
+
+    #[test]
+    fn form_coding_round_trips() {
+        for s in [
+            "rails 3",
+            "a&b=c",
+            "ünï",
+            "100%",
+            "'; drop table tweets; --",
+        ] {
+            assert_eq!(form_decode(&form_encode(s)), s);
+        }
+        assert_eq!(form_decode("%zz%4"), "%zz%4");
+    }
+}

@@ -1,0 +1,135 @@
+//! A response as handlers build it, and its serialization with the right
+//! connection headers.
+
+use std::io::Write;
+
+/// A complete response: status, extra headers, body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Response {
+    pub status: u16,
+    /// Headers besides Content-Length, Connection and Date, which are written for you.
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// `text/plain` with `body`.
+    pub fn text(status: u16, body: impl Into<String>) -> Response {
+        Response::with_type(
+            status,
+            "text/plain; charset=utf-8",
+            body.into().into_bytes(),
+        )
+    }
+
+    /// `text/html` with `body`.
+    pub fn html(status: u16, body: impl Into<String>) -> Response {
+        Response::with_type(status, "text/html; charset=utf-8", body.into().into_bytes())
+    }
+
+    /// `application/json` with `value` serialized.
+    pub fn json(status: u16, value: &serde_json::Value) -> Response {
+        let mut body = serde_json::to_vec_pretty(value).unwrap_or_default();
+        body.push(b'\n');
+        Response::with_type(status, "application/json", body)
+    }
+
+    /// A plain-text error whose body is `message` and a newline: what the client reads
+    /// is what it should change.
+    pub fn error(status: u16, message: impl std::fmt::Display) -> Response {
+        Response::text(status, format!("{message}\n"))
+    }
+
+    fn with_type(status: u16, content_type: &str, body: Vec<u8>) -> Response {
+        Response {
+            status,
+            headers: vec![("Content-Type", content_type.to_string())],
+            body,
+        }
+    }
+
+    /// Add a header.
+    pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Response {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// Serialize into `out`. `keep_alive` decides the Connection header;
+    /// `minor_version` is the request's (an HTTP/1.0 client gets an explicit keep-alive).
+    pub fn write_to(
+        &self,
+        out: &mut Vec<u8>,
+        minor_version: u8,
+        keep_alive: bool,
+        head_only: bool,
+    ) {
+        // Writing into a Vec cannot fail.
+        let _ = write!(
+            out,
+            "HTTP/1.1 {} {}\r\nContent-Length: {}\r\n",
+            self.status,
+            reason(self.status),
+            self.body.len()
+        );
+        for (name, value) in &self.headers {
+            let _ = write!(out, "{name}: {value}\r\n");
+        }
+        if !keep_alive {
+            out.extend_from_slice(b"Connection: close\r\n");
+        } else if minor_version == 0 {
+            out.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        if !head_only {
+            out.extend_from_slice(&self.body);
+        }
+    }
+}
+
+/// The reason phrase of the status codes we send.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_headers_follow_the_request() {
+        let r = Response::text(200, "Oh hai");
+        let s = |minor, ka| {
+            let mut out = Vec::new();
+            r.write_to(&mut out, minor, ka, false);
+            String::from_utf8(out).unwrap()
+        };
+        assert!(s(1, true).starts_with("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n"));
+        assert!(!s(1, true).contains("Connection"));
+        assert!(s(1, false).contains("Connection: close\r\n"));
+        assert!(s(0, true).contains("Connection: keep-alive\r\n"));
+        assert!(s(0, true).ends_with("\r\n\r\nOh hai"));
+    }
+
+    #[test]
+    fn head_responses_keep_the_length_but_drop_the_body() {
+        let mut out = Vec::new();
+        Response::text(200, "Oh hai").write_to(&mut out, 1, true, true);
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("Content-Length: 6\r\n") && s.ends_with("\r\n\r\n"));
+    }
+}

@@ -1,0 +1,119 @@
+//! Routes by method and exact path, with sub-routers mounted at a prefix.
+//!
+//! A route carries a label (its name in stats and stack reports) and a handler of any
+//! type `H`, so the fiber server and examples can use plain function pointers.
+
+/// One route: method, full path, label, handler.
+#[derive(Clone)]
+pub struct Route<H> {
+    pub method: &'static str,
+    pub path: String,
+    pub label: &'static str,
+    pub handler: H,
+}
+
+/// What a lookup found.
+pub enum Found<'a, H> {
+    Route(&'a Route<H>),
+    /// The path exists, but not for this method: the methods it has (for `Allow`).
+    MethodNotAllowed(Vec<&'static str>),
+    NotFound,
+}
+
+/// A table of routes.
+#[derive(Clone)]
+pub struct Router<H> {
+    routes: Vec<Route<H>>,
+}
+
+impl<H> Default for Router<H> {
+    fn default() -> Self {
+        Router { routes: Vec::new() }
+    }
+}
+
+impl<H> Router<H> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add a route. `HEAD` requests are served by the `GET` route of the same path.
+    pub fn route(
+        mut self,
+        method: &'static str,
+        path: &str,
+        label: &'static str,
+        handler: H,
+    ) -> Self {
+        self.routes.push(Route {
+            method,
+            path: path.to_string(),
+            label,
+            handler,
+        });
+        self
+    }
+
+    /// `GET` shorthand.
+    pub fn get(self, path: &str, label: &'static str, handler: H) -> Self {
+        self.route("GET", path, label, handler)
+    }
+
+    /// Mount every route of `sub` under `prefix`; the sub-router's `/` becomes `prefix`
+    /// itself, so a sub-app is written without knowing where it is mounted.
+    pub fn mount(mut self, prefix: &str, sub: Router<H>) -> Self {
+        let prefix = prefix.trim_end_matches('/');
+        for mut r in sub.routes {
+            r.path = if r.path == "/" {
+                prefix.to_string()
+            } else {
+                format!("{prefix}{}", r.path)
+            };
+            self.routes.push(r);
+        }
+        self
+    }
+
+    /// Find the route for `method` and `path`.
+    pub fn find(&self, method: &str, path: &str) -> Found<'_, H> {
+        let method = if method == "HEAD" { "GET" } else { method };
+        let mut allowed = Vec::new();
+        for r in self.routes.iter().filter(|r| r.path == path) {
+            if r.method == method {
+                return Found::Route(r);
+            }
+            allowed.push(r.method);
+        }
+        if allowed.is_empty() {
+            Found::NotFound
+        } else {
+            Found::MethodNotAllowed(allowed)
+        }
+    }
+
+    /// Every route, in the order added (for reports).
+    pub fn routes(&self) -> &[Route<H>] {
+        &self.routes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounted_routes_resolve_and_methods_are_checked() {
+        let sub = Router::new()
+            .get("/", "twitter", 2)
+            .get("/x", "twitter_x", 3);
+        let r = Router::new()
+            .get("/widgets", "widgets", 1)
+            .mount("/twitter", sub);
+        assert!(matches!(r.find("GET", "/widgets"), Found::Route(x) if x.handler == 1));
+        assert!(matches!(r.find("HEAD", "/widgets"), Found::Route(x) if x.handler == 1));
+        assert!(matches!(r.find("GET", "/twitter"), Found::Route(x) if x.handler == 2));
+        assert!(matches!(r.find("GET", "/twitter/x"), Found::Route(x) if x.label == "twitter_x"));
+        assert!(matches!(r.find("POST", "/widgets"), Found::MethodNotAllowed(m) if m == ["GET"]));
+        assert!(matches!(r.find("GET", "/nope"), Found::NotFound));
+    }
+}
