@@ -1,0 +1,68 @@
+//! The demo application: its shared state and its routes, one file per route group.
+//!
+//! Every handler is plain, blocking-looking code (`db.exec(..)`, `http.get(..)`) that
+//! runs on a fiber; the waits yield to may. The route table is [`router`]; labels are
+//! the names used in `/stats` and the stack report.
+
+pub mod deep;
+pub mod health;
+pub mod schema;
+pub mod stats;
+pub mod twitter;
+pub mod upstream;
+pub mod widgets;
+
+use std::sync::Arc;
+
+use fiber_pool::FiberPool;
+
+use crate::http::client::{ClientError, HttpClient, Url};
+use crate::http::{Response, Router};
+use crate::server::Handler;
+use crate::stats::HttpStats;
+
+/// What the handlers share.
+pub struct AppState {
+    /// The MySQL pool: at most `--db-pool` queries at once.
+    pub db: fiber_mysql::Pool,
+    /// The outgoing HTTP client.
+    pub http: HttpClient,
+    /// `/widgets` at this server's own address, for `/widgets/http`.
+    pub self_widgets: Url,
+    /// The JSON API `/twitter` reads.
+    pub upstream: Url,
+    /// The fiber pool the handlers run on (for `/stats`).
+    pub fibers: FiberPool,
+    /// The HTTP server's counters (for `/stats`).
+    pub http_stats: Arc<HttpStats>,
+}
+
+/// The whole route table, with `/twitter` mounted as a sub-app.
+pub fn router() -> Router<Handler<AppState>> {
+    Router::<Handler<AppState>>::new()
+        .get("/widgets", "widgets", widgets::widgets)
+        .get("/widgets/http", "widgets_http", widgets::widgets_http)
+        .get("/upstream/search.json", "upstream_search", upstream::search)
+        .get("/deep", "deep", deep::deep)
+        .get("/stats", "stats", stats::stats)
+        .get("/healthz", "healthz", health::healthz)
+        .get("/hello", "hello", health::hello)
+        .mount("/twitter", twitter::router())
+}
+
+/// The response for a MySQL failure: 503 when the database is unavailable (down,
+/// refusing, pool exhausted), else 500; either way logged with the server's message.
+pub fn db_error(route: &str, e: &fiber_mysql::Error) -> Response {
+    eprintln!("fiberstack: route {route}: MySQL error: {e}");
+    if e.is_unavailable() {
+        Response::error(503, format!("database unavailable: {e}")).header("Retry-After", "1")
+    } else {
+        Response::error(500, format!("database error: {e}"))
+    }
+}
+
+/// The response for an upstream HTTP failure: 504 on a timeout, else 502.
+pub fn upstream_error(route: &str, url: &Url, e: &ClientError) -> Response {
+    eprintln!("fiberstack: route {route}: GET {url} failed: {e}");
+    Response::error(e.gateway_status(), format!("GET {url} failed: {e}"))
+}

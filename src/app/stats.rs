@@ -1,0 +1,66 @@
+//! `GET /stats`: the fiber pool, the MySQL pool, the HTTP client and server, uptime.
+
+use crate::app::AppState;
+use crate::http::{Request, Response};
+
+/// `GET /stats` as JSON.
+pub fn stats(state: &AppState, _req: &Request) -> Response {
+    Response::json(200, &snapshot(state))
+}
+
+/// Everything `/stats` shows.
+pub fn snapshot(state: &AppState) -> serde_json::Value {
+    serde_json::json!({
+        "uptime_secs": state.http_stats.uptime_secs(),
+        "fibers": fibers_json(&state.fibers.stats()),
+        "db": db_json(&state.db.stats()),
+        "http_client": state.http.stats_json(),
+        "http_server": state.http_stats.to_json(),
+    })
+}
+
+/// The fiber pool's stats, with per-route stack peaks.
+pub fn fibers_json(s: &fiber_pool::PoolStats) -> serde_json::Value {
+    let routes: serde_json::Map<String, serde_json::Value> = s
+        .per_label
+        .iter()
+        .map(|(label, l)| {
+            (
+                label.to_string(),
+                serde_json::json!({
+                    "runs": l.runs,
+                    "overflows": l.overflows,
+                    "panics": l.panics,
+                    "measured": l.measured,
+                    "peak_stack_bytes": l.peak_stack_bytes,
+                }),
+            )
+        })
+        .collect();
+    serde_json::json!({
+        "size": s.size,
+        "stack_size": s.stack_size,
+        "busy": s.busy,
+        "queued": s.queued,
+        "completed": s.completed,
+        "rejected": s.rejected,
+        "timed_out": s.timed_out,
+        "overflows": s.overflows,
+        "panics": s.panics,
+        "peak_stack_bytes": s.peak_stack_bytes,
+        "routes": routes,
+    })
+}
+
+/// The MySQL pool's stats.
+pub fn db_json(s: &fiber_mysql::PoolStats) -> serde_json::Value {
+    serde_json::json!({
+        "size": s.size,
+        "in_use": s.in_use,
+        "idle": s.idle,
+        "waiting": s.waiting,
+        "total_waits": s.total_waits,
+        "total_wait_ms": s.total_wait_time.as_secs_f64() * 1000.0,
+        "replaced": s.replaced,
+    })
+}

@@ -1,0 +1,88 @@
+//! `/twitter`: a sub-app with its own router, mounted at a prefix. It GETs the
+//! upstream JSON API (`{"results":[{"text":...}]}`) and renders the texts joined by
+//! `</br>`, as the original demo did with the Twitter search API.
+
+use crate::app::{upstream_error, AppState};
+use crate::http::{Request, Response, Router};
+use crate::server::Handler;
+
+/// The sub-app's routes, written without knowing where they are mounted.
+pub fn router() -> Router<Handler<AppState>> {
+    Router::<Handler<AppState>>::new().get("/", "twitter", index)
+}
+
+/// `GET /twitter`: the upstream's texts, HTML-escaped, joined by `</br>`.
+pub fn index(state: &AppState, _req: &Request) -> Response {
+    let resp = match state.http.get(&state.upstream) {
+        Ok(resp) => resp,
+        Err(e) => return upstream_error("twitter", &state.upstream, &e),
+    };
+    if resp.status != 200 {
+        return Response::error(
+            502,
+            format!("GET {} answered {}, not 200", state.upstream, resp.status),
+        );
+    }
+    match render(&resp.body) {
+        Ok(html) => Response::html(200, html),
+        Err(why) => Response::error(502, format!("GET {} returned {why}", state.upstream)),
+    }
+}
+
+/// Decode `{"results":[{"text":...}]}` and join the escaped texts with `</br>`.
+pub fn render(body: &[u8]) -> Result<String, String> {
+    #[derive(serde::Deserialize)]
+    struct Search {
+        results: Vec<Tweet>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Tweet {
+        text: String,
+    }
+    let search: Search = serde_json::from_slice(body)
+        .map_err(|e| format!("JSON that is not {{\"results\":[{{\"text\":...}}]}}: {e}"))?;
+    Ok(search
+        .results
+        .iter()
+        .map(|t| escape_html(&t.text))
+        .collect::<Vec<_>>()
+        .join("</br>"))
+}
+
+/// Escape text for HTML: upstream text is data, never markup.
+pub fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render;
+
+    #[test]
+    fn texts_are_joined_and_escaped() {
+        let body = br#"{"results":[{"text":"rails 3 <b>rocks</b>"},{"text":"fibers & rails 3"}]}"#;
+        assert_eq!(
+            render(body).unwrap(),
+            "rails 3 &lt;b&gt;rocks&lt;/b&gt;</br>fibers &amp; rails 3"
+        );
+        assert_eq!(render(br#"{"results":[]}"#).unwrap(), "");
+    }
+
+    #[test]
+    fn other_json_is_an_error_that_shows_the_expected_shape() {
+        let e = render(b"{\"statuses\":[]}").unwrap_err();
+        assert!(e.contains("results"), "{e}");
+        assert!(render(b"<html>").is_err());
+    }
+}

@@ -1,0 +1,200 @@
+//! The command line: `fiberstack serve` and its flags (each also an environment
+//! variable), turned into a [`ServeConfig`]. Bad values are refused by name.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{ByteSize, ServeConfig};
+use crate::start;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fiberstack",
+    version,
+    about = "The async-rails demo in Rust: every request on a guarded fiber"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the demo server (a private MariaDB unless --database-url is given).
+    Serve(ServeArgs),
+    /// Start the demo, run every route on fibers, and print each route's stack use.
+    StackReport(ServeArgs),
+    /// Start a private throwaway MariaDB, print its URL, and keep it until Ctrl-C/SIGTERM.
+    Mariadb {
+        /// max_connections of the server.
+        #[arg(long, default_value_t = 300)]
+        max_connections: usize,
+    },
+}
+
+/// The flags of `fiberstack serve`.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "FIBERSTACK_BIND", default_value = "127.0.0.1:3000")]
+    pub bind: SocketAddr,
+    /// Fibers in the pool: requests running handlers at once.
+    #[arg(long, env = "FIBERSTACK_FIBERS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub fibers: u64,
+    /// Usable stack of each fiber: 65536, 64k, 64KiB, 1MiB.
+    #[arg(long, env = "FIBERSTACK_STACK_SIZE", default_value = "64KiB")]
+    pub stack_size: ByteSize,
+    /// Requests that may wait for a fiber; more get a 503.
+    #[arg(long, env = "FIBERSTACK_QUEUE", default_value_t = 1024)]
+    pub queue: usize,
+    /// MySQL connections in the pool.
+    #[arg(long, env = "FIBERSTACK_DB_POOL", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub db_pool: u64,
+    /// An external server, mysql://user:pass@host:port/db; without it a private MariaDB starts.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// MySQL driver: native (coroutine-native) or threads (the mysql crate, a thread per connection).
+    #[arg(long, env = "FIBERSTACK_DB_DRIVER", default_value = "native")]
+    pub db_driver: fiber_mysql::Driver,
+    /// may worker threads (default: the number of cores).
+    #[arg(long, env = "FIBERSTACK_WORKERS", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub workers: Option<u64>,
+    /// The JSON API /twitter reads (default: this server's /upstream/search.json?q=rails+3).
+    #[arg(long, env = "FIBERSTACK_UPSTREAM")]
+    pub upstream: Option<String>,
+    /// Seconds a request may wait for a fiber before a 503.
+    #[arg(long, env = "FIBERSTACK_FIBER_WAIT", default_value_t = 30.0)]
+    pub fiber_wait: f64,
+    /// Seconds a request may wait for a MySQL connection before a 503.
+    #[arg(long, env = "FIBERSTACK_DB_WAIT", default_value_t = 10.0)]
+    pub db_wait: f64,
+    /// Most open client connections; more are answered 503.
+    #[arg(long, env = "FIBERSTACK_MAX_CONNECTIONS", default_value_t = 15_000)]
+    pub max_connections: usize,
+    /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C.
+    #[arg(long, env = "FIBERSTACK_SHUTDOWN_GRACE", default_value_t = 15.0)]
+    pub shutdown_grace: f64,
+}
+
+impl ServeArgs {
+    /// The configuration these flags describe.
+    pub fn to_config(&self) -> Result<ServeConfig, String> {
+        let secs = |flag: &str, v: f64| {
+            if v.is_finite() && (0.0..=3600.0).contains(&v) {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(format!("--{flag} must be seconds from 0 to 3600, got {v}"))
+            }
+        };
+        let mut cfg = ServeConfig {
+            bind: self.bind,
+            fibers: self.fibers as usize,
+            stack_size: self.stack_size.0,
+            queue: self.queue,
+            db_pool: self.db_pool as usize,
+            database_url: self.database_url.clone().filter(|u| !u.is_empty()),
+            db_driver: self.db_driver,
+            upstream: self.upstream.clone().filter(|u| !u.is_empty()),
+            fiber_wait_timeout: secs("fiber-wait", self.fiber_wait)?,
+            db_wait_timeout: secs("db-wait", self.db_wait)?,
+            shutdown_grace: secs("shutdown-grace", self.shutdown_grace)?,
+            ..ServeConfig::default()
+        };
+        if let Some(w) = self.workers {
+            cfg.workers = w as usize;
+        }
+        cfg.http.max_connections = self.max_connections;
+        Ok(cfg)
+    }
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => args.to_config().and_then(|cfg| serve(&cfg)),
+        Command::StackReport(args) => args.to_config().and_then(|cfg| stack_report(&cfg)),
+        Command::Mariadb { max_connections } => mariadb(max_connections),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fiberstack: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Signals that stop the server; registered before anything starts, so that a signal
+/// during start-up is not lost (and the private MariaDB is still cleaned up).
+fn stop_signals() -> Result<signal_hook::iterator::Signals, String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| format!("cannot install signal handlers: {e}"))
+}
+
+/// Run the server until SIGINT or SIGTERM, then shut down gracefully.
+pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
+    use signal_hook::consts::SIGINT;
+    let mut signals = stop_signals()?;
+    let running = start::start(cfg).map_err(|e| e.to_string())?;
+    println!("{}", running.banner(cfg));
+    let signal = signals.forever().next();
+    eprintln!(
+        "fiberstack: got {}, finishing {} in-flight requests (up to {:?})",
+        match signal {
+            Some(SIGINT) => "SIGINT",
+            _ => "SIGTERM",
+        },
+        running.server.stop_state().in_flight(),
+        cfg.shutdown_grace
+    );
+    let drained = running.shutdown(cfg.shutdown_grace);
+    if drained.connections_left > 0 {
+        eprintln!(
+            "fiberstack: {} connections were still open after the grace period",
+            drained.connections_left
+        );
+    }
+    eprintln!("fiberstack: stopped");
+    Ok(())
+}
+
+/// `fiberstack stack-report`: start the demo, measure every route, print the table.
+pub fn stack_report(cfg: &ServeConfig) -> Result<(), String> {
+    let mut cfg = cfg.clone();
+    cfg.bind = "127.0.0.1:0".parse().expect("a literal address");
+    let _signals = stop_signals()?;
+    let running = start::start(&cfg).map_err(|e| e.to_string())?;
+    let state = std::sync::Arc::clone(&running.state);
+    let rows = fiber_pool::carrier::go(move || {
+        crate::stack_report::measure(&state, crate::stack_report::PROBES)
+    })
+    .join()
+    .map_err(|_| "the stack report panicked".to_string())??;
+    println!(
+        "{}",
+        crate::stack_report::render(&rows, crate::stack_report::build_kind())
+    );
+    running.shutdown(Duration::from_secs(5));
+    Ok(())
+}
+
+/// `fiberstack mariadb`: a private MariaDB for tests or experiments.
+pub fn mariadb(max_connections: usize) -> Result<(), String> {
+    let mut signals = stop_signals()?;
+    let db = fiber_mysql::launcher::MariaDb::start(fiber_mysql::launcher::LaunchConfig {
+        max_connections,
+        ..Default::default()
+    })
+    .map_err(|e| e.to_string())?;
+    println!("{}", db.url());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    signals.forever().next();
+    drop(db);
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! The fiber server: an accept loop, one coroutine per connection, and every routed
+//! handler run on a fiber of the pool.
+//!
+//! ```text
+//! accept loop (may coroutine) --spawn--> connection coroutine (carrier, 32 KiB may stack)
+//!     parse request (conn.rs) -> router -> FiberPool::run(label, handler)
+//!                                              '-> handler on a guarded fiber stack:
+//!                                                  db.query(..), http.get(..) yield to may
+//! ```
+//! Fiber errors become responses here: a full queue or a long wait is a 503 with
+//! Retry-After, a stack overflow or a panic a 500 that says what happened and is logged.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fiber_pool::{FiberPool, RunError};
+use may::net::TcpListener;
+
+use crate::config::HttpLimits;
+use crate::http::conn::{self, Service};
+use crate::http::router::{Found, Router};
+use crate::http::{Request, Response};
+use crate::shutdown::Stop;
+use crate::stats::HttpStats;
+
+/// A route handler: plain, blocking-looking code that runs on a fiber.
+pub type Handler<S> = fn(&S, &Request) -> Response;
+
+/// Routes, the state their handlers share, and the fibers they run on.
+pub struct App<S> {
+    pub router: Router<Handler<S>>,
+    pub state: Arc<S>,
+    pub fibers: FiberPool,
+}
+
+impl<S: Send + Sync + 'static> Service for App<S> {
+    fn call(&self, req: &Request) -> Response {
+        let route = match self.router.find(&req.method, &req.path) {
+            Found::Route(route) => route,
+            Found::NotFound => {
+                return Response::error(404, format!("no route for {} {}", req.method, req.path))
+            }
+            Found::MethodNotAllowed(allowed) => {
+                let allowed = allowed.join(", ");
+                return Response::error(
+                    405,
+                    format!(
+                        "{} is not allowed on {}: use {allowed}",
+                        req.method, req.path
+                    ),
+                )
+                .header("Allow", allowed);
+            }
+        };
+        let handler = route.handler;
+        let state: &S = &self.state;
+        match self.fibers.run(route.label, move || handler(state, req)) {
+            Ok(resp) => resp,
+            Err(e) => fiber_error(route.label, req, e),
+        }
+    }
+}
+
+/// The response for a request whose fiber could not run or did not finish.
+fn fiber_error(label: &str, req: &Request, e: RunError) -> Response {
+    match e {
+        RunError::Busy { .. } | RunError::Timeout { .. } => {
+            Response::error(503, format!("{e}; try again shortly")).header("Retry-After", "1")
+        }
+        RunError::StackOverflow { stack_size, .. } => {
+            eprintln!(
+                "fiberstack: fiber stack overflow in route {label} ({} {}{}): stack size {stack_size} bytes; raise --stack-size",
+                req.method,
+                req.path,
+                if req.query.is_empty() { String::new() } else { format!("?{}", req.query) },
+            );
+            Response::error(
+                500,
+                format!(
+                    "fiber stack overflow in route {label}: its {stack_size}-byte stack was too small. \
+                     The server is fine and kept serving; restart it with a larger --stack-size \
+                     (see STACK_SIZES.md)"
+                ),
+            )
+        }
+        other => {
+            eprintln!("fiberstack: route {label} failed: {other}");
+            Response::error(500, format!("route {label} failed: {other}"))
+        }
+    }
+}
+
+/// A running server: its address, and the handle that stops it.
+pub struct Server {
+    addr: SocketAddr,
+    stop: Arc<Stop>,
+    accept: Option<fiber_pool::carrier::JoinHandle<()>>,
+}
+
+/// What a graceful shutdown left behind.
+#[derive(Debug)]
+pub struct Drained {
+    /// Connections still open when the grace period ended (0 = all finished).
+    pub connections_left: usize,
+}
+
+/// Start serving `service` on `listener` in may coroutines; returns at once.
+pub fn spawn(
+    listener: TcpListener,
+    service: Arc<dyn Service>,
+    limits: HttpLimits,
+    stats: Arc<HttpStats>,
+) -> io::Result<Server> {
+    let addr = listener.local_addr()?;
+    let stop = Arc::new(Stop::default());
+    let accept_stop = Arc::clone(&stop);
+    let accept = fiber_pool::carrier::spawn("accept", None, move || {
+        accept_loop(listener, service, limits, stats, accept_stop)
+    })?;
+    Ok(Server {
+        addr,
+        stop,
+        accept: Some(accept),
+    })
+}
+
+fn accept_loop(
+    listener: TcpListener,
+    service: Arc<dyn Service>,
+    limits: HttpLimits,
+    stats: Arc<HttpStats>,
+    stop: Arc<Stop>,
+) {
+    let limits = Arc::new(limits);
+    loop {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                if stop.is_stopping() {
+                    break;
+                }
+                // Out of file descriptors and the like: say so, back off, go on.
+                eprintln!("fiberstack: accept failed: {e}");
+                may::coroutine::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        if stop.is_stopping() {
+            break; // the wake-up connection from `shutdown`, or a late client: closed
+        }
+        stats.accepted();
+        if stop.connections() >= limits.max_connections {
+            stats.rejected_connection();
+            let max = limits.max_connections;
+            fiber_pool::carrier::go(move || reject(stream, max));
+            continue;
+        }
+        let counted = stop.connection_opened();
+        let (service, limits, stats, stop) = (
+            Arc::clone(&service),
+            Arc::clone(&limits),
+            Arc::clone(&stats),
+            Arc::clone(&stop),
+        );
+        let spawned =
+            fiber_pool::carrier::spawn("conn", Some(limits.connection_stack), move || {
+                let _counted = counted;
+                conn::serve(stream, &*service, &limits, &stop, &stats);
+            });
+        if let Err(e) = spawned {
+            eprintln!("fiberstack: cannot start a connection coroutine: {e}");
+        }
+    }
+    // Dropping the listener here closes the port: new connections are refused.
+}
+
+/// Answer a connection over the limit with a 503 and close it.
+fn reject(mut stream: may::net::TcpStream, max: usize) {
+    use std::io::Write;
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let mut out = Vec::new();
+    Response::error(
+        503,
+        format!("the server has {max} open connections, its limit; try again shortly"),
+    )
+    .header("Retry-After", "1")
+    .write_to(&mut out, 1, false, false);
+    let _ = stream.write_all(&out);
+}
+
+impl Server {
+    /// The address the server listens on (with the real port when bound to port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The shared shutdown state (connections and requests in flight).
+    pub fn stop_state(&self) -> &Arc<Stop> {
+        &self.stop
+    }
+
+    /// Stop accepting, let in-flight requests finish for up to `grace`, and report.
+    pub fn shutdown(mut self, grace: Duration) -> Drained {
+        self.stop.begin();
+        self.wake_accept();
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+        Drained {
+            connections_left: self.stop.wait_drained(grace),
+        }
+    }
+
+    /// Block until the accept loop ends (it ends only through `shutdown`).
+    pub fn wait(mut self) {
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+    }
+
+    /// The accept loop waits in `accept`; a connection to ourselves wakes it to see
+    /// the stop flag.
+    fn wake_accept(&self) {
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(match addr {
+                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let _ = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1));
+    }
+}

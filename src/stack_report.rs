@@ -1,0 +1,166 @@
+//! `fiberstack stack-report`: how much fiber stack each built-in route really uses,
+//! the smallest stack that serves it, and the headroom at the default size.
+//!
+//! It starts the whole demo (private MariaDB and all), then runs each route's handler
+//! on single-fiber pools: one with a roomy stack that measures the high-water mark,
+//! then stacks growing a step at a time from the measured peak, until one serves the
+//! route without overflowing. The handlers do their real I/O (MySQL,
+//! HTTP back to the running server), so the figures include those code paths.
+
+use std::fmt::Write as _;
+
+use fiber_pool::{FiberPool, PoolConfig, RunError};
+
+use crate::app::{self, AppState};
+use crate::config::{ByteSize, DEFAULT_STACK_SIZE};
+use crate::http::router::Found;
+use crate::http::Request;
+use crate::server::Handler;
+
+/// The requests the report drives: every built-in route, and `/deep` at several depths.
+pub const PROBES: &[&str] = &[
+    "/widgets?sleep=0",
+    "/widgets/http",
+    "/twitter",
+    "/upstream/search.json?q=rails+3",
+    "/stats",
+    "/healthz",
+    "/hello",
+    "/deep?depth=10&frame=256",
+    "/deep?depth=50&frame=256",
+    "/deep?depth=100&frame=256",
+    "/deep?depth=100&frame=1024",
+];
+
+/// The stack the peak is measured on: far more than any probe needs.
+const MEASURE_STACK: usize = 4 << 20;
+/// Step between the candidate sizes tried for the smallest stack.
+const STEP: usize = 4096;
+/// How far above the measured peak the search for the smallest stack goes.
+const SEARCH_SPAN: usize = 256 * 1024;
+
+/// One line of the report.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub target: &'static str,
+    pub label: &'static str,
+    /// Highest stack use seen, in bytes.
+    pub peak: usize,
+    /// The smallest stack size (a multiple of 4 KiB) that served the request.
+    pub smallest: Option<usize>,
+}
+
+impl Row {
+    /// How many times the peak fits in `stack`.
+    pub fn headroom(&self, stack: usize) -> f64 {
+        stack as f64 / self.peak.max(1) as f64
+    }
+}
+
+/// Measure every probe against `state`. Call from a may coroutine.
+pub fn measure(state: &AppState, probes: &[&'static str]) -> Result<Vec<Row>, String> {
+    let router = app::router();
+    let mut rows = Vec::new();
+    for &target in probes {
+        let req = Request::get(target);
+        let Found::Route(route) = router.find("GET", &req.path) else {
+            return Err(format!("no route for {target}"));
+        };
+        let (label, handler) = (route.label, route.handler);
+        let roomy = pool(MEASURE_STACK)?;
+        for _ in 0..3 {
+            let resp = run(&roomy, label, handler, state, &req)
+                .map_err(|e| format!("{target} failed on a {MEASURE_STACK}-byte stack: {e}"))?;
+            if resp.status >= 500 {
+                return Err(format!(
+                    "{target} answered {}: {}",
+                    resp.status,
+                    String::from_utf8_lossy(&resp.body)
+                ));
+            }
+        }
+        let peak = roomy
+            .stats()
+            .per_label
+            .get(label)
+            .map_or(0, |l| l.peak_stack_bytes);
+        let mut smallest = None;
+        let mut size = peak.next_multiple_of(STEP).max(STEP);
+        while size <= peak + SEARCH_SPAN {
+            match run(&pool(size)?, label, handler, state, &req) {
+                Ok(_) => {
+                    smallest = Some(size);
+                    break;
+                }
+                Err(RunError::StackOverflow { .. }) => size += STEP,
+                Err(e) => return Err(format!("{target} on a {size}-byte stack: {e}")),
+            }
+        }
+        rows.push(Row {
+            target,
+            label,
+            peak,
+            smallest,
+        });
+    }
+    Ok(rows)
+}
+
+fn pool(stack_size: usize) -> Result<FiberPool, String> {
+    FiberPool::new(PoolConfig {
+        size: 1,
+        stack_size,
+        queue: 1,
+        measure_every: 1,
+        ..PoolConfig::default()
+    })
+    .map_err(|e| e.to_string())
+}
+
+fn run(
+    pool: &FiberPool,
+    label: &'static str,
+    handler: Handler<AppState>,
+    state: &AppState,
+    req: &Request,
+) -> Result<crate::http::Response, RunError> {
+    pool.run(label, || handler(state, req))
+}
+
+/// The report as a Markdown table.
+pub fn render(rows: &[Row], build: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Fiber stack use per route ({build} build; default --stack-size {}):\n",
+        ByteSize(DEFAULT_STACK_SIZE)
+    );
+    let _ = writeln!(
+        out,
+        "| request | route | peak stack bytes | smallest stack that serves it | headroom at {} |",
+        ByteSize(DEFAULT_STACK_SIZE)
+    );
+    let _ = writeln!(out, "|---|---|---:|---:|---:|");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {:.1}x |",
+            r.target,
+            r.label,
+            r.peak,
+            r.smallest
+                .map_or("not found".to_string(), |s| ByteSize(s).to_string()),
+            r.headroom(DEFAULT_STACK_SIZE),
+        );
+    }
+    out
+}
+
+/// "release" or "debug": the build this binary is.
+pub fn build_kind() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    }
+}

@@ -1,0 +1,181 @@
+//! Starting the whole demo in-process: fibers, MySQL (private or external), the schema,
+//! the listener and the server. The binary and the integration tests both call
+//! [`start`], so what the tests prove is what `fiberstack serve` runs.
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
+use fiber_pool::FiberPool;
+
+use crate::app::{self, AppState};
+use crate::config::{ByteSize, ServeConfig};
+use crate::http::client::{HttpClient, Url};
+use crate::http::listener;
+use crate::server::{self, App, Drained, Server};
+use crate::stats::HttpStats;
+
+/// A running demo.
+pub struct Running {
+    pub server: Server,
+    pub state: Arc<AppState>,
+    /// The private MariaDB, when no database URL was given; stopped on drop.
+    pub mariadb: Option<MariaDb>,
+    /// Where MySQL is, for the start-up line (password redacted).
+    pub db_where: String,
+}
+
+/// Why the demo could not start; each says which flag to change.
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+fn fail(msg: impl Into<String>) -> StartError {
+    StartError(msg.into())
+}
+
+/// Start everything `cfg` describes. Set may's worker count first: may reads it once,
+/// when the first coroutine starts.
+pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
+    may::config().set_workers(cfg.workers);
+    let fibers = FiberPool::new(fiber_pool::PoolConfig {
+        size: cfg.fibers,
+        stack_size: cfg.stack_size,
+        queue: cfg.queue,
+        wait_timeout: Some(cfg.fiber_wait_timeout),
+        ..fiber_pool::PoolConfig::default()
+    })
+    .map_err(|e| fail(format!("bad --fibers, --stack-size or --queue: {e}")))?;
+
+    let (mariadb, opts) = match &cfg.database_url {
+        Some(url) => {
+            let opts = fiber_mysql::Opts::from_url(url)
+                .map_err(|e| fail(format!("bad --database-url / DATABASE_URL: {e}")))?;
+            (None, opts)
+        }
+        None => {
+            let db = MariaDb::start(LaunchConfig {
+                max_connections: cfg.db_pool + CONNECTION_HEADROOM,
+                ..LaunchConfig::default()
+            })
+            .map_err(|e| fail(format!("cannot start the private MariaDB: {e}")))?;
+            let opts = db.opts();
+            (Some(db), opts)
+        }
+    };
+    let mut opts = opts;
+    opts.query_timeout = Some(cfg.query_timeout);
+    let db_where = match &mariadb {
+        Some(db) => format!(
+            "private MariaDB at {} (pid {})",
+            db.opts().url_redacted(),
+            db.pid()
+        ),
+        None => format!("external {}", opts.url_redacted()),
+    };
+    let db = fiber_mysql::Pool::new(fiber_mysql::PoolConfig {
+        wait_timeout: cfg.db_wait_timeout,
+        driver: cfg.db_driver,
+        ..fiber_mysql::PoolConfig::new(opts, cfg.db_pool)
+    })
+    .map_err(|e| {
+        fail(format!(
+            "cannot open the MySQL pool (--db-pool {}): {e}",
+            cfg.db_pool
+        ))
+    })?;
+    {
+        let mut conn = db
+            .get()
+            .map_err(|e| fail(format!("cannot reach MySQL: {e}")))?;
+        for sql in app::schema::init_sql() {
+            conn.query(&sql)
+                .map_err(|e| fail(format!("cannot create the demo schema: {e}")))?;
+        }
+    }
+
+    let listener = listener::bind(cfg.bind).map_err(|e| fail(e.to_string()))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
+    let own = own_address(addr);
+    let self_widgets =
+        Url::parse(&format!("http://{own}/widgets")).map_err(|e| fail(e.to_string()))?;
+    let upstream = match &cfg.upstream {
+        Some(u) => Url::parse_resolving(u).map_err(|e| fail(format!("bad --upstream: {e}")))?,
+        None => Url::parse(&format!("http://{own}/upstream/search.json?q=rails+3"))
+            .map_err(|e| fail(e.to_string()))?,
+    };
+    let http_stats = Arc::new(HttpStats::default());
+    let state = Arc::new(AppState {
+        db,
+        http: HttpClient::new(cfg.client.clone()),
+        self_widgets,
+        upstream,
+        fibers: fibers.clone(),
+        http_stats: Arc::clone(&http_stats),
+    });
+    let service = Arc::new(App {
+        router: app::router(),
+        state: Arc::clone(&state),
+        fibers,
+    });
+    let server = server::spawn(listener, service, cfg.http.clone(), http_stats)
+        .map_err(|e| fail(format!("cannot start the server: {e}")))?;
+    Ok(Running {
+        server,
+        state,
+        mariadb,
+        db_where,
+    })
+}
+
+/// An address this machine can connect to for a listener bound at `addr`.
+pub fn own_address(addr: SocketAddr) -> SocketAddr {
+    if addr.ip().is_unspecified() {
+        SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
+    } else {
+        addr
+    }
+}
+
+impl Running {
+    /// The address clients use.
+    pub fn addr(&self) -> SocketAddr {
+        own_address(self.server.addr())
+    }
+
+    /// The one start-up line: effective settings and where MySQL is.
+    pub fn banner(&self, cfg: &ServeConfig) -> String {
+        format!(
+            "fiberstack: listening on http://{} | runtime fibers, {} fibers x {} stack, queue {}, \
+             {} may workers | MySQL: {} pool of {} via {}",
+            self.addr(),
+            cfg.fibers,
+            ByteSize(cfg.stack_size),
+            cfg.queue,
+            cfg.workers,
+            cfg.db_driver,
+            cfg.db_pool,
+            self.db_where,
+        )
+    }
+
+    /// Stop accepting, finish in-flight requests for up to `grace`, close the MySQL
+    /// pool and stop the private MariaDB.
+    pub fn shutdown(self, grace: Duration) -> Drained {
+        let drained = self.server.shutdown(grace);
+        drop(self.state);
+        drop(self.mariadb);
+        drained
+    }
+}
