@@ -1,0 +1,40 @@
+//! A minimal server on our HTTP layer: one route, its handler on a fiber.
+//!
+//! Run with: cargo run --example minimal_server
+//! Then:     curl -i http://127.0.0.1:3001/hello?name=fibers
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use fiberstack::config::HttpLimits;
+use fiberstack::http::{Request, Response, Router};
+use fiberstack::server::{self, App, Handler};
+
+struct Greeter {
+    greeting: &'static str,
+}
+
+/// Plain code that could block on may I/O; it runs on a fiber of the pool.
+fn hello(state: &Greeter, req: &Request) -> Response {
+    let name = req.query_param("name").unwrap_or_else(|| "world".into());
+    Response::text(200, format!("{}, {name}!\n", state.greeting))
+}
+
+fn main() -> std::io::Result<()> {
+    let fibers = fiber_pool::FiberPool::new(fiber_pool::PoolConfig::default()).unwrap();
+    let app = App {
+        router: Router::<Handler<Greeter>>::new().get("/hello", "hello", hello),
+        state: Arc::new(Greeter { greeting: "Hello" }),
+        fibers,
+    };
+    let listener = fiberstack::http::listener::bind("127.0.0.1:3001".parse().unwrap())?;
+    let server = server::spawn(
+        listener,
+        Arc::new(app),
+        HttpLimits::default(),
+        Default::default(),
+    )?;
+    println!("listening on http://{}/hello", server.addr());
+    server.wait();
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! Shared by the integration tests: start the real demo on port 0 against a real
+//! MariaDB, and talk to it with a raw std socket client (not our own HTTP client, so
+//! that a bug there cannot hide a bug in the server).
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use fiberstack::config::ServeConfig;
+use fiberstack::start::{start, Running};
+
+/// Test settings: port 0, small pools, the shared test MariaDB when the test script
+/// started one (FIBERSTACK_TEST_DATABASE_URL), else a private one for this process.
+pub fn config() -> ServeConfig {
+    ServeConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        fibers: 50,
+        db_pool: 20,
+        workers: 2,
+        database_url: std::env::var("FIBERSTACK_TEST_DATABASE_URL")
+            .ok()
+            .filter(|u| !u.is_empty()),
+        ..ServeConfig::default()
+    }
+}
+
+/// Start the demo with `config()` changed by `tweak`.
+pub fn serve(tweak: impl FnOnce(&mut ServeConfig)) -> Running {
+    let mut cfg = config();
+    tweak(&mut cfg);
+    start(&cfg).unwrap_or_else(|e| panic!("the demo did not start: {e}"))
+}
+
+/// A parsed response.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Send `raw` bytes and read until the server closes (30 s at most).
+pub fn raw(addr: SocketAddr, raw: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+/// `GET path` with `Connection: close`.
+pub fn get(addr: SocketAddr, path: &str) -> Resp {
+    let bytes = raw(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    parse(&bytes).unwrap_or_else(|| {
+        panic!(
+            "no response to GET {path}: {:?}",
+            String::from_utf8_lossy(&bytes)
+        )
+    })
+}
+
+/// Parse one response from the start of `bytes` (Content-Length framed).
+pub fn parse(bytes: &[u8]) -> Option<Resp> {
+    parse_one(bytes).map(|(r, _)| r)
+}
+
+/// Parse one response and return the bytes it took.
+pub fn parse_one(bytes: &[u8]) -> Option<(Resp, usize)> {
+    let text = String::from_utf8_lossy(bytes);
+    let head_end = text.find("\r\n\r\n")?;
+    let mut lines = text[..head_end].split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let start = head_end + 4;
+    let body = String::from_utf8_lossy(bytes.get(start..start + len)?).into_owned();
+    Some((
+        Resp {
+            status,
+            headers,
+            body,
+        },
+        start + len,
+    ))
+}
+
+/// Run `n` GETs of `path` at once from threads; returns each response and the
+/// wall-clock time of the whole batch.
+pub fn concurrent_gets(addr: SocketAddr, path: &str, n: usize) -> (Vec<Resp>, Duration) {
+    let start = Instant::now();
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let path = path.to_string();
+            std::thread::spawn(move || get(addr, &path))
+        })
+        .collect();
+    let resps = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    (resps, start.elapsed())
+}

@@ -1,0 +1,150 @@
+//! HTTP/1.0 and 1.1 connection semantics, limits on what clients send, and a taken
+//! port: the things stock may_minihttp gets wrong.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{parse, parse_one, raw, serve};
+
+#[test]
+fn http_1_0_closes_unless_asked_to_keep_alive() {
+    let app = serve(|_| {});
+    // Plain HTTP/1.0, as ab sends: the server must close, or ab hangs.
+    let bytes = raw(app.addr(), b"GET /hello HTTP/1.0\r\n\r\n");
+    let r = parse(&bytes).unwrap();
+    assert_eq!((r.status, r.body.as_str()), (200, "Hello, World!"));
+    assert_eq!(r.header("Connection"), Some("close"));
+
+    // HTTP/1.0 with keep-alive: two requests on one connection.
+    let mut s = TcpStream::connect(app.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for _ in 0..2 {
+        s.write_all(b"GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .unwrap();
+        let r = read_response(&mut s);
+        assert_eq!(r.header("Connection"), Some("keep-alive"));
+    }
+}
+
+#[test]
+fn http_1_1_keeps_alive_until_connection_close() {
+    let app = serve(|_| {});
+    let mut s = TcpStream::connect(app.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for _ in 0..3 {
+        s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let r = read_response(&mut s);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("Connection"), None);
+    }
+    s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap(); // returns only because the server closed
+    assert_eq!(parse(&rest).unwrap().header("Connection"), Some("close"));
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let app = serve(|_| {});
+    let bytes = raw(
+        app.addr(),
+        b"GET /hello HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\nConnection: close\r\n\r\n",
+    );
+    let (a, n) = parse_one(&bytes).unwrap();
+    let (b, m) = parse_one(&bytes[n..]).unwrap();
+    let (c, _) = parse_one(&bytes[n + m..]).unwrap();
+    assert_eq!(
+        (a.body.as_str(), b.body.as_str(), c.status),
+        ("Hello, World!", "ok", 404)
+    );
+}
+
+#[test]
+fn head_requests_get_the_length_without_the_body() {
+    let app = serve(|_| {});
+    let bytes = raw(
+        app.addr(),
+        b"HEAD /hello HTTP/1.1\r\nConnection: close\r\n\r\n",
+    );
+    let text = String::from_utf8(bytes).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.contains("Content-Length: 13\r\n") && text.ends_with("\r\n\r\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_requests_get_a_4xx_and_the_server_goes_on() {
+    let app = serve(|_| {});
+    let many: String = (0..100).map(|i| format!("X-{i}: 1\r\n")).collect();
+    let huge = format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(64 * 1024));
+    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+        (b"NONSENSE\r\n\r\n".to_vec(), 400, "malformed"),
+        (
+            format!("GET / HTTP/1.1\r\n{many}\r\n").into_bytes(),
+            431,
+            "too many request headers",
+        ),
+        (huge.into_bytes(), 431, "too large"),
+        (
+            b"POST /widgets HTTP/1.1\r\nContent-Length: ten\r\n\r\n".to_vec(),
+            400,
+            "Content-Length",
+        ),
+        (
+            b"POST /widgets HTTP/1.1\r\nContent-Length: 999999999\r\n\r\n".to_vec(),
+            413,
+            "body too large",
+        ),
+        (
+            b"POST /widgets HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(),
+            501,
+            "Content-Length",
+        ),
+        (
+            b"GET / HTTP/2.0\r\n\r\n".to_vec(),
+            505,
+            "HTTP/1.0 and HTTP/1.1",
+        ),
+    ];
+    for (req, status, says) in cases {
+        let r = parse(&raw(app.addr(), &req)).expect("an answer, not a dropped connection");
+        assert_eq!(r.status, status, "{says}");
+        assert!(r.body.contains(says), "{status}: {}", r.body);
+        assert_eq!(r.header("Connection"), Some("close"));
+    }
+    assert_eq!(common::get(app.addr(), "/healthz").status, 200);
+}
+
+#[test]
+fn a_taken_port_is_refused_not_shared() {
+    let app = serve(|_| {});
+    let mut cfg = common::config();
+    cfg.bind = app.addr();
+    let err = fiberstack::http::listener::bind(cfg.bind)
+        .err()
+        .expect("the port is taken");
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(err.to_string().contains("--bind"), "{err}");
+}
+
+/// Read one Content-Length response from a kept-alive connection.
+fn read_response(s: &mut TcpStream) -> common::Resp {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some((r, used)) = parse_one(&buf) {
+            assert_eq!(used, buf.len(), "no stray bytes after the response");
+            return r;
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "the server closed a kept-alive connection");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
