@@ -76,7 +76,10 @@ fn plain_threads(url: &str, threads: usize) -> f64 {
 fn main() {
     may::config().set_workers(2);
     let opts = launcher::test_database_opts().expect("database");
-    let url = format!("{}?prefer_socket=false", opts.url().split('?').next().unwrap());
+    let url = format!(
+        "{}?prefer_socket=false",
+        opts.url().split('?').next().unwrap()
+    );
 
     // Stack used by connect + query on a fiber: an odd stack size makes may
     // paint the stack and print "used size" (in words) when the fiber ends.
