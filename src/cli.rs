@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{ByteSize, ServeConfig};
+use crate::config::{ByteSize, Runtime, ServeConfig};
 use crate::start;
 
 #[derive(Parser, Debug)]
@@ -33,11 +33,16 @@ pub enum Command {
         #[arg(long, default_value_t = 300)]
         max_connections: usize,
     },
+    /// Measure the fiber server and its async twin side by side (ab, wrk, one MariaDB).
+    Bench(crate::bench::BenchArgs),
 }
 
 /// The flags of `fiberstack serve`.
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
+    /// fibers (every request on a guarded fiber) or async (the tokio + axum twin).
+    #[arg(long, env = "FIBERSTACK_RUNTIME", default_value = "fibers")]
+    pub runtime: Runtime,
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "FIBERSTACK_BIND", default_value = "127.0.0.1:3000")]
     pub bind: SocketAddr,
@@ -90,6 +95,7 @@ impl ServeArgs {
             }
         };
         let mut cfg = ServeConfig {
+            runtime: self.runtime,
             bind: self.bind,
             fibers: self.fibers as usize,
             stack_size: self.stack_size.0,
@@ -118,6 +124,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => args.to_config().and_then(|cfg| serve(&cfg)),
         Command::StackReport(args) => args.to_config().and_then(|cfg| stack_report(&cfg)),
         Command::Mariadb { max_connections } => mariadb(max_connections),
+        Command::Bench(args) => crate::bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -138,21 +145,23 @@ fn stop_signals() -> Result<signal_hook::iterator::Signals, String> {
 
 /// Run the server until SIGINT or SIGTERM, then shut down gracefully.
 pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
-    use signal_hook::consts::SIGINT;
     let mut signals = stop_signals()?;
-    let running = start::start(cfg).map_err(|e| e.to_string())?;
-    println!("{}", running.banner(cfg));
-    let signal = signals.forever().next();
-    eprintln!(
-        "fiberstack: got {}, finishing {} in-flight requests (up to {:?})",
-        match signal {
-            Some(SIGINT) => "SIGINT",
-            _ => "SIGTERM",
-        },
-        running.server.stop_state().in_flight(),
-        cfg.shutdown_grace
-    );
-    let drained = running.shutdown(cfg.shutdown_grace);
+    let drained = match cfg.runtime {
+        Runtime::Fibers => {
+            let running = start::start(cfg).map_err(|e| e.to_string())?;
+            println!("{}", running.banner(cfg));
+            let signal = wait_for_stop(&mut signals);
+            stopping(signal, running.server.stop_state().in_flight(), cfg);
+            running.shutdown(cfg.shutdown_grace)
+        }
+        Runtime::Async => {
+            let running = crate::twin::start(cfg).map_err(|e| e.to_string())?;
+            println!("{}", running.banner(cfg));
+            let signal = wait_for_stop(&mut signals);
+            stopping(signal, running.server.stop_state().in_flight(), cfg);
+            running.shutdown(cfg.shutdown_grace)
+        }
+    };
     if drained.connections_left > 0 {
         eprintln!(
             "fiberstack: {} connections were still open after the grace period",
@@ -163,8 +172,26 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
     Ok(())
 }
 
+/// Block until SIGINT or SIGTERM; the signal's name.
+fn wait_for_stop(signals: &mut signal_hook::iterator::Signals) -> &'static str {
+    match signals.forever().next() {
+        Some(signal_hook::consts::SIGINT) => "SIGINT",
+        _ => "SIGTERM",
+    }
+}
+
+fn stopping(signal: &str, in_flight: usize, cfg: &ServeConfig) {
+    eprintln!(
+        "fiberstack: got {signal}, finishing {in_flight} in-flight requests (up to {:?})",
+        cfg.shutdown_grace
+    );
+}
+
 /// `fiberstack stack-report`: start the demo, measure every route, print the table.
 pub fn stack_report(cfg: &ServeConfig) -> Result<(), String> {
+    if cfg.runtime != Runtime::Fibers {
+        return Err("stack-report measures fiber stacks: use --runtime fibers".into());
+    }
     let mut cfg = cfg.clone();
     cfg.bind = "127.0.0.1:0".parse().expect("a literal address");
     let _signals = stop_signals()?;

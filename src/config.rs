@@ -76,9 +76,42 @@ impl Default for ClientLimits {
     }
 }
 
+/// Which server runs the demo: one binary, two runtimes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Runtime {
+    /// Every request on a guarded fiber (`server.rs`, `app/`).
+    #[default]
+    Fibers,
+    /// The async/await twin on tokio (`twin/`).
+    Async,
+}
+
+impl FromStr for Runtime {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fibers" | "fiber" => Ok(Runtime::Fibers),
+            "async" | "tokio" => Ok(Runtime::Async),
+            other => Err(format!("unknown runtime '{other}': use fibers or async")),
+        }
+    }
+}
+
+impl fmt::Display for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Runtime::Fibers => "fibers",
+            Runtime::Async => "async",
+        })
+    }
+}
+
 /// Everything `fiberstack serve` needs to run, for either runtime.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
+    /// Fibers (the default) or the async twin.
+    pub runtime: Runtime,
     /// Address to listen on; port 0 picks a free port.
     pub bind: SocketAddr,
     /// Fibers in the pool: at most this many requests run handlers at once.
@@ -114,6 +147,7 @@ pub struct ServeConfig {
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
+            runtime: Runtime::Fibers,
             bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
             fibers: 100,
             stack_size: DEFAULT_STACK_SIZE,
@@ -159,9 +193,11 @@ impl FromStr for ByteSize {
             "k" | "kb" | "kib" => 1 << 10,
             "m" | "mb" | "mib" => 1 << 20,
             "g" | "gb" | "gib" => 1 << 30,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "unknown unit '{other}' in '{s}': use one of k, KiB, m, MiB, g, GiB (binary units)"
-            )),
+            ))
+            }
         };
         n.checked_mul(mult)
             .map(ByteSize)

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod http;
@@ -23,3 +24,4 @@ pub mod shutdown;
 pub mod stack_report;
 pub mod start;
 pub mod stats;
+pub mod twin;

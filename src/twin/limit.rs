@@ -1,0 +1,239 @@
+//! At most `--fibers` handlers at once, at most `--queue` requests waiting for a turn,
+//! and a wait of at most `--fiber-wait`: the fiber pool's admission rules, for tasks.
+//!
+//! A tokio task costs no fixed stack, so the async twin needs no pool to run a handler;
+//! the limit is here so that both servers admit the same load (the original demo's
+//! 100 fibers were a concurrency limit as much as a memory budget). Each request owns
+//! its permit, so a slot is given back however the handler ends. A handler that panics
+//! is caught here and answered 500, as the fiber pool answers a panicking fiber.
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use futures_util::FutureExt;
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+use crate::http::Response;
+use crate::twin::Shared;
+
+/// Why a request did not get a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Every slot was busy and `queue` requests were already waiting.
+    Busy { size: usize, queue: usize },
+    /// No slot became free within the wait timeout.
+    Timeout { waited: Duration },
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Busy { size, queue } => write!(
+                f,
+                "all {size} task slots are busy and {queue} callers are already waiting: \
+                 retry later, or raise --fibers or --queue"
+            ),
+            Refused::Timeout { waited } => write!(
+                f,
+                "no task slot became free within {waited:?}: raise --fibers or --fiber-wait"
+            ),
+        }
+    }
+}
+
+/// The counters of one route (its label), bumped without a lock.
+#[derive(Debug)]
+pub struct RouteCounts {
+    pub label: &'static str,
+    pub runs: AtomicU64,
+    pub panics: AtomicU64,
+}
+
+/// The admission limit shared by every route.
+#[derive(Debug)]
+pub struct Limit {
+    slots: Semaphore,
+    size: usize,
+    queue: usize,
+    wait: Duration,
+    waiting: AtomicUsize,
+    completed: AtomicU64,
+    rejected: AtomicU64,
+    timed_out: AtomicU64,
+    panics: AtomicU64,
+    routes: Mutex<Vec<Arc<RouteCounts>>>,
+}
+
+impl Limit {
+    /// `size` handlers at once, `queue` waiting at most `wait` each.
+    pub fn new(size: usize, queue: usize, wait: Duration) -> Limit {
+        Limit {
+            slots: Semaphore::new(size),
+            size,
+            queue,
+            wait,
+            waiting: AtomicUsize::new(0),
+            completed: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            timed_out: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+            routes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Counters for a route, registered once when the router is built.
+    pub fn route(&self, label: &'static str) -> Arc<RouteCounts> {
+        let counts = Arc::new(RouteCounts {
+            label,
+            runs: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+        });
+        self.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::clone(&counts));
+        counts
+    }
+
+    /// Wait for a slot: at once if one is free, else in FIFO order behind at most
+    /// `queue` others, for at most `wait`. tokio's semaphore hands a released permit
+    /// to the oldest waiter, so `try_acquire` never jumps the line.
+    pub async fn acquire(&self) -> Result<SemaphorePermit<'_>, Refused> {
+        if let Ok(permit) = self.slots.try_acquire() {
+            return Ok(permit);
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            self.rejected.fetch_add(1, Ordering::Relaxed);
+            return Err(Refused::Busy {
+                size: self.size,
+                queue: self.queue,
+            });
+        }
+        let started = Instant::now();
+        let got = tokio::time::timeout(self.wait, self.slots.acquire()).await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        match got {
+            Ok(Ok(permit)) => Ok(permit),
+            // The semaphore is never closed; a closed one would refuse everyone.
+            Ok(Err(_closed)) => Err(Refused::Busy {
+                size: self.size,
+                queue: self.queue,
+            }),
+            Err(_elapsed) => {
+                self.timed_out.fetch_add(1, Ordering::Relaxed);
+                Err(Refused::Timeout {
+                    waited: started.elapsed(),
+                })
+            }
+        }
+    }
+
+    /// The limit's counters as JSON, shaped like the fiber pool's in `/stats`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let routes: serde_json::Map<String, serde_json::Value> = self
+            .routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|r| {
+                (
+                    r.label.to_string(),
+                    serde_json::json!({ "runs": get(&r.runs), "panics": get(&r.panics) }),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "size": self.size,
+            "busy": self.size - self.slots.available_permits(),
+            "queued": self.waiting.load(Ordering::Relaxed),
+            "completed": get(&self.completed),
+            "rejected": get(&self.rejected),
+            "timed_out": get(&self.timed_out),
+            "panics": get(&self.panics),
+            "routes": routes,
+        })
+    }
+}
+
+/// The middleware every route runs in: take a slot, run the handler, give the slot
+/// back (the permit drops), and turn a refusal or a panic into the fiber server's
+/// status codes: 503 with Retry-After, or 500.
+pub async fn run(
+    State((state, route)): State<(Shared, Arc<RouteCounts>)>,
+    req: Request,
+    next: Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let limit = &state.limit;
+    let _permit = match limit.acquire().await {
+        Ok(permit) => permit,
+        Err(refused) => {
+            return Response::error(503, format!("{refused}; try again shortly"))
+                .header("Retry-After", "1")
+                .into_response()
+        }
+    };
+    route.runs.fetch_add(1, Ordering::Relaxed);
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    let result = AssertUnwindSafe(next.run(req)).catch_unwind().await;
+    limit.completed.fetch_add(1, Ordering::Relaxed);
+    match result {
+        Ok(resp) => resp,
+        Err(panic) => {
+            route.panics.fetch_add(1, Ordering::Relaxed);
+            limit.panics.fetch_add(1, Ordering::Relaxed);
+            let failed = fiber_pool::RunError::Panicked {
+                label: route.label,
+                message: panic_message(&*panic),
+            };
+            eprintln!(
+                "fiberstack: route {} failed: {failed} ({method} {path})",
+                route.label
+            );
+            Response::error(500, format!("route {} failed: {failed}", route.label)).into_response()
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_full_queue_is_busy_and_a_long_wait_times_out() {
+        let limit = Limit::new(1, 1, Duration::from_millis(50));
+        let held = limit.acquire().await.unwrap();
+        // One may wait: it times out after 50 ms.
+        let waited = limit.acquire().await.unwrap_err();
+        assert!(matches!(waited, Refused::Timeout { .. }), "{waited:?}");
+        // With one already waiting, the next is refused at once.
+        let (first, second) = tokio::join!(limit.acquire(), async {
+            tokio::task::yield_now().await;
+            limit.acquire().await
+        });
+        assert!(matches!(first, Err(Refused::Timeout { .. })));
+        assert_eq!(second.unwrap_err(), Refused::Busy { size: 1, queue: 1 });
+        drop(held);
+        assert!(limit.acquire().await.is_ok());
+        let json = limit.to_json();
+        assert_eq!(json["rejected"], 1);
+        assert_eq!(json["timed_out"], 2);
+    }
+}

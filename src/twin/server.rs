@@ -1,0 +1,203 @@
+//! The async server: an accept loop, one tokio task per connection speaking HTTP/1.x
+//! with hyper, and the axum router behind it; compare `src/server.rs`.
+//!
+//! ```text
+//! accept loop (task) --spawn--> connection task: hyper http1 (keep-alive, HTTP/1.0
+//!     closes unless asked, header timeout) -> axum router -> limit::run -> handler
+//! ```
+//! The same limits as the fiber server where hyper has them: open connections (503 and
+//! close past `max_connections`), header count and size, header timeout. Shutdown is a
+//! watch channel: the accept loop stops, each connection finishes the request it is in
+//! and closes, and [`Server::shutdown`] waits for the connection count to reach zero.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper::service::{service_fn, Service as _};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::config::HttpLimits;
+use crate::http::Response;
+use crate::server::Drained;
+use crate::shutdown::Stop;
+use crate::stats::HttpStats;
+
+/// hyper's smallest read buffer; the head limit cannot go below it.
+const MIN_BUF: usize = 8192;
+
+/// A running server: its address, and the handle that stops it.
+pub struct Server {
+    addr: SocketAddr,
+    stop: Arc<Stop>,
+    stopping: watch::Sender<bool>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+/// Bind `addr` (tokio sets no SO_REUSEPORT, so a taken port is an error) with the
+/// same message as the fiber server's listener. The backlog is tokio's 1024, the
+/// same as may's.
+pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            io::Error::new(
+                e.kind(),
+                format!("{addr} is already in use: stop the other server or pass another --bind"),
+            )
+        } else {
+            io::Error::new(e.kind(), format!("cannot bind {addr}: {e}"))
+        }
+    })
+}
+
+/// Start serving `router` on `listener` in tokio tasks; returns at once.
+pub fn spawn(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    stats: Arc<HttpStats>,
+) -> io::Result<Server> {
+    let addr = listener.local_addr()?;
+    let stop = Arc::new(Stop::default());
+    let (stopping, stopped) = watch::channel(false);
+    let accept = tokio::spawn(accept_loop(
+        listener,
+        router,
+        Arc::new(limits),
+        stats,
+        Arc::clone(&stop),
+        stopped,
+    ));
+    Ok(Server {
+        addr,
+        stop,
+        stopping,
+        accept,
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    router: Router,
+    limits: Arc<HttpLimits>,
+    stats: Arc<HttpStats>,
+    stop: Arc<Stop>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            _ = stopped.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: say so, back off, go on.
+                    eprintln!("fiberstack: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        stats.accepted();
+        if stop.connections() >= limits.max_connections {
+            stats.rejected_connection();
+            tokio::spawn(reject(stream, limits.max_connections));
+            continue;
+        }
+        let counted = stop.connection_opened();
+        tokio::spawn(serve_connection(
+            stream,
+            router.clone(),
+            Arc::clone(&limits),
+            Arc::clone(&stats),
+            Arc::clone(&stop),
+            stopped.clone(),
+            counted,
+        ));
+    }
+    // Dropping the listener here closes the port: new connections are refused.
+}
+
+/// Serve one connection until it closes, errs, or the server stops.
+async fn serve_connection(
+    stream: TcpStream,
+    router: Router,
+    limits: Arc<HttpLimits>,
+    stats: Arc<HttpStats>,
+    stop: Arc<Stop>,
+    mut stopped: watch::Receiver<bool>,
+    _counted: crate::shutdown::Connection,
+) {
+    let _ = stream.set_nodelay(true);
+    let routed = TowerToHyperService::new(router);
+    let service = service_fn(move |req| {
+        let (stats, stop) = (Arc::clone(&stats), Arc::clone(&stop));
+        let response = routed.call(req);
+        async move {
+            let _in_flight = stop.request_started();
+            let resp = response.await?;
+            stats.response(resp.status().as_u16());
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(limits.header_timeout)
+        .max_headers(limits.max_headers)
+        .max_buf_size(limits.max_header_bytes.max(MIN_BUF))
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = stopped.changed() => {
+            // Finish the request in flight (answered with `Connection: close`), then close.
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// Answer a connection over the limit with a 503 and close it.
+async fn reject(mut stream: TcpStream, max: usize) {
+    let mut out = Vec::new();
+    Response::error(
+        503,
+        format!("the server has {max} open connections, its limit; try again shortly"),
+    )
+    .header("Retry-After", "1")
+    .write_to(&mut out, 1, false, false);
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
+}
+
+impl Server {
+    /// The address the server listens on (with the real port when bound to port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The shared shutdown state (connections and requests in flight).
+    pub fn stop_state(&self) -> &Arc<Stop> {
+        &self.stop
+    }
+
+    /// Stop accepting, let in-flight requests finish for up to `grace`, and report.
+    pub async fn shutdown(self, grace: Duration) -> Drained {
+        self.stop.begin();
+        let _ = self.stopping.send(true);
+        let _ = self.accept.await;
+        let deadline = Instant::now() + grace;
+        while self.stop.connections() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Drained {
+            connections_left: self.stop.connections(),
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! Starting the async twin in-process: the tokio runtime, MySQL (private or external),
+//! the schema, the listener and the server; compare `src/start.rs`. The binary
+//! (`serve --runtime async`) and the tests both call [`start`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
+use mysql_async::prelude::Queryable;
+
+use crate::app;
+use crate::config::ServeConfig;
+use crate::http::client::Url;
+use crate::server::Drained;
+use crate::start::{own_address, StartError};
+use crate::stats::HttpStats;
+use crate::twin::{client, db, limit, router, server, TwinState};
+
+/// Longest wait for the MySQL pool to close at shutdown.
+const DB_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running twin. Dropping it without [`Running::shutdown`] stops the runtime abruptly.
+pub struct Running {
+    pub server: server::Server,
+    pub state: Arc<TwinState>,
+    /// The private MariaDB, when no database URL was given; stopped on drop.
+    pub mariadb: Option<MariaDb>,
+    /// Where MySQL is, for the start-up line (password redacted).
+    pub db_where: String,
+    runtime: tokio::runtime::Runtime,
+}
+
+fn fail(msg: impl Into<String>) -> StartError {
+    StartError(msg.into())
+}
+
+/// Start everything `cfg` describes, on a runtime of `cfg.workers` tokio workers.
+pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.workers)
+        .thread_name("fiberstack-async")
+        .enable_all()
+        .build()
+        .map_err(|e| fail(format!("cannot start the tokio runtime (--workers): {e}")))?;
+
+    // The launcher blocks while MariaDB starts: do it before the runtime is busy.
+    let (mariadb, opts) = match &cfg.database_url {
+        Some(url) => {
+            let opts = fiber_mysql::Opts::from_url(url)
+                .map_err(|e| fail(format!("bad --database-url / DATABASE_URL: {e}")))?;
+            (None, opts)
+        }
+        None => {
+            let db = MariaDb::start(LaunchConfig {
+                max_connections: cfg.db_pool + CONNECTION_HEADROOM,
+                ..LaunchConfig::default()
+            })
+            .map_err(|e| fail(format!("cannot start the private MariaDB: {e}")))?;
+            let opts = db.opts();
+            (Some(db), opts)
+        }
+    };
+    let db_where = match &mariadb {
+        Some(db) => format!(
+            "private MariaDB at {} (pid {})",
+            db.opts().url_redacted(),
+            db.pid()
+        ),
+        None => format!("external {}", opts.url_redacted()),
+    };
+
+    let (server, state) = runtime.block_on(async {
+        let db = db::Pool::open(&opts, cfg.db_pool, cfg.db_wait_timeout, cfg.query_timeout)
+            .await
+            .map_err(|e| {
+                fail(format!(
+                    "cannot open the MySQL pool (--db-pool {}): {e}",
+                    cfg.db_pool
+                ))
+            })?;
+        {
+            let mut conn = db
+                .get()
+                .await
+                .map_err(|e| fail(format!("cannot reach MySQL: {e}")))?;
+            for sql in app::schema::init_sql() {
+                conn.query_drop(sql).await.map_err(|e| {
+                    fail(format!(
+                        "cannot create the demo schema: {}",
+                        db::to_error(e)
+                    ))
+                })?;
+            }
+        }
+
+        let listener = server::bind(cfg.bind)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
+        let own = own_address(addr);
+        let self_widgets =
+            Url::parse(&format!("http://{own}/widgets")).map_err(|e| fail(e.to_string()))?;
+        let upstream = match &cfg.upstream {
+            Some(u) => Url::parse_resolving(u).map_err(|e| fail(format!("bad --upstream: {e}")))?,
+            None => Url::parse(&format!("http://{own}/upstream/search.json?q=rails+3"))
+                .map_err(|e| fail(e.to_string()))?,
+        };
+        let http_stats = Arc::new(HttpStats::default());
+        let state = Arc::new(TwinState {
+            db,
+            http: client::Client::new(cfg.client.clone()),
+            self_widgets,
+            upstream,
+            limit: limit::Limit::new(cfg.fibers, cfg.queue, cfg.fiber_wait_timeout),
+            http_stats: Arc::clone(&http_stats),
+        });
+        let server = server::spawn(
+            listener,
+            router(Arc::clone(&state)),
+            cfg.http.clone(),
+            http_stats,
+        )
+        .map_err(|e| fail(format!("cannot start the server: {e}")))?;
+        Ok::<_, StartError>((server, state))
+    })?;
+    Ok(Running {
+        server,
+        state,
+        mariadb,
+        db_where,
+        runtime,
+    })
+}
+
+impl Running {
+    /// The address clients use.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        own_address(self.server.addr())
+    }
+
+    /// The one start-up line, in the fiber server's format.
+    pub fn banner(&self, cfg: &ServeConfig) -> String {
+        format!(
+            "fiberstack: listening on http://{} | runtime async, {} tasks at once (--fibers), \
+             queue {}, {} tokio workers | MySQL: mysql_async pool of {} via {}",
+            self.addr(),
+            cfg.fibers,
+            cfg.queue,
+            cfg.workers,
+            cfg.db_pool,
+            self.db_where,
+        )
+    }
+
+    /// Stop accepting, finish in-flight requests for up to `grace`, close the MySQL
+    /// pool, stop the runtime and the private MariaDB.
+    pub fn shutdown(self, grace: Duration) -> Drained {
+        let Running {
+            server,
+            state,
+            mariadb,
+            runtime,
+            ..
+        } = self;
+        let drained = runtime.block_on(async {
+            let drained = server.shutdown(grace).await;
+            let _ = tokio::time::timeout(DB_CLOSE_TIMEOUT, state.db.disconnect()).await;
+            drained
+        });
+        drop(state);
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        drop(mariadb);
+        drained
+    }
+}

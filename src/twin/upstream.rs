@@ -1,0 +1,31 @@
+//! `/upstream/search.json?q=...`: the default upstream of `/twitter`; compare
+//! `app/upstream.rs`, which owns the statement, the LIKE escaping and the bound on `q`.
+
+use axum::extract::{RawQuery, State};
+
+use crate::app::db_error;
+use crate::app::upstream::{like_pattern, parse_query, SEARCH_SQL};
+use crate::http::Response;
+use crate::twin::{query_param, Shared};
+
+/// `GET /upstream/search.json?q=rails+3`.
+pub async fn search(State(state): State<Shared>, RawQuery(query): RawQuery) -> Response {
+    let q = match parse_query(query_param(query.as_deref(), "q")) {
+        Ok(q) => q,
+        Err(why) => return Response::error(400, why),
+    };
+    let rows = state
+        .db
+        .exec::<Option<String>, _>(SEARCH_SQL, (like_pattern(&q),))
+        .await;
+    match rows {
+        Ok(texts) => {
+            let texts: Vec<serde_json::Value> = texts
+                .into_iter()
+                .map(|text| serde_json::json!({ "text": text.unwrap_or_default() }))
+                .collect();
+            Response::json(200, &serde_json::json!({ "results": texts }))
+        }
+        Err(e) => db_error("upstream_search", &e),
+    }
+}

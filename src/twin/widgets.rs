@@ -1,0 +1,43 @@
+//! `/widgets` (a one-second MySQL query) and `/widgets/http` (an HTTP call back to
+//! `/widgets` on this same server): the async counterparts of `app/widgets.rs`, which
+//! owns the parsing, the body and the limits.
+
+use axum::extract::{RawQuery, State};
+
+use crate::app::widgets::{parse_sleep, WIDGETS_BODY};
+use crate::app::{db_error, upstream_error};
+use crate::http::Response;
+use crate::twin::{query_param, Shared};
+
+/// `GET /widgets[?sleep=S]`: `select sleep(S)` on a pooled connection, then `Oh hai`.
+pub async fn widgets(State(state): State<Shared>, RawQuery(query): RawQuery) -> Response {
+    let secs = match parse_sleep(query_param(query.as_deref(), "sleep").as_deref()) {
+        Ok(s) => s,
+        Err(why) => return Response::error(400, why),
+    };
+    let result = state
+        .db
+        .exec::<mysql_async::Row, _>("select sleep(?)", (secs,))
+        .await;
+    match result {
+        Ok(_) => Response::text(200, WIDGETS_BODY),
+        Err(e) => db_error("widgets", &e),
+    }
+}
+
+/// `GET /widgets/http`: GET this server's own `/widgets` and return its body.
+pub async fn widgets_http(State(state): State<Shared>) -> Response {
+    match state.http.get(&state.self_widgets).await {
+        Ok(resp) if resp.status == 200 => Response::text(200, String::from_utf8_lossy(&resp.body)),
+        Ok(resp) => Response::error(
+            502,
+            format!(
+                "GET {} answered {}: {}",
+                state.self_widgets,
+                resp.status,
+                String::from_utf8_lossy(&resp.body).trim_end()
+            ),
+        ),
+        Err(e) => upstream_error("widgets_http", &state.self_widgets, &e),
+    }
+}
