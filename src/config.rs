@@ -77,7 +77,7 @@ impl Default for ClientLimits {
 }
 
 /// Which server runs the demo: one binary, two runtimes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Runtime {
     /// Every request on a guarded fiber (`server.rs`, `app/`).
     #[default]

@@ -1,0 +1,260 @@
+//! The servers under test as child processes of this same binary, and what /proc says
+//! about them: resident memory (VmRSS) and CPU time (utime + stime).
+//!
+//! Each server is `fiberstack serve --runtime X --bind 127.0.0.1:0 ...`; its one
+//! start-up line on stdout says where it listens. Its stderr goes to a log file in the
+//! results directory. It is stopped with SIGTERM (a graceful shutdown), and killed if
+//! it has not exited after [`STOP_TIMEOUT`].
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::bench::scenario::Settings;
+use crate::config::Runtime;
+
+/// Longest wait for a server's start-up line (opening 5000 MySQL connections included).
+pub const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest wait for a server to exit after SIGTERM.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the RSS sampler reads /proc during a load.
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// A running server under test.
+pub struct ServerProcess {
+    child: Child,
+    pub addr: SocketAddr,
+    pub banner: String,
+}
+
+impl ServerProcess {
+    /// Start `exe serve --runtime <runtime>` against `database_url` with `settings`.
+    pub fn start(
+        exe: &Path,
+        runtime: Runtime,
+        database_url: &str,
+        settings: Settings,
+        workers: usize,
+        log: &Path,
+    ) -> Result<ServerProcess, String> {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        let mut child = Command::new(exe)
+            .arg("serve")
+            .args(["--runtime", &runtime.to_string()])
+            .args(["--bind", "127.0.0.1:0"])
+            .args(["--database-url", database_url])
+            .args(["--fibers", &settings.fibers.to_string()])
+            .args(["--db-pool", &settings.db_pool.to_string()])
+            .args(["--queue", &settings.queue.to_string()])
+            .args(["--workers", &workers.to_string()])
+            .args(["--shutdown-grace", "5"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        // The pipe was requested just above, so it exists.
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let banner = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(line) if !line.is_empty() => line.trim().to_string(),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "the {runtime} server printed no start-up line within {START_TIMEOUT:?} (see its log)"
+                ));
+            }
+        };
+        let addr = banner_addr(&banner).ok_or_else(|| format!("no address in `{banner}`"))?;
+        Ok(ServerProcess {
+            child,
+            addr,
+            banner,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident memory now, in KiB.
+    pub fn rss_kib(&self) -> Option<u64> {
+        rss_kib(self.pid())
+    }
+
+    /// CPU seconds used so far (user + system).
+    pub fn cpu_secs(&self) -> Option<f64> {
+        cpu_secs(self.pid())
+    }
+
+    /// SIGTERM, then wait for the exit (kill after [`STOP_TIMEOUT`]).
+    pub fn stop(mut self) -> Result<(), String> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    return Err(format!(
+                        "server {} did not stop within {STOP_TIMEOUT:?}; killed",
+                        self.addr
+                    ));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // After `stop` this finds the child gone; otherwise (an error path) it must not
+        // outlive the bench.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `fiberstack: listening on http://127.0.0.1:40309 | runtime ...` -> the address.
+pub fn banner_addr(banner: &str) -> Option<SocketAddr> {
+    banner
+        .split("listening on http://")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// VmRSS of `pid`, in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// utime + stime of `pid`, in seconds.
+pub fn cpu_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_cpu_ticks(&stat).map(|ticks| ticks as f64 / clock_ticks() as f64)
+}
+
+/// utime + stime from a /proc/PID/stat line. The command name (field 2) may hold
+/// spaces and parentheses, so fields are counted after its last `)`.
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of the line; `rest` starts at field 3.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 on Linux in practice).
+fn clock_ticks() -> u64 {
+    static TICKS: OnceLock<u64> = OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .filter(|&t| t > 0)
+            .unwrap_or(100)
+    })
+}
+
+/// Samples a process's RSS in the background and keeps the peak.
+pub struct RssSampler {
+    stop: Arc<AtomicBool>,
+    peak: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RssSampler {
+    pub fn start(pid: u32) -> RssSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak = Arc::new(AtomicU64::new(rss_kib(pid).unwrap_or(0)));
+        let thread = {
+            let (stop, peak) = (Arc::clone(&stop), Arc::clone(&peak));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    if let Some(kib) = rss_kib(pid) {
+                        peak.fetch_max(kib, Ordering::AcqRel);
+                    }
+                    std::thread::sleep(SAMPLE_EVERY);
+                }
+            })
+        };
+        RssSampler {
+            stop,
+            peak,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stop sampling; the peak RSS seen, in KiB.
+    pub fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.peak.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_of_this_process_reads() {
+        let pid = std::process::id();
+        assert!(rss_kib(pid).unwrap() > 100);
+        assert!(cpu_secs(pid).is_some());
+        let sampler = RssSampler::start(pid);
+        assert!(sampler.finish() > 100);
+    }
+
+    #[test]
+    fn stat_fields_are_counted_after_the_name() {
+        let stat = "42 (a b) c) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0";
+        assert_eq!(parse_cpu_ticks(stat), Some(300));
+    }
+
+    #[test]
+    fn the_banner_gives_the_address() {
+        let b = "fiberstack: listening on http://127.0.0.1:40309 | runtime async, 100 tasks";
+        assert_eq!(banner_addr(b), Some("127.0.0.1:40309".parse().unwrap()));
+        assert_eq!(banner_addr("fiberstack: cannot start"), None);
+    }
+}
