@@ -26,8 +26,18 @@ use crate::registry::StackEntry;
 
 /// Stack a `Lent` operation needs on a fiber (lock, allocation). With less
 /// left, the operation is treated as the overflow it would likely cause,
-/// before any lock is taken.
+/// before any lock is taken ([`reserve_stack`](crate::reserve_stack)).
+///
+/// The ledger's `Vec` may grow while its lock is held, and with
+/// [`FiberSafeAlloc`](crate::FiberSafeAlloc) that allocation checks its own
+/// [`ALLOC_STACK_MARGIN`](crate::ALLOC_STACK_MARGIN) (2 KiB). The other
+/// 2 KiB cover the frames between the two checks (lookup, `Arc::new`, lock,
+/// push, grow: under 1 KiB in a debug build), so the inner check never fires
+/// with the ledger locked; the test `safe_alloc` creates Lents with just
+/// over this margin left to check it.
 pub const LENT_STACK_MARGIN: usize = 4096;
+
+const _: () = assert!(LENT_STACK_MARGIN >= crate::alloc::ALLOC_STACK_MARGIN + 2048);
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -171,10 +181,8 @@ impl<T: Send + 'static> Drop for Lent<T> {
 
 /// The ledger of the fiber we are running on, found by address.
 fn current_ledger() -> Option<Arc<Ledger>> {
-    let marker = 0u8;
-    let addr = std::hint::black_box(&marker) as *const u8 as usize;
-    let entry = StackEntry::find_running(addr)?;
-    check_margin_on(entry, addr);
+    check_margin();
+    let entry = StackEntry::find_running(crate::stack_pointer())?;
     let ledger = entry.ledger();
     if ledger.is_null() {
         return None;
@@ -187,22 +195,8 @@ fn current_ledger() -> Option<Arc<Ledger>> {
     }
 }
 
-/// Treats "less than LENT_STACK_MARGIN bytes left" as an overflow.
+/// Treats "less than LENT_STACK_MARGIN bytes left" as an overflow, before
+/// the ledger's lock is taken.
 fn check_margin() {
-    let marker = 0u8;
-    let addr = std::hint::black_box(&marker) as *const u8 as usize;
-    if let Some(entry) = StackEntry::find_running(addr) {
-        check_margin_on(entry, addr);
-    }
-}
-
-fn check_margin_on(entry: &StackEntry, addr: usize) {
-    let guard_end = entry.guard_end();
-    if addr.saturating_sub(guard_end) < LENT_STACK_MARGIN {
-        // SAFETY: reading the guard page of the stack we are running on is
-        // exactly a stack overflow: the signal handler resets this fiber and
-        // the read never completes.
-        unsafe { std::ptr::read_volatile((guard_end - 1) as *const u8) };
-        unreachable!("the guard page of a running fiber was readable");
-    }
+    crate::reserve_stack(LENT_STACK_MARGIN);
 }

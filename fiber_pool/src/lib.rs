@@ -77,6 +77,7 @@
 #![warn(missing_docs)]
 
 mod admission;
+pub mod alloc;
 pub mod carrier;
 pub mod config;
 pub mod error;
@@ -88,6 +89,7 @@ pub mod signal;
 mod stack;
 pub mod stats;
 
+pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use error::RunError;
 pub use lent::Lent;
@@ -99,11 +101,69 @@ pub fn on_fiber() -> bool {
     stack_remaining().is_some()
 }
 
-/// Bytes left on the current fiber's stack above its guard page, by the
-/// address of a local variable; `None` when not on a fiber.
+/// Bytes left on the current fiber's stack above its guard page, from the
+/// stack pointer; `None` when not on a fiber.
 pub fn stack_remaining() -> Option<usize> {
-    let marker = 0u8;
-    let addr = std::hint::black_box(&marker) as *const u8 as usize;
-    let entry = registry::StackEntry::find_running(addr)?;
-    Some(addr.saturating_sub(entry.guard_end()))
+    let sp = stack_pointer();
+    let entry = registry::StackEntry::find_running(sp)?;
+    Some(sp.saturating_sub(entry.guard_end()))
+}
+
+/// Makes sure the current fiber has at least `bytes` of stack left, by
+/// overflowing *now* if it has not: the job ends with
+/// [`RunError::StackOverflow`] at this call, a safe point where the caller
+/// holds no lock it is about to take, instead of deep inside the code that
+/// was going to run out (an allocator, a critical section). With enough
+/// stack it returns at once; off a fiber it does nothing.
+///
+/// Cost: reading the stack pointer and walking the registry, one node per
+/// live pool (about three loads each) and a division: a few nanoseconds
+/// (see the `bench` example). It neither locks nor allocates, so it is
+/// usable from a global allocator ([`FiberSafeAlloc`] calls it).
+///
+/// Call it before taking a lock on a fiber, with `bytes` at least the stack
+/// the critical section needs:
+///
+/// ```
+/// # use std::sync::Mutex;
+/// static COUNTS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// fiber_pool::reserve_stack(8 * 1024); // overflow here, not with the lock held
+/// COUNTS.lock().unwrap().push(1);
+/// ```
+#[inline]
+pub fn reserve_stack(bytes: usize) {
+    let sp = stack_pointer();
+    if let Some(entry) = registry::StackEntry::find_running(sp) {
+        let guard_end = entry.guard_end();
+        if sp.saturating_sub(guard_end) < bytes {
+            overflow_now(guard_end);
+        }
+    }
+}
+
+/// Touches the guard page of the fiber we run on: the signal handler resets
+/// the fiber and this never returns.
+#[cold]
+#[inline(never)]
+fn overflow_now(guard_end: usize) -> ! {
+    // SAFETY: `guard_end - 1` is the top byte of the guard page (PROT_NONE)
+    // of the stack the caller runs on, found running in the registry; reading
+    // it faults, and our handler turns exactly that fault into the fiber's
+    // reset. Volatile so that the read is not optimised away.
+    unsafe { std::ptr::read_volatile((guard_end - 1) as *const u8) };
+    // The guard page was readable: the registry is wrong. No panic (we may
+    // be inside the global allocator).
+    std::process::abort()
+}
+
+/// The current stack pointer.
+#[inline(always)]
+pub(crate) fn stack_pointer() -> usize {
+    let sp: usize;
+    // SAFETY: reads a register into a local; no memory, stack or flags
+    // touched.
+    unsafe {
+        std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    sp
 }

@@ -21,9 +21,9 @@ use crate::config::{ConfigError, PoolConfig};
 use crate::error::RunError;
 use crate::highwater;
 use crate::lent::Ledger;
-use crate::registry::StackEntry;
+use crate::registry::Region;
 use crate::signal::{self, Outcome};
-use crate::stack::{page_size, FiberStack};
+use crate::stack::{self, page_size, FiberStack};
 use crate::stats::{Counters, Ended, PoolStats};
 
 /// A fixed-size pool of guarded fibers. Cheap to clone; all clones share the
@@ -34,6 +34,8 @@ pub struct FiberPool {
 }
 
 struct Inner {
+    /// The stacks' registration; dropped first, before the stacks.
+    region: Region,
     cfg: PoolConfig,
     /// Usable bytes per stack (`cfg.stack_size` page-rounded).
     stack_size: usize,
@@ -44,18 +46,11 @@ struct Inner {
     started: AtomicU64,
 }
 
-/// One fiber: its stack (absent while a job runs on it), its registry entry
-/// and its ledger of lent resources.
+/// One fiber: its stack (absent while a job runs on it) and its ledger of
+/// lent resources. Its registry entry is `region.entry(i)`.
 struct Slot {
     stack: Mutex<Option<FiberStack>>,
-    entry: &'static StackEntry,
     ledger: Arc<Ledger>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.entry.unclaim();
-    }
 }
 
 /// Gives the slot back to the admission queue, even if `run` unwinds.
@@ -82,26 +77,27 @@ fn init_process() -> Result<(), ConfigError> {
 }
 
 impl FiberPool {
-    /// Creates the pool: maps `size` stacks of `stack_size` usable bytes plus
-    /// a guard page each (address space only; pages are committed when
-    /// touched) and installs the overflow handler once per process.
+    /// Creates the pool: reserves `size` stacks of `stack_size` usable bytes
+    /// plus a guard page each, in one mapping (address space only; pages are
+    /// committed when touched), registers it, and installs the overflow
+    /// handler once per process.
     pub fn new(cfg: PoolConfig) -> Result<FiberPool, ConfigError> {
         let stack_size = cfg.validate(page_size())?;
         init_process()?;
         signal::ensure_alt_stack();
-        let mut slots = Vec::with_capacity(cfg.size);
-        for _ in 0..cfg.size {
-            let stack = FiberStack::new(stack_size).map_err(ConfigError::Os)?;
-            let ledger = Arc::new(Ledger::default());
-            let entry = StackEntry::claim(&stack, Arc::as_ptr(&ledger));
-            slots.push(Slot {
+        let (layout, stacks) = stack::reserve(cfg.size, stack_size).map_err(ConfigError::Os)?;
+        let slots: Vec<Slot> = stacks
+            .into_iter()
+            .map(|stack| Slot {
                 stack: Mutex::new(Some(stack)),
-                entry,
-                ledger,
-            });
-        }
+                ledger: Arc::new(Ledger::default()),
+            })
+            .collect();
+        let ledgers: Vec<*const Ledger> = slots.iter().map(|s| Arc::as_ptr(&s.ledger)).collect();
+        let region = Region::register(layout, &ledgers);
         Ok(FiberPool {
             inner: Arc::new(Inner {
+                region,
                 admission: Admission::new(cfg.size, cfg.queue),
                 cfg,
                 stack_size,
@@ -180,12 +176,13 @@ impl FiberPool {
         // and turned back into its stack before this function returns.
         let mut fiber: Coroutine<(), (), Outcome, FiberStack> =
             unsafe { Coroutine::with_stack_unchecked(stack, body) };
-        slot.entry.begin(fiber.trap_handler());
+        let entry = inner.region.entry(slot_index);
+        entry.begin(fiber.trap_handler());
         let outcome = match fiber.resume(()) {
             CoroutineResult::Return(outcome) => outcome,
             CoroutineResult::Yield(()) => unreachable!("a job cannot suspend its fiber"),
         };
-        slot.entry.end();
+        entry.end();
         let stack = fiber.into_stack();
 
         // Measure and give the stack back to the slot before anything that

@@ -1,117 +1,247 @@
-//! The global, lock-free registry of fiber stacks, searched by address.
+//! The global, lock-free registry of pool stack regions, searched by address.
 //!
-//! A signal handler must find the fiber that faulted without locks or
-//! allocation, and `Lent` must find the fiber it is created on. Neither may use
-//! a thread-local: may moves the carrying coroutine (and with it the fiber)
-//! between worker threads whenever it yields. So every pool slot owns one
-//! [`StackEntry`] in a global singly linked list that only grows; entries of
-//! dropped pools are unclaimed and reused by later pools. Readers walk the
-//! list with acquire loads and never block.
+//! The signal handler must find the fiber that faulted without locks or
+//! allocation; `Lent`, [`reserve_stack`](crate::reserve_stack) and with it
+//! [`FiberSafeAlloc`](crate::FiberSafeAlloc) (so: every allocation) must find
+//! the fiber they run on, cheaply. None of them may use a thread-local: may
+//! moves the carrying coroutine (and with it the fiber) between worker
+//! threads whenever it yields, and a thread-local with a destructor would
+//! allocate on first use.
+//!
+//! Each pool's stacks are one contiguous reservation (see `stack`), so the
+//! registry holds one [`Node`] per *pool*: `[start, end)`, the slot stride,
+//! and the pool's array of [`StackEntry`] (one per slot). A lookup walks the
+//! nodes (a handful), and in the one whose range contains the address
+//! computes `slot = (addr - start) / stride`: O(number of pools), about
+//! three loads per node and a division, no locks, no allocation.
+//!
+//! Nodes form a singly linked list that only grows; they are leaked and
+//! reused by later pools when a pool is dropped, so the list is as long as
+//! the most pools ever alive at once. A node's fields change only when a
+//! pool claims or releases it, under a sequence counter (a seqlock): readers
+//! skip a node whose counter is odd (free or being written) or changed while
+//! they read it. Skipping never loses a running fiber: a node is written only
+//! when its pool is created or dropped, and neither happens while a fiber of
+//! that pool runs.
 
 use std::cell::UnsafeCell;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use corosensei::trap::CoroutineTrapHandler;
 
 use crate::lent::Ledger;
 use crate::signal::Outcome;
-use crate::stack::FiberStack;
+use crate::stack::Layout;
 
 /// One slot's stack as the signal handler and `Lent` see it.
 /// (Internal; public only so the docs can link it.)
 pub struct StackEntry {
-    /// Owned by a live pool slot.
-    claimed: AtomicBool,
     /// A fiber is running (or suspended inside may I/O) on this stack.
     running: AtomicBool,
-    /// Lowest address of the mapping (start of the guard page).
-    bottom: AtomicUsize,
+    /// Lowest address of the slot (start of the guard page).
+    bottom: usize,
     /// First usable address (end of the guard page).
-    guard_end: AtomicUsize,
-    /// One past the highest address.
-    top: AtomicUsize,
-    /// The slot's ledger of lent resources; valid while `claimed`.
-    ledger: AtomicPtr<Ledger>,
+    guard_end: usize,
+    /// The slot's ledger of lent resources; lives as long as the pool.
+    ledger: *const Ledger,
     /// How to reset the running coroutine; written only by the slot's owner
     /// while `running` is false, read by the signal handler only after it saw
     /// `running` true on a stack that contains its own stack pointer.
     trap: UnsafeCell<Option<CoroutineTrapHandler<Outcome>>>,
-    /// Next entry; immutable once the entry is published.
-    next: *const StackEntry,
 }
 
-// SAFETY: all shared fields are atomics except `trap` and `next`. `next` is
-// written before the entry is published (release CAS on HEAD) and never again.
-// `trap` is written only by the claiming slot's owner while `running` is false
-// (no fiber on the stack), and read only by a signal handler whose stack
-// pointer lies in this stack, i.e. by the very thread executing the fiber
-// after `running` was set with release ordering; so reads and writes never
-// overlap.
+// SAFETY: `bottom`, `guard_end` and `ledger` are written before the entry is
+// published and never again. `trap` is written only by the slot's owner while
+// `running` is false (no fiber on the stack), and read only by a signal
+// handler whose stack pointer lies in this stack, i.e. by the very thread
+// executing the fiber after `running` was set with release ordering; so reads
+// and writes never overlap. The ledger pointer is only dereferenced by code
+// running on this slot's fiber (the pool, and so the ledger, is alive then).
 unsafe impl Sync for StackEntry {}
+// SAFETY: as above; the entry holds no thread-bound state.
+unsafe impl Send for StackEntry {}
 
-static HEAD: AtomicPtr<StackEntry> = AtomicPtr::new(ptr::null_mut());
+/// A pool's region in the global list. Leaked; reused after its pool is
+/// dropped.
+struct Node {
+    /// Even while a pool's region is published here, odd while free or
+    /// being (re)written (the seqlock counter).
+    seq: AtomicUsize,
+    /// Owned by a live pool (or being set up for one).
+    claimed: AtomicBool,
+    start: AtomicUsize,
+    end: AtomicUsize,
+    stride: AtomicUsize,
+    /// The pool's entries, `(end - start) / stride` of them.
+    entries: AtomicPtr<StackEntry>,
+    /// Next node; immutable once the node is published.
+    next: *const Node,
+}
 
-fn entries() -> impl Iterator<Item = &'static StackEntry> {
-    let mut cur = HEAD.load(Ordering::Acquire) as *const StackEntry;
+// SAFETY: every field but `next` is atomic; `next` is written before the node
+// is published (release CAS on HEAD) and never again.
+unsafe impl Sync for Node {}
+
+static HEAD: AtomicPtr<Node> = AtomicPtr::new(ptr::null_mut());
+
+fn nodes() -> impl Iterator<Item = &'static Node> {
+    let mut cur = HEAD.load(Ordering::Acquire) as *const Node;
     std::iter::from_fn(move || {
-        // SAFETY: entries are leaked (never freed) and fully initialised
-        // before being published with a release store, so every non-null
-        // pointer reachable from HEAD is a valid `&'static StackEntry`.
-        let entry = unsafe { cur.as_ref() }?;
-        cur = entry.next;
-        Some(entry)
+        // SAFETY: nodes are leaked (never freed) and fully initialised before
+        // being published with a release CAS, so every non-null pointer
+        // reachable from HEAD is a valid `&'static Node`.
+        let node = unsafe { cur.as_ref() }?;
+        cur = node.next;
+        Some(node)
     })
 }
 
-impl StackEntry {
-    /// Registers `stack` (owned by a pool slot whose ledger is `ledger`).
-    pub(crate) fn claim(stack: &FiberStack, ledger: *const Ledger) -> &'static StackEntry {
-        let entry = entries()
-            .find(|e| {
-                e.claimed
+/// A pool's registration: its stacks can be found by address until this is
+/// dropped. Owns the pool's entries.
+pub(crate) struct Region {
+    node: &'static Node,
+    entries: Box<[StackEntry]>,
+}
+
+impl Region {
+    /// Publishes a pool's stacks; `ledgers[i]` is slot i's ledger (kept
+    /// alive by the pool for at least as long as this `Region`).
+    pub(crate) fn register(layout: Layout, ledgers: &[*const Ledger]) -> Region {
+        assert_eq!(ledgers.len(), layout.slots);
+        let entries: Box<[StackEntry]> = ledgers
+            .iter()
+            .enumerate()
+            .map(|(i, &ledger)| {
+                let bottom = layout.start + i * layout.stride;
+                StackEntry {
+                    running: AtomicBool::new(false),
+                    bottom,
+                    guard_end: bottom + layout.guard,
+                    ledger,
+                    trap: UnsafeCell::new(None),
+                }
+            })
+            .collect();
+        let node = nodes()
+            .find(|n| {
+                n.claimed
                     .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             })
-            .unwrap_or_else(|| {
-                let entry: &'static mut StackEntry = Box::leak(Box::new(StackEntry {
-                    claimed: AtomicBool::new(true),
-                    running: AtomicBool::new(false),
-                    bottom: AtomicUsize::new(0),
-                    guard_end: AtomicUsize::new(0),
-                    top: AtomicUsize::new(0),
-                    ledger: AtomicPtr::new(ptr::null_mut()),
-                    trap: UnsafeCell::new(None),
-                    next: ptr::null(),
-                }));
-                let mut head = HEAD.load(Ordering::Acquire);
-                loop {
-                    entry.next = head;
-                    match HEAD.compare_exchange_weak(
-                        head,
-                        entry,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    ) {
-                        Ok(_) => break,
-                        Err(now) => head = now,
-                    }
-                }
-                entry
-            });
-        entry.bottom.store(stack.bottom(), Ordering::Relaxed);
-        entry.guard_end.store(stack.guard_end(), Ordering::Relaxed);
-        entry.top.store(stack.top(), Ordering::Relaxed);
-        entry.ledger.store(ledger.cast_mut(), Ordering::Release);
-        entry
+            .unwrap_or_else(new_node);
+        // The node is claimed by us and its counter is odd: readers skip it.
+        let seq = node.seq.load(Ordering::Relaxed);
+        debug_assert!(seq % 2 == 1);
+        node.start.store(layout.start, Ordering::Relaxed);
+        node.end.store(layout.end(), Ordering::Relaxed);
+        node.stride.store(layout.stride, Ordering::Relaxed);
+        node.entries
+            .store(entries.as_ptr().cast_mut(), Ordering::Relaxed);
+        // Release: a reader that sees the even value sees the fields above.
+        node.seq.store(seq.wrapping_add(1), Ordering::Release);
+        Region { node, entries }
     }
 
-    /// Gives the entry back for reuse (the slot's stack is being unmapped).
-    pub(crate) fn unclaim(&self) {
-        debug_assert!(!self.running.load(Ordering::Relaxed));
-        self.top.store(0, Ordering::Relaxed);
-        self.ledger.store(ptr::null_mut(), Ordering::Relaxed);
-        self.claimed.store(false, Ordering::Release);
+    /// Slot `i`'s entry.
+    pub(crate) fn entry(&self, i: usize) -> &StackEntry {
+        &self.entries[i]
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        debug_assert!(self
+            .entries
+            .iter()
+            .all(|e| !e.running.load(Ordering::Relaxed)));
+        let node = self.node;
+        // Odd again: from here on readers skip the node. The fence keeps the
+        // field stores below (and the free of `entries` after this function)
+        // from being seen before the odd counter.
+        let seq = node.seq.load(Ordering::Relaxed);
+        node.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        node.start.store(0, Ordering::Relaxed);
+        node.end.store(0, Ordering::Relaxed);
+        node.entries.store(ptr::null_mut(), Ordering::Relaxed);
+        node.claimed.store(false, Ordering::Release);
+        // `entries` is freed after this. A reader that validated this node
+        // before the counter went odd, and found its address inside, is
+        // running on one of this pool's stacks, which cannot be: the pool is
+        // being dropped, so no fiber of it runs.
+    }
+}
+
+/// A new claimed node, odd (unpublished fields), pushed onto the list.
+fn new_node() -> &'static Node {
+    let node: &'static mut Node = Box::leak(Box::new(Node {
+        seq: AtomicUsize::new(1),
+        claimed: AtomicBool::new(true),
+        start: AtomicUsize::new(0),
+        end: AtomicUsize::new(0),
+        stride: AtomicUsize::new(1),
+        entries: AtomicPtr::new(ptr::null_mut()),
+        next: ptr::null(),
+    }));
+    let mut head = HEAD.load(Ordering::Acquire);
+    loop {
+        node.next = head;
+        match HEAD.compare_exchange_weak(head, node, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => break,
+            Err(now) => head = now,
+        }
+    }
+    node
+}
+
+/// The entry of the slot whose stack (guard page included) contains `addr`,
+/// whether or not a fiber runs on it. Lock-free and allocation-free: callable
+/// from a signal handler and from the global allocator.
+///
+/// The reference is valid while the pool lives; callers use it only while
+/// running on that very stack (or interrupting the fiber that does, in the
+/// signal handler), which keeps the pool alive (`run` borrows it). Unbounded
+/// lifetime for that reason; do not keep it.
+#[inline]
+fn find(addr: usize) -> Option<&'static StackEntry> {
+    for node in nodes() {
+        let seq = node.seq.load(Ordering::Acquire);
+        if seq % 2 == 1 {
+            continue;
+        }
+        let start = node.start.load(Ordering::Relaxed);
+        let end = node.end.load(Ordering::Relaxed);
+        if addr < start || addr >= end {
+            continue;
+        }
+        let stride = node.stride.load(Ordering::Relaxed);
+        let entries = node.entries.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if node.seq.load(Ordering::Relaxed) != seq || entries.is_null() {
+            // Being rewritten: it is not the region of a running fiber.
+            continue;
+        }
+        let slot = (addr - start) / stride;
+        // SAFETY: the counter did not change while we read the fields, so
+        // they describe one published region, whose `entries` array has
+        // `(end - start) / stride > slot` elements and was alive at that
+        // moment. `addr` (the caller's own stack, or the interrupted fiber's
+        // stack pointer) lay in that region's mapping then; only a fiber of
+        // that pool runs there, and the pool, and with it the array, lives
+        // as long as that fiber does.
+        return Some(unsafe { &*entries.add(slot) });
+    }
+    None
+}
+
+impl StackEntry {
+    /// The running entry whose stack (guard page included) contains `addr`.
+    /// Lock-free and allocation-free: callable from a signal handler. See
+    /// [`find`] for how long the reference may be used.
+    #[inline]
+    pub(crate) fn find_running(addr: usize) -> Option<&'static StackEntry> {
+        find(addr).filter(|e| e.running.load(Ordering::Acquire))
     }
 
     /// Marks a fiber as running on this stack, resettable through `trap`.
@@ -127,23 +257,12 @@ impl StackEntry {
         self.running.store(false, Ordering::Release);
     }
 
-    /// The running entry whose stack (guard page included) contains `addr`.
-    /// Lock-free and allocation-free: callable from a signal handler.
-    pub(crate) fn find_running(addr: usize) -> Option<&'static StackEntry> {
-        entries().find(|e| {
-            e.running.load(Ordering::Acquire)
-                && e.bottom.load(Ordering::Relaxed) <= addr
-                && addr < e.top.load(Ordering::Relaxed)
-        })
-    }
-
     /// Is a fault at `fault_addr`, with the stack pointer at `sp` (inside this
     /// stack), an overflow: a touch of the guard page, or the stack pointer
     /// itself inside the guard page?
     pub(crate) fn is_overflow(&self, fault_addr: usize, sp: usize) -> bool {
-        let bottom = self.bottom.load(Ordering::Relaxed);
-        let guard_end = self.guard_end.load(Ordering::Relaxed);
-        (bottom..guard_end).contains(&fault_addr) || (bottom..guard_end).contains(&sp)
+        let guard = self.bottom..self.guard_end;
+        guard.contains(&fault_addr) || guard.contains(&sp)
     }
 
     /// The trap handler of the fiber running here.
@@ -159,12 +278,13 @@ impl StackEntry {
     }
 
     /// First usable byte of the stack (above the guard page).
+    #[inline]
     pub(crate) fn guard_end(&self) -> usize {
-        self.guard_end.load(Ordering::Relaxed)
+        self.guard_end
     }
 
     /// The ledger of the slot owning this stack.
     pub(crate) fn ledger(&self) -> *const Ledger {
-        self.ledger.load(Ordering::Acquire)
+        self.ledger
     }
 }

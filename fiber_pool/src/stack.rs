@@ -1,19 +1,43 @@
-//! One fiber's stack: corosensei's `DefaultStack` (an `mmap` with a guard
-//! page at the bottom), made `Send` so that a pool can hand it to whichever
-//! thread carries the next job.
+//! A pool's fiber stacks: ONE contiguous reservation per pool, cut into
+//! equal slots, each with its own guard page at the bottom.
 //!
 //! ```text
-//!  base()  ─┬─ high address: the fiber starts here and grows down
-//!           │   usable part: `stack_size` bytes, page-rounded,
-//!           │   committed only where touched
-//! guard_end ┼─
-//!           │   guard page (PROT_NONE): touching it is an overflow
-//!  limit() ─┴─ low address
+//!  start + n*stride ─┬─ end of the reservation
+//!                    │  slot n-1 usable part
+//!                    ├─ slot n-1 guard page (PROT_NONE)
+//!                    ┆  …
+//!  start + 2*stride ─┼─
+//!                    │  slot 1 usable part: `usable` bytes (page-rounded),
+//!                    │  committed only where touched; its fiber starts at
+//!                    │  the top (= slot 2's guard page) and grows down
+//!  guard_end(1)     ─┼─
+//!                    │  slot 1 guard page (PROT_NONE)
+//!  start + stride   ─┼─ = bottom(1) = top(0)
+//!                    │  slot 0 usable part
+//!  guard_end(0)     ─┼─
+//!                    │  slot 0 guard page (PROT_NONE)
+//!  start            ─┴─ = bottom(0)
 //! ```
+//!
+//! `stride = page + usable`. Every usable part has a guard page directly
+//! below it, so an overflow of slot i faults before it can reach slot i-1.
+//! Because the layout is regular, the slot of an address is
+//! `(addr - start) / stride`: the [registry](crate::registry) finds a
+//! running fiber in O(number of pools), not O(number of fibers).
+//!
+//! The reservation is `mmap(PROT_READ|PROT_WRITE, MAP_PRIVATE |
+//! MAP_ANONYMOUS | MAP_NORESERVE)`: address space only; a page costs memory
+//! when a fiber first touches it, and `highwater::reset` gives it back with
+//! `madvise(MADV_DONTNEED)`. Each guard page is an `mprotect` that splits the
+//! mapping, so a pool of N fibers uses 2N+1 kernel VMAs (the same as N
+//! separate guarded stacks); `vm.max_map_count` (65530 by default) limits a
+//! process to about 32,000 fibers in all pools.
 
 use std::io;
+use std::ptr;
+use std::sync::Arc;
 
-use corosensei::stack::{DefaultStack, Stack, StackPointer};
+use corosensei::stack::{Stack, StackPointer, MIN_STACK_SIZE, STACK_ALIGNMENT};
 
 /// The system page size.
 pub(crate) fn page_size() -> usize {
@@ -25,59 +49,145 @@ pub(crate) fn page_size() -> usize {
         .unwrap_or(4096)
 }
 
-/// A guard-paged stack owned by one pool slot. Dropping it unmaps it.
-pub(crate) struct FiberStack {
-    inner: DefaultStack,
+/// Where a pool's stacks are: plain numbers, for the registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Lowest address of the reservation (slot 0's guard page).
+    pub(crate) start: usize,
+    /// Bytes per slot: one guard page plus the usable part.
+    pub(crate) stride: usize,
+    /// Number of slots.
+    pub(crate) slots: usize,
+    /// Guard page size (the system page size).
+    pub(crate) guard: usize,
 }
 
-// SAFETY: `DefaultStack` is a pointer to an mmap'ed region that it owns
-// exclusively and unmaps on drop; nothing in it is tied to the thread that
-// created it (no thread-local state, no thread id). It is `!Send` only because
-// it holds raw pointers. The pool moves a stack between threads only while no
-// fiber runs on it, or together with the single carrier that drives it.
-unsafe impl Send for FiberStack {}
+impl Layout {
+    /// One past the reservation's highest address.
+    pub(crate) fn end(&self) -> usize {
+        self.start + self.stride * self.slots
+    }
+}
+
+/// The mapping itself; unmapped when the last [`FiberStack`] of the pool is
+/// dropped.
+struct Reservation {
+    start: usize,
+    len: usize,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        // SAFETY: the mapping is ours (made in `reserve`), and the last
+        // `FiberStack` on it is gone, so no coroutine can be using it.
+        unsafe { libc::munmap(self.start as *mut libc::c_void, self.len) };
+    }
+}
+
+/// One slot of a reservation, owned by one pool slot. Dropping the last
+/// slot of a reservation unmaps it.
+pub(crate) struct FiberStack {
+    /// Start of this slot's guard page.
+    bottom: usize,
+    /// One past its highest byte.
+    top: usize,
+    /// Keeps the memory mapped as long as this stack exists.
+    _map: Arc<Reservation>,
+}
+
+/// Reserves `slots` stacks of `usable` bytes (a whole number of pages, at
+/// least one page) plus a guard page each, in one mapping. Returns where
+/// they are and one owning handle per slot, in address order.
+pub(crate) fn reserve(slots: usize, usable: usize) -> io::Result<(Layout, Vec<FiberStack>)> {
+    let guard = page_size();
+    assert!(slots > 0 && usable >= guard && usable.is_multiple_of(guard));
+    let stride = guard + usable;
+    let len = stride
+        .checked_mul(slots)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+    // SAFETY: a fresh private anonymous mapping at an address of the
+    // kernel's choosing; nothing else refers to it. Checked below.
+    let map = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if map == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let reservation = Arc::new(Reservation {
+        start: map as usize,
+        len,
+    });
+    let layout = Layout {
+        start: map as usize,
+        stride,
+        slots,
+        guard,
+    };
+    let mut stacks = Vec::with_capacity(slots);
+    for i in 0..slots {
+        let bottom = layout.start + i * stride;
+        // SAFETY: the page at `bottom` lies inside our fresh mapping, and no
+        // code uses it yet; making it inaccessible is what a guard page is.
+        // On error `reservation` is dropped, which unmaps everything.
+        if unsafe { libc::mprotect(bottom as *mut libc::c_void, guard, libc::PROT_NONE) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        stacks.push(FiberStack {
+            bottom,
+            top: bottom + stride,
+            _map: Arc::clone(&reservation),
+        });
+    }
+    Ok((layout, stacks))
+}
 
 impl FiberStack {
-    /// Maps `usable` bytes (a whole number of pages) plus one guard page.
-    pub(crate) fn new(usable: usize) -> io::Result<FiberStack> {
-        let stack = FiberStack {
-            inner: DefaultStack::new(usable)?,
-        };
-        debug_assert_eq!(stack.usable(), usable);
-        Ok(stack)
-    }
-
     /// Highest address (exclusive): where the fiber starts.
     pub(crate) fn top(&self) -> usize {
-        self.inner.base().get()
-    }
-
-    /// Lowest address of the mapping: the start of the guard page.
-    pub(crate) fn bottom(&self) -> usize {
-        self.inner.limit().get()
+        self.top
     }
 
     /// First address above the guard page: the lowest usable byte.
     pub(crate) fn guard_end(&self) -> usize {
-        self.bottom() + page_size()
+        self.bottom + page_size()
     }
 
     /// Usable bytes (without the guard page).
     pub(crate) fn usable(&self) -> usize {
-        self.top() - self.guard_end()
+        self.top - self.guard_end()
     }
 }
 
-// SAFETY: delegates to `DefaultStack`, which upholds the trait's contract
-// (aligned base and limit, a guard page, at least MIN_STACK_SIZE bytes).
+// SAFETY: corosensei runs a coroutine on `[limit(), base())` and relies on:
+// - both addresses aligned to STACK_ALIGNMENT: they are page boundaries of
+//   our mapping (`reserve` asserts page-multiple sizes; mmap returns
+//   page-aligned memory), and a page is a multiple of 16;
+// - at least MIN_STACK_SIZE usable bytes: `usable >= page >= 4096`;
+// - a guard page at the bottom that faults on access: `reserve` mprotects
+//   `[bottom, bottom + page)` PROT_NONE before any handle exists, and
+//   nothing in this crate changes it back;
+// - the memory staying mapped and used by nobody else while the coroutine
+//   exists: the handle keeps the reservation mapped (`_map`), and `reserve`
+//   makes exactly one handle per slot, so a slot's memory is only used by
+//   whoever holds that handle (the pool moves it into one coroutine at a
+//   time). Slots are disjoint: each is `[start + i*stride, +stride)`.
 unsafe impl Stack for FiberStack {
     #[inline]
     fn base(&self) -> StackPointer {
-        self.inner.base()
+        debug_assert!(self.top.is_multiple_of(STACK_ALIGNMENT));
+        debug_assert!(self.usable() >= MIN_STACK_SIZE);
+        StackPointer::new(self.top).expect("a mapped stack is not at address 0")
     }
 
     #[inline]
     fn limit(&self) -> StackPointer {
-        self.inner.limit()
+        StackPointer::new(self.bottom).expect("a mapped stack is not at address 0")
     }
 }

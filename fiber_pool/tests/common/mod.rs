@@ -17,6 +17,27 @@ pub fn recurse(depth: u64) -> u64 {
     recurse(depth + 1) + u64::from(buf[0])
 }
 
+/// Allocates at every level: a Vec, a String that grows (realloc), a Box,
+/// sizes varying with the depth (up to 48 KiB); frees them before going
+/// deeper except a small Box, and recurses until `limit` (or for ever).
+#[inline(never)]
+pub fn alloc_recurse(depth: usize, limit: usize) -> usize {
+    let n = (depth * 7919) % 6000;
+    let v: Vec<u64> = (0..n as u64).collect();
+    let mut s = String::new();
+    for i in 0..depth % 23 {
+        s.push_str(["a", "bc", "def", "ghij"][i % 4]);
+    }
+    let b = Box::new([depth as u8; 96]);
+    let sum = v.len() + s.len() + usize::from(b[5]);
+    drop((v, s));
+    if depth == limit {
+        return sum;
+    }
+    let keep = Box::new(depth);
+    std::hint::black_box(sum + alloc_recurse(depth + 1, limit) + *keep)
+}
+
 /// Resident pages of this process, from /proc/self/statm.
 pub fn rss_pages() -> usize {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("procfs is mounted");
