@@ -1,12 +1,15 @@
-//! Figures for the closing note: the cost of `pool.run` for an empty job
-//! against a bare may coroutine spawn + join, and the resident memory of
-//! 10,000 idle fibers with 64 KiB stacks.
+//! Figures for the README: the cost of `pool.run` for an empty job against
+//! a bare may coroutine spawn + join, the cost of `FiberSafeAlloc` against
+//! the plain system allocator (on and off fibers, with 1 and 16 pools
+//! alive), and the resident memory of 10,000 idle fibers with 64 KiB stacks.
 //!
 //! Run with: `cargo run --release -p fiber_pool --example bench`
+//! (`-- alloc` for the allocator figures only, `-- run` for `pool.run` only).
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::time::{Duration, Instant};
 
-use fiber_pool::{FiberPool, PoolConfig};
+use fiber_pool::{reserve_stack, FiberPool, FiberSafeAlloc, PoolConfig};
 
 const OPS: u32 = 20_000;
 const RUNS: usize = 5;
@@ -38,8 +41,126 @@ fn rss_kib() -> usize {
     pages * 4
 }
 
+/// Allocation pairs per timed batch.
+const PAIRS: usize = 50_000;
+/// Alternating batches per allocator figure (the machine is shared: many
+/// short batches and their median).
+const ALLOC_RUNS: usize = 21;
+
+/// `PAIRS` alloc + dealloc pairs through `a`, sizes 16..4 KiB (tcache and
+/// small bins); returns pairs per second. Pointers go through `black_box` so
+/// that LLVM keeps every call.
+#[inline(never)]
+fn alloc_pairs<A: GlobalAlloc>(a: &A) -> f64 {
+    let start = Instant::now();
+    for i in 0..PAIRS {
+        let layout = Layout::from_size_align(16 + (i * 61) % 4000, 8).unwrap();
+        // SAFETY: non-zero size; freed at once with the same layout.
+        unsafe {
+            let p = std::hint::black_box(a.alloc(layout));
+            a.dealloc(p, layout);
+        }
+    }
+    PAIRS as f64 / start.elapsed().as_secs_f64()
+}
+
+/// `PAIRS` calls of `reserve_stack(ALLOC_STACK_MARGIN)`; returns ns per call.
+#[inline(never)]
+fn reserve_ns() -> f64 {
+    let start = Instant::now();
+    for _ in 0..PAIRS {
+        reserve_stack(std::hint::black_box(fiber_pool::ALLOC_STACK_MARGIN));
+    }
+    start.elapsed().as_nanos() as f64 / PAIRS as f64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Allocation pairs/s through `System` and `FiberSafeAlloc`, off a fiber (a
+/// may coroutine) and on one, and the cost of one `reserve_stack`: median of
+/// `RUNS` batches, the two allocators alternated.
+fn alloc_figures(pools_alive: usize) {
+    let pools: Vec<FiberPool> = (0..pools_alive)
+        .map(|i| {
+            FiberPool::new(PoolConfig {
+                size: 4 + i,
+                stack_size: 64 * 1024,
+                measure_every: 0,
+                ..PoolConfig::default()
+            })
+            .unwrap()
+        })
+        .collect();
+    // The pool used is the oldest: its node is last in the registry list,
+    // the worst case of the walk.
+    let pool = pools[0].clone();
+    let (mut sys_off, mut safe_off, mut sys_on, mut safe_on) = (vec![], vec![], vec![], vec![]);
+    let (mut res_off, mut res_on) = (vec![], vec![]);
+    for _ in 0..ALLOC_RUNS {
+        let p = pool.clone();
+        let (a, b, c, d, e, f) = may::go!(move || {
+            let a = alloc_pairs(&System);
+            let b = alloc_pairs(&FiberSafeAlloc);
+            let e = reserve_ns();
+            let (c, d, f) = p
+                .run("alloc", || {
+                    (
+                        alloc_pairs(&System),
+                        alloc_pairs(&FiberSafeAlloc),
+                        reserve_ns(),
+                    )
+                })
+                .unwrap();
+            (a, b, c, d, e, f)
+        })
+        .join()
+        .unwrap();
+        sys_off.push(a);
+        safe_off.push(b);
+        sys_on.push(c);
+        safe_on.push(d);
+        res_off.push(e);
+        res_on.push(f);
+    }
+    let m = |v: Vec<f64>| median(v) / 1e6;
+    let (so, fo, sn, fn_) = (m(sys_off), m(safe_off), m(sys_on), m(safe_on));
+    println!(
+        "{pools_alive:>2} pool(s) alive | off a fiber: System {so:6.1} M pairs/s, FiberSafeAlloc {fo:6.1} M ({:+.1}%) | on a fiber: System {sn:6.1} M, FiberSafeAlloc {fn_:6.1} M ({:+.1}%) | reserve_stack {:.2} ns off, {:.2} ns on",
+        (fo / so - 1.0) * 100.0,
+        (fn_ / sn - 1.0) * 100.0,
+        median(res_off),
+        median(res_on),
+    );
+}
+
 fn main() {
     may::config().set_workers(2);
+    let what = std::env::args().nth(1).unwrap_or_default();
+    if what.is_empty() || what == "alloc" {
+        println!("alloc + dealloc pairs (16 B..4 KiB), median of {ALLOC_RUNS} x {PAIRS}:");
+        for pools in [1, 16] {
+            alloc_figures(pools);
+        }
+        if what == "alloc" {
+            return;
+        }
+    }
+    if what == "run" {
+        for every in [0u32, 16] {
+            let pool = FiberPool::new(PoolConfig {
+                size: 8,
+                measure_every: every,
+                ..PoolConfig::default()
+            })
+            .unwrap();
+            let run = per_op(move || pool.run("empty", || ()).unwrap());
+            println!("pool.run, empty job, measure_every = {every:<2}: {run:>9.2?}");
+        }
+        return;
+    }
     let spawn = per_op(|| may::go!(|| ()).join().unwrap());
     println!("may::go! spawn + join, empty:            {spawn:>9.2?} (median of {RUNS} x {OPS}, from a coroutine)");
     let start = Instant::now();

@@ -86,7 +86,12 @@ pub enum ConfigError {
         /// The requested queue length.
         queue: usize,
     },
-    /// The OS refused to map a stack or install the signal handler.
+    /// More than this many pools would be alive at once in the process.
+    TooManyPools {
+        /// [`MAX_POOLS`](crate::registry::MAX_POOLS).
+        max: usize,
+    },
+    /// The OS refused to map the stacks or install the signal handler.
     Os(std::io::Error),
 }
 
@@ -113,6 +118,10 @@ impl fmt::Display for ConfigError {
             ConfigError::QueueTooLong { queue } => write!(
                 f,
                 "admission queue of {queue} is absurd: set `queue` to at most {MAX_QUEUE}"
+            ),
+            ConfigError::TooManyPools { max } => write!(
+                f,
+                "more than {max} fiber pools alive at once: share pools instead of creating one per task"
             ),
             ConfigError::Os(e) => write!(f, "creating the fiber pool failed: {e}"),
         }

@@ -94,7 +94,9 @@ impl FiberPool {
             })
             .collect();
         let ledgers: Vec<*const Ledger> = slots.iter().map(|s| Arc::as_ptr(&s.ledger)).collect();
-        let region = Region::register(layout, &ledgers);
+        let region = Region::register(layout, &ledgers).map_err(|_| ConfigError::TooManyPools {
+            max: crate::registry::MAX_POOLS,
+        })?;
         Ok(FiberPool {
             inner: Arc::new(Inner {
                 region,

@@ -9,20 +9,19 @@
 //! allocate on first use.
 //!
 //! Each pool's stacks are one contiguous reservation (see `stack`), so the
-//! registry holds one [`Node`] per *pool*: `[start, end)`, the slot stride,
-//! and the pool's array of [`StackEntry`] (one per slot). A lookup walks the
-//! nodes (a handful), and in the one whose range contains the address
-//! computes `slot = (addr - start) / stride`: O(number of pools), about
-//! three loads per node and a division, no locks, no allocation.
+//! registry holds one `Node` per *pool*: `[start, end)`, the slot stride,
+//! and the pool's array of [`StackEntry`] (one per slot). The nodes are a
+//! static table of [`MAX_POOLS`]; a lookup scans the ones ever used (as many
+//! as the most pools alive at once) for the range holding the address, and
+//! there computes `slot = (addr - start) / stride`: O(number of pools), two
+//! independent loads per pool and a division, no locks, no allocation, no
+//! thread-local.
 //!
-//! Nodes form a singly linked list that only grows; they are leaked and
-//! reused by later pools when a pool is dropped, so the list is as long as
-//! the most pools ever alive at once. A node's fields change only when a
-//! pool claims or releases it, under a sequence counter (a seqlock): readers
-//! skip a node whose counter is odd (free or being written) or changed while
-//! they read it. Skipping never loses a running fiber: a node is written only
-//! when its pool is created or dropped, and neither happens while a fiber of
-//! that pool runs.
+//! A node's fields change only when a pool claims or releases it, under a
+//! sequence counter (a seqlock): a hit is validated, and a node whose counter
+//! is odd (free or being written) or changed meanwhile is skipped. Skipping
+//! never loses a running fiber: a node is written only when its pool is
+//! created or dropped, and neither happens while a fiber of that pool runs.
 
 use std::cell::UnsafeCell;
 use std::ptr;
@@ -62,8 +61,10 @@ unsafe impl Sync for StackEntry {}
 // SAFETY: as above; the entry holds no thread-bound state.
 unsafe impl Send for StackEntry {}
 
-/// A pool's region in the global list. Leaked; reused after its pool is
-/// dropped.
+/// Most pools alive at once in a process (each holds one [`Node`]).
+pub const MAX_POOLS: usize = 256;
+
+/// A pool's region in the global table; reused after its pool is dropped.
 struct Node {
     /// Even while a pool's region is published here, odd while free or
     /// being (re)written (the seqlock counter).
@@ -75,27 +76,38 @@ struct Node {
     stride: AtomicUsize,
     /// The pool's entries, `(end - start) / stride` of them.
     entries: AtomicPtr<StackEntry>,
-    /// Next node; immutable once the node is published.
-    next: *const Node,
 }
 
-// SAFETY: every field but `next` is atomic; `next` is written before the node
-// is published (release CAS on HEAD) and never again.
-unsafe impl Sync for Node {}
-
-static HEAD: AtomicPtr<Node> = AtomicPtr::new(ptr::null_mut());
-
-fn nodes() -> impl Iterator<Item = &'static Node> {
-    let mut cur = HEAD.load(Ordering::Acquire) as *const Node;
-    std::iter::from_fn(move || {
-        // SAFETY: nodes are leaked (never freed) and fully initialised before
-        // being published with a release CAS, so every non-null pointer
-        // reachable from HEAD is a valid `&'static Node`.
-        let node = unsafe { cur.as_ref() }?;
-        cur = node.next;
-        Some(node)
-    })
+impl Node {
+    const fn free() -> Node {
+        Node {
+            seq: AtomicUsize::new(1),
+            claimed: AtomicBool::new(false),
+            start: AtomicUsize::new(0),
+            end: AtomicUsize::new(0),
+            stride: AtomicUsize::new(1),
+            entries: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
 }
+
+/// The table: a contiguous static array rather than a linked list, so that
+/// a lookup's loads do not depend on each other (a list walk cost about
+/// 2 ns per pool in pointer chasing; see the `bench` example).
+static NODES: [Node; MAX_POOLS] = [const { Node::free() }; MAX_POOLS];
+/// Nodes `[0, USED)` have been claimed at least once; lookups scan only
+/// those. Claims take the lowest free node, so USED is the most pools ever
+/// alive at once.
+static USED: AtomicUsize = AtomicUsize::new(0);
+
+fn nodes() -> &'static [Node] {
+    let used = USED.load(Ordering::Acquire).min(MAX_POOLS);
+    &NODES[..used]
+}
+
+/// More than [`MAX_POOLS`] pools alive at once.
+#[derive(Debug)]
+pub(crate) struct TooManyPools;
 
 /// A pool's registration: its stacks can be found by address until this is
 /// dropped. Owns the pool's entries.
@@ -107,7 +119,10 @@ pub(crate) struct Region {
 impl Region {
     /// Publishes a pool's stacks; `ledgers[i]` is slot i's ledger (kept
     /// alive by the pool for at least as long as this `Region`).
-    pub(crate) fn register(layout: Layout, ledgers: &[*const Ledger]) -> Region {
+    pub(crate) fn register(
+        layout: Layout,
+        ledgers: &[*const Ledger],
+    ) -> Result<Region, TooManyPools> {
         assert_eq!(ledgers.len(), layout.slots);
         let entries: Box<[StackEntry]> = ledgers
             .iter()
@@ -123,13 +138,16 @@ impl Region {
                 }
             })
             .collect();
-        let node = nodes()
-            .find(|n| {
+        let (index, node) = NODES
+            .iter()
+            .enumerate()
+            .find(|(_, n)| {
                 n.claimed
                     .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             })
-            .unwrap_or_else(new_node);
+            .ok_or(TooManyPools)?;
+        USED.fetch_max(index + 1, Ordering::AcqRel);
         // The node is claimed by us and its counter is odd: readers skip it.
         let seq = node.seq.load(Ordering::Relaxed);
         debug_assert!(seq % 2 == 1);
@@ -140,7 +158,7 @@ impl Region {
             .store(entries.as_ptr().cast_mut(), Ordering::Relaxed);
         // Release: a reader that sees the even value sees the fields above.
         node.seq.store(seq.wrapping_add(1), Ordering::Release);
-        Region { node, entries }
+        Ok(Region { node, entries })
     }
 
     /// Slot `i`'s entry.
@@ -173,28 +191,6 @@ impl Drop for Region {
     }
 }
 
-/// A new claimed node, odd (unpublished fields), pushed onto the list.
-fn new_node() -> &'static Node {
-    let node: &'static mut Node = Box::leak(Box::new(Node {
-        seq: AtomicUsize::new(1),
-        claimed: AtomicBool::new(true),
-        start: AtomicUsize::new(0),
-        end: AtomicUsize::new(0),
-        stride: AtomicUsize::new(1),
-        entries: AtomicPtr::new(ptr::null_mut()),
-        next: ptr::null(),
-    }));
-    let mut head = HEAD.load(Ordering::Acquire);
-    loop {
-        node.next = head;
-        match HEAD.compare_exchange_weak(head, node, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => break,
-            Err(now) => head = now,
-        }
-    }
-    node
-}
-
 /// The entry of the slot whose stack (guard page included) contains `addr`,
 /// whether or not a fiber runs on it. Lock-free and allocation-free: callable
 /// from a signal handler and from the global allocator.
@@ -206,19 +202,28 @@ fn new_node() -> &'static Node {
 #[inline]
 fn find(addr: usize) -> Option<&'static StackEntry> {
     for node in nodes() {
+        // The range first, unvalidated (a miss needs no validation: a node
+        // being rewritten is never the region of a running fiber)...
+        let start = node.start.load(Ordering::Relaxed);
+        let end = node.end.load(Ordering::Relaxed);
+        if addr < start || addr >= end {
+            continue;
+        }
+        // ...then the seqlock read of everything on a hit.
         let seq = node.seq.load(Ordering::Acquire);
         if seq % 2 == 1 {
             continue;
         }
         let start = node.start.load(Ordering::Relaxed);
         let end = node.end.load(Ordering::Relaxed);
-        if addr < start || addr >= end {
-            continue;
-        }
         let stride = node.stride.load(Ordering::Relaxed);
         let entries = node.entries.load(Ordering::Relaxed);
         fence(Ordering::Acquire);
-        if node.seq.load(Ordering::Relaxed) != seq || entries.is_null() {
+        if node.seq.load(Ordering::Relaxed) != seq
+            || entries.is_null()
+            || addr < start
+            || addr >= end
+        {
             // Being rewritten: it is not the region of a running fiber.
             continue;
         }
