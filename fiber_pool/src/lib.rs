@@ -9,30 +9,40 @@
 //! `Yielder::on_parent_stack` so that jobs are plain closures, and so that the
 //! stack high-water marks include the I/O code paths the job really runs.)
 //!
-//! # A fiber's stack
+//! # A pool's stacks
+//!
+//! All N stacks of a pool are ONE reservation (`mmap` with `MAP_NORESERVE`:
+//! address space only), cut into slots of `stride = page + stack_size`:
 //!
 //! ```text
 //!   high addresses
-//!  ┌──────────────────────┐ ◄─ top: the job starts here, the stack grows down
-//!  │ used by the job      │
-//!  │ (frames, may I/O)    │
+//!  ┌──────────────────────┐ ◄─ start + N*stride
+//!  ┆ slots 1 .. N-1       ┆
+//!  ├──────────────────────┤ ◄─ top of slot 0 = bottom of slot 1
+//!  │ slot 0, used by the  │    its fiber starts here, the stack grows down
+//!  │ job (frames, may I/O)│
 //!  ├──────────────────────┤ ◄─ high-water mark: lowest non-zero word since the
 //!  │                      │    last madvise(DONTNEED) (see `highwater`)
 //!  │ never touched: not   │
 //!  │ committed, costs no  │    usable part: `stack_size` bytes, page-rounded
 //!  │ memory               │
-//!  ├──────────────────────┤ ◄─ guard_end
-//!  │ guard page PROT_NONE │    touching it raises SIGSEGV → StackOverflow
-//!  └──────────────────────┘ ◄─ bottom
-//!   low addresses
+//!  ├──────────────────────┤ ◄─ guard_end; `reserve_stack(n)` overflows when
+//!  │ guard page PROT_NONE │    fewer than n bytes are left above it
+//!  └──────────────────────┘ ◄─ start = bottom of slot 0 (touching the guard
+//!   low addresses               page raises SIGSEGV → StackOverflow)
 //! ```
 //!
-//! # Overflow recovery, and its safety contract
+//! Because the layout is regular, "which fiber owns this address" is
+//! `(addr - start) / stride` in the one pool whose range holds it: the
+//! [`registry`] is a static table of pools (not of fibers), so a lookup is
+//! O(number of live pools), lock-free and allocation-free. That makes it
+//! cheap enough for every allocation (see [`FiberSafeAlloc`]).
 //!
-//! A global lock-free registry ([`registry`]) maps stack addresses to running
-//! fibers. The SIGSEGV/SIGBUS handler ([`signal`], installed once after may's
-//! own) checks whether the faulting thread's stack pointer is in a running
-//! fiber and the fault on its guard page; if so it resets the fiber with
+//! # Overflow recovery
+//!
+//! The SIGSEGV/SIGBUS handler ([`signal`], installed once after may's own)
+//! looks the faulting thread's stack pointer up in the registry; if it is a
+//! running fiber and the fault is on its guard page, it resets the fiber with
 //! corosensei's `CoroutineTrapHandler` and `run` returns
 //! [`RunError::StackOverflow`]. Any other fault goes to the previous handler,
 //! so real crashes still crash. Each thread that carries fibers gets a 64 KiB
@@ -40,15 +50,48 @@
 //! mid-job to a worker that never called `run` uses the alternate stack std
 //! gives every thread (8 KiB), which is enough for our handler alone.
 //!
+//! # What is and is not safe after a caught overflow
+//!
 //! The abandoned frames are **not unwound**: their destructors never run.
-//! Memory they owned leaks; locks they held stay held. So:
-//! * hand resources (database connections) to a [`Lent`]: they are given back
-//!   through its `on_abandon` after an overflow;
-//! * an overflow inside a global lock's critical section (`println!`, the
-//!   allocator, a panic hook) can leave that lock held for ever. This is the
-//!   limit of trap-based recovery (corosensei's `setup_trap_handler` contract
-//!   asks that a trapping coroutine touch no outside memory); size stacks so
-//!   that overflows are rare bugs, and watch `peak_stack_bytes`.
+//! Memory they owned leaks; locks they held stay held; `RefCell` borrows stay
+//! borrowed. An overflow therefore must not start inside a critical section
+//! of anything the process uses later. With this crate:
+//!
+//! * **The allocator: safe with [`FiberSafeAlloc`]** as the global allocator.
+//!   It calls [`reserve_stack`]`(`[`ALLOC_STACK_MARGIN`]`)` before malloc,
+//!   free and realloc, so the overflow happens at the call, never with
+//!   glibc's arena lock held (without it, test `without_wrapper` hangs a
+//!   child in `__lll_lock_wait_private` in `__libc_malloc` every time).
+//!   Not covered: libc functions that call malloc themselves (`getaddrinfo`,
+//!   the `printf`/`fopen` family, `dlopen`, the first use of a thread-local
+//!   with a destructor on a thread) — keep them off fibers.
+//! * **Resources** (database connections): hand them to a [`Lent`]; they are
+//!   given back through its `on_abandon`. `Lent` checks
+//!   [`LENT_STACK_MARGIN`](lent::LENT_STACK_MARGIN) before taking its lock.
+//! * **A std `Mutex`/`RwLock` in your code: call
+//!   [`reserve_stack`]`(n)` before locking**, with `n` at least the stack the
+//!   critical section uses (measure it: `peak_stack_bytes`). An overflow
+//!   inside the critical section leaves the lock held for ever. A
+//!   `may::sync::Mutex` is no cure for that: an abandoned guard keeps it
+//!   locked too; the difference is only that later lockers park their
+//!   coroutine instead of blocking a worker thread (one hung request instead
+//!   of a hung worker). Prefer may::sync on fibers for that reason, and still
+//!   reserve stack before locking.
+//! * **stdout/stderr (`println!`, `eprintln!`, logging that locks) on a
+//!   fiber: avoid.** An overflow inside them leaves std's stream lock held.
+//!   Return what to log and log from the carrier after `run`.
+//! * **Panics** on a fiber run the panic hook (which locks stderr) on the
+//!   fiber stack: a panic near the stack limit can overflow inside it. Keep
+//!   panics for bugs.
+//! * may's own internals (scheduler queues, timers) take their locks on the
+//!   fiber stack during may I/O; their frames are small, but nothing here
+//!   guarantees they cannot overflow mid-lock. Size stacks from
+//!   `peak_stack_bytes` so that overflows stay rare bugs.
+//!
+//! This is the limit of trap-based recovery (corosensei's
+//! `setup_trap_handler` contract asks that a trapping coroutine touch no
+//! outside memory): `reserve_stack` moves the overflow to safe points we
+//! choose, it does not make every point safe.
 //!
 //! # Example
 //!
@@ -67,10 +110,11 @@
 //! assert_eq!(pool.stats().completed, 1);
 //! ```
 //!
-//! Layout: [`config`] (limits), [`error`], `stack` (guarded stacks),
-//! [`registry`] (stacks by address), [`signal`] (trap handler, alternate
-//! stacks), `admission` (FIFO queue), [`pool`] (`run`), [`lent`] (resource
-//! hand-off), `highwater` (stack use), [`stats`].
+//! Layout: [`config`] (limits), [`error`], `stack` (one reservation of
+//! guarded stacks per pool), [`registry`] (pools by address), [`signal`]
+//! (trap handler, alternate stacks), `admission` (FIFO queue), [`pool`]
+//! (`run`), [`lent`] (resource hand-off), [`alloc`] ([`FiberSafeAlloc`]),
+//! `highwater` (stack use), [`stats`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]

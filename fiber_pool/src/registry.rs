@@ -61,7 +61,7 @@ unsafe impl Sync for StackEntry {}
 // SAFETY: as above; the entry holds no thread-bound state.
 unsafe impl Send for StackEntry {}
 
-/// Most pools alive at once in a process (each holds one [`Node`]).
+/// Most pools alive at once in a process (each holds one registry node).
 pub const MAX_POOLS: usize = 256;
 
 /// A pool's region in the global table; reused after its pool is dropped.
