@@ -172,19 +172,20 @@ pub async fn run(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     let limit = &state.limit;
+    let method = req.method().clone();
     let _permit = match limit.acquire().await {
         Ok(permit) => permit,
         Err(refused) => {
-            return Response::error(503, format!("{refused}; try again shortly"))
-                .header("Retry-After", "1")
-                .into_response()
+            let resp = Response::error(503, format!("{refused}; try again shortly"))
+                .header("Retry-After", "1");
+            log_5xx(&method, route.label, resp.status, &resp.body);
+            return resp.into_response();
         }
     };
     route.runs.fetch_add(1, Ordering::Relaxed);
-    let (method, path) = (req.method().clone(), req.uri().path().to_string());
     let result = AssertUnwindSafe(next.run(req)).catch_unwind().await;
     limit.completed.fetch_add(1, Ordering::Relaxed);
-    match result {
+    let resp = match result {
         Ok(resp) => resp,
         Err(panic) => {
             route.panics.fetch_add(1, Ordering::Relaxed);
@@ -193,13 +194,31 @@ pub async fn run(
                 label: route.label,
                 message: panic_message(&*panic),
             };
-            eprintln!(
-                "fiberstack: route {} failed: {failed} ({method} {path})",
-                route.label
-            );
             Response::error(500, format!("route {} failed: {failed}", route.label)).into_response()
         }
+    };
+    if resp.status().is_server_error() {
+        // Handlers do not log; every 5xx is logged here with its body, as the fiber
+        // server logs them. Our 5xx bodies are one short line, already in memory.
+        let (parts, body) = resp.into_parts();
+        let bytes = axum::body::to_bytes(body, MAX_LOGGED_BODY)
+            .await
+            .unwrap_or_default();
+        log_5xx(&method, route.label, parts.status.as_u16(), &bytes);
+        return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
     }
+    resp
+}
+
+/// Largest 5xx body read for the log.
+const MAX_LOGGED_BODY: usize = 64 * 1024;
+
+/// `fiberstack: GET widgets -> 503: database unavailable: ...`, the fiber server's format.
+fn log_5xx(method: &axum::http::Method, label: &str, status: u16, body: &[u8]) {
+    eprintln!(
+        "fiberstack: {method} {label} -> {status}: {}",
+        String::from_utf8_lossy(body).trim_end()
+    );
 }
 
 fn panic_message(panic: &(dyn Any + Send)) -> String {
