@@ -79,6 +79,17 @@ impl Conn {
     /// Connects, authenticates and selects `opts.db`, all within
     /// `opts.connect_timeout` (else [`Error::ConnectTimeout`]).
     pub fn connect(opts: &Opts) -> Result<Conn> {
+        let mut conn = Conn::open_socket(opts)?;
+        conn.finish_connect()?;
+        Ok(conn)
+    }
+
+    /// The first half of [`Conn::connect`]: the TCP connection only. The result
+    /// is not usable until [`Conn::finish_connect`] succeeds; until then it is
+    /// marked broken (dropping it just closes the socket). Split so that a
+    /// caller can store the connection where it belongs (a pool guard kept
+    /// off a fiber stack) before the deep work of the handshake.
+    pub(crate) fn open_socket(opts: &Opts) -> Result<Conn> {
         let addr = opts.socket_addr()?;
         let started = Instant::now();
         let stream = TcpStream::connect_timeout(&addr, opts.connect_timeout).map_err(|e| {
@@ -102,25 +113,37 @@ impl Conn {
         in_buf.reserve(INITIAL_BUFFER);
         out_buf.reserve(INITIAL_BUFFER);
         let framed = MySyncFramed::construct(in_buf, out_buf, codec, stream);
-        let mut conn = Conn {
+        Ok(Conn {
             framed,
             opts: opts.clone(),
             caps: client_capabilities(),
             connection_id: 0,
             server_version: String::new(),
-            broken: false,
+            // Until the handshake succeeds: no COM_QUIT on drop, no reuse.
+            broken: true,
             deadline: Some(started + opts.connect_timeout),
             socket_read_timeout: None,
             stmts: HashMap::new(),
-        };
-        match conn.handshake() {
+        })
+    }
+
+    /// The second half of [`Conn::connect`]: handshake, authentication and
+    /// database selection, within what is left of the connect timeout.
+    pub(crate) fn finish_connect(&mut self) -> Result<()> {
+        self.broken = false;
+        match self.handshake() {
             Ok(()) => {
-                conn.deadline = None;
-                Ok(conn)
+                self.deadline = None;
+                Ok(())
             }
-            Err(Error::QueryTimeout) => Err(Error::ConnectTimeout),
-            Err(Error::Io(e)) if is_timeout(&e) => Err(Error::ConnectTimeout),
-            Err(e) => Err(e),
+            Err(e) => {
+                self.broken = true;
+                Err(match e {
+                    Error::QueryTimeout => Error::ConnectTimeout,
+                    Error::Io(e) if is_timeout(&e) => Error::ConnectTimeout,
+                    e => e,
+                })
+            }
         }
     }
 

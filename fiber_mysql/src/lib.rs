@@ -32,5 +32,5 @@ pub use mysql_common::params::Params;
 pub use mysql_common::row::Row;
 pub use mysql_common::value::Value;
 pub use opts::Opts;
-pub use pool::{AbandonHook, Driver, Pool, PoolConfig, PoolStats, PooledConn};
+pub use pool::{Driver, Pool, PoolConfig, PoolStats, PooledConn};
 pub use query::{QueryResult, STMT_CACHE_PER_CONN};

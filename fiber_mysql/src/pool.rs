@@ -10,20 +10,22 @@
 //!
 //! ## Replacing
 //! A connection whose command failed at the I/O or protocol level is closed
-//! on return, and its slot is refilled lazily by the next checkout, which
-//! opens a new connection (so a server outage costs no reconnect storm).
+//! on return, and its slot is refilled lazily: the next checkout that finds no
+//! idle connection opens one at its first command (so a server outage costs no
+//! reconnect storm, and a checkout itself never does a handshake).
 //! Before an idle native connection is handed out, a non-blocking peek checks
 //! that the server has not closed it (e.g. after a restart): dead ones are
 //! replaced at once, so the first query after a restart does not fail.
 //!
 //! ## Abandoned checkouts
 //! A fiber that dies without unwinding (stack overflow caught by a trap
-//! handler) never runs `PooledConn`'s Drop. [`PooledConn::abandon_hook`]
-//! gives a `Send + 'static` handle that returns the slot to the pool from
-//! elsewhere. HOOK: wire it to `fiber_pool::Lent::new(conn, on_abandon)`.
+//! handler) never runs `PooledConn`'s Drop. The guard owns its connection
+//! for the whole checkout, so handing the guard to
+//! `fiber_pool::Lent::new(conn, PooledConn::discard)` keeps it off the fiber
+//! stack; after an overflow `discard` closes the socket and frees the slot.
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -121,7 +123,7 @@ pub struct PoolStats {
     pub timeouts: u64,
     /// Connections closed after an error (or found dead) and replaced.
     pub replaced: u64,
-    /// Checkouts reclaimed through [`AbandonHook::reclaim`].
+    /// Checkouts given up through [`PooledConn::discard`].
     pub abandoned: u64,
     /// Connections opened since start.
     pub opened: u64,
@@ -194,10 +196,9 @@ impl Shared {
             Some(_broken) => {
                 self.replaced.fetch_add(1, Ordering::Relaxed);
             }
-            // Abandoned mid-query: the connection is lost with the fiber.
-            None => {
-                self.replaced.fetch_add(1, Ordering::Relaxed);
-            }
+            // Never opened, or discarded (counted as abandoned): the slot is
+            // refilled by a later checkout.
+            None => {}
         }
         self.in_use.fetch_sub(1, Ordering::Relaxed);
         self.permits.post();
@@ -280,30 +281,22 @@ impl Pool {
             }
         }
         s.in_use.fetch_add(1, Ordering::Relaxed);
-        // We hold a permit: take an idle connection or refill an empty slot.
+        // We hold a permit: take a live idle connection if there is one. An empty
+        // slot is refilled on first use, inside the guard (see `with`): checkout
+        // stays shallow, so a fiber can hand the guard to a `fiber_pool::Lent`
+        // before the deep work of a handshake starts.
         let conn = loop {
-            let candidate = s.idle().pop();
-            match candidate {
-                Some(conn) if conn.looks_alive() => break conn,
+            match s.idle().pop() {
+                Some(conn) if conn.looks_alive() => break Some(conn),
                 Some(_dead) => {
                     s.replaced.fetch_add(1, Ordering::Relaxed);
                 }
-                None => match s.open() {
-                    Ok(conn) => break conn,
-                    Err(e) => {
-                        s.in_use.fetch_sub(1, Ordering::Relaxed);
-                        s.permits.post();
-                        return Err(e);
-                    }
-                },
+                None => break None,
             }
         };
         Ok(PooledConn {
-            slot: Arc::new(Slot {
-                conn: Mutex::new(Some(conn)),
-                returned: AtomicBool::new(false),
-                pool: self.shared.clone(),
-            }),
+            conn,
+            pool: self.shared.clone(),
         })
     }
 
@@ -369,29 +362,19 @@ fn open_all(shared: &Arc<Shared>) -> Result<()> {
     }
 }
 
-/// The checkout state shared by a [`PooledConn`] and its [`AbandonHook`]s.
-struct Slot {
-    /// The connection; `None` while a command runs on it (taken out so that
-    /// no lock is held across a yield) or after it was given back.
-    conn: Mutex<Option<Backend>>,
-    /// Set once the permit went back to the pool (by Drop or by reclaim).
-    returned: AtomicBool,
-    pool: Arc<Shared>,
-}
-
-impl Slot {
-    fn take(&self) -> Option<Backend> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-
-    fn put(&self, conn: Backend) {
-        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
-    }
-}
-
 /// A checked-out connection; goes back to the pool on Drop.
+///
+/// The connection lives inside this guard for the whole checkout, commands
+/// included (nothing is moved to a stack local across a yield), so whoever
+/// owns the guard owns the socket. A fiber that may be abandoned by a stack
+/// overflow hands the guard to `fiber_pool::Lent::new(conn, PooledConn::discard)`:
+/// the Lent keeps it outside the fiber stack and gives it to `discard` if the
+/// fiber dies without unwinding.
 pub struct PooledConn {
-    slot: Arc<Slot>,
+    /// `None` until first use when the pool had no idle connection (or after
+    /// `discard`); opened lazily by `with`.
+    conn: Option<Backend>,
+    pool: Arc<Shared>,
 }
 
 impl std::fmt::Debug for PooledConn {
@@ -406,13 +389,40 @@ impl PooledConn {
         native: impl FnOnce(&mut Conn) -> Result<T>,
         threads: impl FnOnce(&mut ThreadConn) -> Result<T>,
     ) -> Result<T> {
-        let mut conn = self.slot.take().ok_or(Error::WorkerGone)?;
-        let result = match &mut conn {
+        if self.conn.is_none() {
+            self.open_in_place()?;
+        }
+        match self.conn.as_mut().ok_or(Error::WorkerGone)? {
             Backend::Native(c) => native(c),
             Backend::Threads(c) => threads(c),
-        };
-        self.slot.put(conn);
-        result
+        }
+    }
+
+    /// Fill an empty slot (first use, or its last connection broke). A native
+    /// connection is stored in the guard as soon as its socket exists, before
+    /// the handshake: if the holder dies mid-handshake (a fiber abandoned by a
+    /// stack overflow), the socket is still owned here and closed by `discard`.
+    fn open_in_place(&mut self) -> Result<()> {
+        let pool = Arc::clone(&self.pool);
+        match pool.cfg.driver {
+            Driver::Native => {
+                let socket = Conn::open_socket(&pool.cfg.opts)?;
+                let Backend::Native(conn) = self.conn.insert(Backend::Native(socket)) else {
+                    unreachable!("just inserted a native connection")
+                };
+                if let Err(e) = conn.finish_connect() {
+                    self.conn = None;
+                    return Err(e);
+                }
+            }
+            // The handshake runs on the connection's own thread; the fiber only
+            // waits on a channel.
+            Driver::Threads => {
+                self.conn = Some(Backend::Threads(ThreadConn::connect(&pool.cfg.opts)?))
+            }
+        }
+        pool.opened.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// See [`Conn::query`].
@@ -434,52 +444,30 @@ impl PooledConn {
 
     /// The server's connection id (for `KILL`, `SHOW PROCESSLIST`).
     pub fn connection_id(&self) -> Option<u32> {
-        let guard = self.slot.conn.lock().unwrap_or_else(|p| p.into_inner());
-        guard.as_ref().map(|c| match c {
+        self.conn.as_ref().map(|c| match c {
             Backend::Native(c) => c.connection_id(),
             Backend::Threads(c) => c.connection_id(),
         })
     }
 
-    /// HOOK for fiber_pool: a handle that gives this checkout back to the
-    /// pool if the fiber holding it dies without running Drop, e.g.
-    /// `let hook = conn.abandon_hook(); fiber_pool::Lent::new(conn, move || hook.reclaim())`.
-    pub fn abandon_hook(&self) -> AbandonHook {
-        AbandonHook {
-            slot: self.slot.clone(),
+    /// Close the connection instead of returning it (its stream may be in the
+    /// middle of a command) and give the slot back, to be refilled by the next
+    /// checkout. For checkouts whose holder died mid-use: a fiber abandoned by
+    /// a stack overflow, through `fiber_pool::Lent`.
+    pub fn discard(mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            if let Backend::Native(c) = &mut conn {
+                c.mark_broken();
+            }
+            drop(conn);
         }
+        self.pool.abandoned.fetch_add(1, Ordering::Relaxed);
+        // Drop runs next and gives the permit back with no connection.
     }
 }
 
 impl Drop for PooledConn {
     fn drop(&mut self) {
-        if !self.slot.returned.swap(true, Ordering::AcqRel) {
-            let conn = self.slot.take();
-            self.slot.pool.give_back(conn);
-        }
-    }
-}
-
-/// Returns an abandoned checkout's slot to the pool; see [`PooledConn::abandon_hook`].
-#[derive(Clone)]
-pub struct AbandonHook {
-    slot: Arc<Slot>,
-}
-
-impl AbandonHook {
-    /// Gives the slot back, closing the connection (its stream may be in the
-    /// middle of a command). Does nothing if the checkout was already returned.
-    pub fn reclaim(&self) {
-        if !self.slot.returned.swap(true, Ordering::AcqRel) {
-            // The stream may be in the middle of a command: close, never reuse.
-            if let Some(mut conn) = self.slot.take() {
-                if let Backend::Native(c) = &mut conn {
-                    c.mark_broken();
-                }
-                drop(conn);
-            }
-            self.slot.pool.abandoned.fetch_add(1, Ordering::Relaxed);
-            self.slot.pool.give_back(None);
-        }
+        self.pool.give_back(self.conn.take());
     }
 }
