@@ -55,9 +55,14 @@ pub(crate) fn scramble(plugin: &AuthPlugin<'_>, password: &str, nonce: &[u8]) ->
         .unwrap_or_default()
 }
 
-/// Turns an ERR packet into [`Error::Server`].
+/// Turns an ERR packet into [`Error::Server`]. An ERR sent instead of the greeting
+/// (1040 too many connections, 1129 host blocked) predates capability negotiation
+/// and has no `#` SQL-state marker: it is parsed without CLIENT_PROTOCOL_41.
 pub(crate) fn server_error(packet: &[u8], caps: CapabilityFlags) -> Error {
-    match ErrPacket::deserialize(caps, &mut ParseBuf(packet)) {
+    let parsed = ErrPacket::deserialize(caps, &mut ParseBuf(packet)).or_else(|e| {
+        ErrPacket::deserialize(CapabilityFlags::empty(), &mut ParseBuf(packet)).map_err(|_| e)
+    });
+    match parsed {
         Ok(ErrPacket::Error(e)) => Error::Server {
             code: e.error_code(),
             state: e
