@@ -56,10 +56,21 @@ impl<S: Send + Sync + 'static> Service for App<S> {
         };
         let handler = route.handler;
         let state: &S = &self.state;
-        match self.fibers.run(route.label, move || handler(state, req)) {
+        let resp = match self.fibers.run(route.label, move || handler(state, req)) {
             Ok(resp) => resp,
             Err(e) => fiber_error(route.label, req, e),
+        };
+        if resp.status >= 500 {
+            // Logged here, on the carrier's stack, never on a fiber near its limit.
+            eprintln!(
+                "fiberstack: {} {} -> {}: {}",
+                req.method,
+                route.label,
+                resp.status,
+                String::from_utf8_lossy(&resp.body).trim_end()
+            );
         }
+        resp
     }
 }
 
@@ -69,26 +80,26 @@ fn fiber_error(label: &str, req: &Request, e: RunError) -> Response {
         RunError::Busy { .. } | RunError::Timeout { .. } => {
             Response::error(503, format!("{e}; try again shortly")).header("Retry-After", "1")
         }
-        RunError::StackOverflow { stack_size, .. } => {
-            eprintln!(
-                "fiberstack: fiber stack overflow in route {label} ({} {}{}): stack size {stack_size} bytes; raise --stack-size",
+        RunError::StackOverflow { stack_size, .. } => Response::error(
+            500,
+            format!(
+                "fiber stack overflow in route {label} ({} {}): its {stack_size}-byte stack was too \
+                 small. The server is fine and kept serving; restart it with a larger --stack-size \
+                 (see STACK_SIZES.md)",
                 req.method,
-                req.path,
-                if req.query.is_empty() { String::new() } else { format!("?{}", req.query) },
-            );
-            Response::error(
-                500,
-                format!(
-                    "fiber stack overflow in route {label}: its {stack_size}-byte stack was too small. \
-                     The server is fine and kept serving; restart it with a larger --stack-size \
-                     (see STACK_SIZES.md)"
-                ),
-            )
-        }
-        other => {
-            eprintln!("fiberstack: route {label} failed: {other}");
-            Response::error(500, format!("route {label} failed: {other}"))
-        }
+                target(req),
+            ),
+        ),
+        other => Response::error(500, format!("route {label} failed: {other}")),
+    }
+}
+
+/// The request target as sent: path and query.
+fn target(req: &Request) -> String {
+    if req.query.is_empty() {
+        req.path.clone()
+    } else {
+        format!("{}?{}", req.path, req.query)
     }
 }
 

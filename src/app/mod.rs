@@ -14,7 +14,8 @@ pub mod widgets;
 
 use std::sync::Arc;
 
-use fiber_pool::FiberPool;
+use fiber_mysql::PooledConn;
+use fiber_pool::{FiberPool, Lent};
 
 use crate::http::client::{ClientError, HttpClient, Url};
 use crate::http::{Response, Router};
@@ -50,10 +51,28 @@ pub fn router() -> Router<Handler<AppState>> {
         .mount("/twitter", twitter::router())
 }
 
+/// A pooled MySQL connection held safely on a fiber: the checkout lives in a
+/// `fiber_pool::Lent`, outside the fiber stack, so if the fiber overflows mid-query
+/// (its frames are abandoned, not dropped) the connection is closed and its pool slot
+/// freed instead of leaking. Handlers get connections only through this.
+pub fn db_conn(db: &fiber_mysql::Pool) -> Result<Lent<PooledConn>, fiber_mysql::Error> {
+    // Between `get` and `Lent::new` the checkout is a plain value on this stack: make
+    // sure an overflow cannot strike there (it would strike here, holding nothing).
+    // `get` is shallow: a permit wait and an idle pop; a handshake, if one is needed,
+    // happens later, inside the Lent.
+    fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
+    db.get().map(|conn| Lent::new(conn, PooledConn::discard))
+}
+
+/// Stack that `Pool::get` plus `Lent::new` need, with room to spare (see
+/// STACK_SIZES.md: a few hundred bytes in release, under 4 KiB in debug).
+pub const CHECKOUT_STACK_MARGIN: usize = 6 * 1024;
+
 /// The response for a MySQL failure: 503 when the database is unavailable (down,
-/// refusing, pool exhausted), else 500; either way logged with the server's message.
-pub fn db_error(route: &str, e: &fiber_mysql::Error) -> Response {
-    eprintln!("fiberstack: route {route}: MySQL error: {e}");
+/// refusing, pool exhausted), else 500 with the server's message. Handlers do not log
+/// (a fiber near its stack limit is no place for stderr's lock); the server logs every
+/// 5xx body on the carrier's stack.
+pub fn db_error(e: &fiber_mysql::Error) -> Response {
     if e.is_unavailable() {
         Response::error(503, format!("database unavailable: {e}")).header("Retry-After", "1")
     } else {
@@ -62,7 +81,6 @@ pub fn db_error(route: &str, e: &fiber_mysql::Error) -> Response {
 }
 
 /// The response for an upstream HTTP failure: 504 on a timeout, else 502.
-pub fn upstream_error(route: &str, url: &Url, e: &ClientError) -> Response {
-    eprintln!("fiberstack: route {route}: GET {url} failed: {e}");
+pub fn upstream_error(url: &Url, e: &ClientError) -> Response {
     Response::error(e.gateway_status(), format!("GET {url} failed: {e}"))
 }

@@ -15,7 +15,7 @@ pub fn router() -> Router<Handler<AppState>> {
 pub fn index(state: &AppState, _req: &Request) -> Response {
     let resp = match state.http.get(&state.upstream) {
         Ok(resp) => resp,
-        Err(e) => return upstream_error("twitter", &state.upstream, &e),
+        Err(e) => return upstream_error(&state.upstream, &e),
     };
     if resp.status != 200 {
         return Response::error(

@@ -2,7 +2,7 @@
 //! of the seeded `tweets` table that contain `q`, as `{"results":[{"text":...}]}`.
 //! `q` reaches MySQL only as a statement parameter.
 
-use crate::app::{db_error, AppState};
+use crate::app::{db_conn, db_error, AppState};
 use crate::http::{Request, Response};
 
 /// Most rows a search returns.
@@ -46,10 +46,7 @@ pub fn search(state: &AppState, req: &Request) -> Response {
         Ok(q) => q,
         Err(why) => return Response::error(400, why),
     };
-    let rows = state
-        .db
-        .get()
-        .and_then(|mut conn| conn.exec(SEARCH_SQL, (like_pattern(&q),)));
+    let rows = db_conn(&state.db).and_then(|mut conn| conn.exec(SEARCH_SQL, (like_pattern(&q),)));
     match rows {
         Ok(result) => {
             let texts: Vec<serde_json::Value> = result
@@ -59,7 +56,7 @@ pub fn search(state: &AppState, req: &Request) -> Response {
                 .collect();
             Response::json(200, &serde_json::json!({ "results": texts }))
         }
-        Err(e) => db_error("upstream_search", &e),
+        Err(e) => db_error(&e),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `/widgets` (a one-second MySQL query) and `/widgets/http` (an HTTP call back to
 //! `/widgets` on this same server): the original demo's two routes.
 
-use crate::app::{db_error, upstream_error, AppState};
+use crate::app::{db_conn, db_error, upstream_error, AppState};
 use crate::http::{Request, Response};
 
 /// The body of `/widgets`, as in the original.
@@ -26,13 +26,10 @@ pub fn widgets(state: &AppState, req: &Request) -> Response {
         Ok(s) => s,
         Err(why) => return Response::error(400, why),
     };
-    let result = state
-        .db
-        .get()
-        .and_then(|mut conn| conn.exec("select sleep(?)", (secs,)));
+    let result = db_conn(&state.db).and_then(|mut conn| conn.exec("select sleep(?)", (secs,)));
     match result {
         Ok(_) => Response::text(200, WIDGETS_BODY),
-        Err(e) => db_error("widgets", &e),
+        Err(e) => db_error(&e),
     }
 }
 
@@ -49,7 +46,7 @@ pub fn widgets_http(state: &AppState, _req: &Request) -> Response {
                 String::from_utf8_lossy(&resp.body).trim_end()
             ),
         ),
-        Err(e) => upstream_error("widgets_http", &state.self_widgets, &e),
+        Err(e) => upstream_error(&state.self_widgets, &e),
     }
 }
 

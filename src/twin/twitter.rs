@@ -19,7 +19,7 @@ pub fn router(state: &Shared) -> Router<Shared> {
 pub async fn index(State(state): State<Shared>) -> Response {
     let resp = match state.http.get(&state.upstream).await {
         Ok(resp) => resp,
-        Err(e) => return upstream_error("twitter", &state.upstream, &e),
+        Err(e) => return upstream_error(&state.upstream, &e),
     };
     if resp.status != 200 {
         return Response::error(

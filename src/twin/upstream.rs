@@ -26,6 +26,6 @@ pub async fn search(State(state): State<Shared>, RawQuery(query): RawQuery) -> R
                 .collect();
             Response::json(200, &serde_json::json!({ "results": texts }))
         }
-        Err(e) => db_error("upstream_search", &e),
+        Err(e) => db_error(&e),
     }
 }

@@ -21,7 +21,7 @@ pub async fn widgets(State(state): State<Shared>, RawQuery(query): RawQuery) -> 
         .await;
     match result {
         Ok(_) => Response::text(200, WIDGETS_BODY),
-        Err(e) => db_error("widgets", &e),
+        Err(e) => db_error(&e),
     }
 }
 
@@ -38,6 +38,6 @@ pub async fn widgets_http(State(state): State<Shared>) -> Response {
                 String::from_utf8_lossy(&resp.body).trim_end()
             ),
         ),
-        Err(e) => upstream_error("widgets_http", &state.self_widgets, &e),
+        Err(e) => upstream_error(&state.self_widgets, &e),
     }
 }
