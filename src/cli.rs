@@ -50,7 +50,7 @@ pub struct ServeArgs {
     #[arg(long, env = "FIBERSTACK_FIBERS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub fibers: u64,
     /// Usable stack of each fiber: 65536, 64k, 64KiB, 1MiB.
-    #[arg(long, env = "FIBERSTACK_STACK_SIZE", default_value = "64KiB")]
+    #[arg(long, env = "FIBERSTACK_STACK_SIZE", default_value = "128KiB")]
     pub stack_size: ByteSize,
     /// Requests that may wait for a fiber; more get a 503.
     #[arg(long, env = "FIBERSTACK_QUEUE", default_value_t = 1024)]

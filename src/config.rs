@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// The fiber stack size used when `--stack-size` is not given. See STACK_SIZES.md for
 /// the measurements behind it.
-pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
+pub const DEFAULT_STACK_SIZE: usize = 128 * 1024;
 
 /// Limits of the HTTP/1.x server, per connection and per request.
 #[derive(Clone, Debug)]

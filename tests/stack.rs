@@ -1,0 +1,227 @@
+//! Fiber stacks: the built-in routes fit the default with 4x headroom, a stack too
+//! small for /widgets overflows into a 500 and the server goes on, overflows under load
+//! lose no normal request, and /deep behaves at each size. (STACK_SIZES.md has the
+//! figures these bounds come from.)
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::{get, serve};
+use fiberstack::config::DEFAULT_STACK_SIZE;
+use fiberstack::stack_report::{measure, PROBES};
+
+/// Headroom every built-in route keeps at the default stack size.
+const HEADROOM: f64 = 4.0;
+
+#[test]
+fn every_built_in_route_fits_the_default_stack_with_4x_headroom() {
+    let app = serve(|_| {});
+    let state = Arc::clone(&app.state);
+    // The built-in routes, and /deep at its default parameters.
+    let probes: Vec<&'static str> = PROBES
+        .iter()
+        .copied()
+        .filter(|p| !p.starts_with("/deep") || *p == "/deep?depth=10&frame=256")
+        .collect();
+    let rows = fiber_pool::carrier::go(move || measure(&state, &probes))
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows.len(), 8);
+    for row in &rows {
+        assert!(row.peak > 256, "{}: nothing measured", row.target);
+        assert!(
+            row.headroom(DEFAULT_STACK_SIZE) >= HEADROOM,
+            "{} uses {} bytes: under {HEADROOM}x headroom at the default {} bytes. \
+             Make it shallower or raise DEFAULT_STACK_SIZE (and STACK_SIZES.md).",
+            row.target,
+            row.peak,
+            DEFAULT_STACK_SIZE
+        );
+        let smallest = row.smallest.expect("some stack serves it");
+        assert!(
+            smallest >= row.peak && smallest < row.peak + 8192,
+            "{row:?}"
+        );
+    }
+}
+
+#[test]
+fn a_4kib_stack_overflows_on_widgets_with_a_500_that_says_what_to_do() {
+    let app = serve(|c| c.stack_size = 4096);
+    let r = get(app.addr(), "/widgets?sleep=0");
+    assert_eq!(r.status, 500, "{}", r.body);
+    for says in [
+        "fiber stack overflow",
+        "route widgets",
+        "4096-byte stack",
+        "--stack-size",
+    ] {
+        assert!(r.body.contains(says), "{says}: {}", r.body);
+    }
+    assert_eq!(get(app.addr(), "/healthz").status, 200);
+    assert_eq!(get(app.addr(), "/hello").body, "Hello, World!");
+    // Read in-process: /stats itself needs more than 4 KiB in a debug build.
+    let fibers = app.state.fibers.stats();
+    assert!(fibers.overflows >= 1, "{fibers:?}");
+    assert!(fibers.per_label["widgets"].overflows >= 1, "{fibers:?}");
+    let db = app.state.db.stats();
+    assert_eq!(db.in_use, 0, "the overflowed checkout came back: {db:?}");
+}
+
+#[test]
+fn deep_fits_in_64kib_but_not_in_16kib() {
+    let target = "/deep?depth=100&frame=256";
+    let roomy = serve(|c| c.stack_size = 64 * 1024);
+    let r = get(roomy.addr(), target);
+    assert_eq!(
+        (r.status, r.body.starts_with("depth 100 frame 256")),
+        (200, true),
+        "{}",
+        r.body
+    );
+    drop(roomy);
+    let small = serve(|c| c.stack_size = 16 * 1024);
+    let r = get(small.addr(), target);
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert!(
+        r.body.contains("route deep") && r.body.contains("16384-byte"),
+        "{}",
+        r.body
+    );
+    assert_eq!(get(small.addr(), "/healthz").status, 200);
+}
+
+#[test]
+fn deep_rejects_values_out_of_bounds() {
+    let app = serve(|_| {});
+    for q in ["depth=-1", "depth=100001", "frame=65537", "depth=x"] {
+        let r = get(app.addr(), &format!("/deep?{q}"));
+        assert_eq!(r.status, 400, "{q}");
+        assert!(r.body.contains("whole number from 0 to"), "{q}: {}", r.body);
+    }
+}
+
+#[test]
+fn two_hundred_overflows_under_load_lose_no_normal_request() {
+    let app = serve(|c| {
+        c.fibers = 20;
+        c.db_pool = 10;
+    });
+    let addr = app.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let normal: Vec<_> = (0..4)
+        .map(|i| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut served = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let path = if i % 2 == 0 {
+                        "/widgets?sleep=0"
+                    } else {
+                        "/hello"
+                    };
+                    let r = get(addr, path);
+                    assert_eq!(r.status, 200, "a normal request failed: {}", r.body);
+                    served += 1;
+                }
+                served
+            })
+        })
+        .collect();
+    for _ in 0..200 {
+        let r = get(addr, "/deep?depth=400&frame=1024");
+        assert_eq!(r.status, 500, "{}", r.body);
+        assert!(r.body.contains("fiber stack overflow"), "{}", r.body);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let served: usize = normal.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(served >= 20, "normal traffic ran alongside: {served}");
+    let v: serde_json::Value = serde_json::from_str(&get(addr, "/stats").body).unwrap();
+    assert_eq!(v["fibers"]["routes"]["deep"]["overflows"], 200);
+    assert_eq!(
+        v["fibers"]["busy"], 1,
+        "only /stats itself is running: {}",
+        v["fibers"]
+    );
+    assert_eq!(v["db"]["in_use"], 0);
+}
+
+/// Open file descriptors of this process.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Connections the server has open besides `admin`, after giving it up to 5 s to notice
+/// closed sockets: MariaDB sees a close asynchronously.
+fn server_side_connections(admin: &mut fiber_mysql::Conn, at_most: usize) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        // Everyone but this admin session: the pool's, and any half-open handshake
+        // ("unauthenticated user").
+        let n: usize = admin
+            .query(
+                "select count(*) from information_schema.processlist where id <> connection_id()",
+            )
+            .unwrap()
+            .scalar::<u64>()
+            .unwrap()
+            .unwrap() as usize;
+        if n <= at_most || std::time::Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_connection_held_by_an_overflowing_fiber_is_closed_not_leaked() {
+    use fiber_pool::{FiberPool, PoolConfig, RunError};
+    // A private server: the count of its connections is ours alone.
+    let app = serve(|c| {
+        c.database_url = None;
+        c.db_pool = 2;
+        c.db_wait_timeout = std::time::Duration::from_secs(2);
+    });
+    let mariadb = app.mariadb.as_ref().expect("a private MariaDB");
+    let mut admin = fiber_mysql::Conn::connect(&mariadb.admin_opts()).unwrap();
+    let fibers = FiberPool::new(PoolConfig {
+        size: 1,
+        stack_size: 32 * 1024,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let before = open_fds();
+    for i in 0..30 {
+        let db = app.state.db.clone();
+        let fibers = fibers.clone();
+        let outcome = fiber_pool::carrier::go(move || {
+            fibers.run("holds_db", || {
+                let mut conn =
+                    fiberstack::app::db_conn(&db).unwrap_or_else(|e| panic!("checkout {i}: {e}"));
+                conn.query("select 1")
+                    .unwrap_or_else(|e| panic!("query {i}: {e}"));
+                // Deeper than 32 KiB while the checkout is held.
+                fiberstack::app::deep::level(400, 1024)
+            })
+        })
+        .join()
+        .unwrap();
+        assert!(
+            matches!(outcome, Err(RunError::StackOverflow { .. })),
+            "{outcome:?}"
+        );
+        let open = server_side_connections(&mut admin, 2);
+        assert!(
+            open <= 2,
+            "iteration {i}: the server still has {open} connections of a pool of 2"
+        );
+    }
+    let s = app.state.db.stats();
+    assert_eq!((s.in_use, s.abandoned), (0, 30), "{s:?}");
+    // 30 leaked sockets on a pool of 2 would show here, and would have exhausted it.
+    assert!(open_fds() <= before + 2, "fds {before} -> {}", open_fds());
+    assert_eq!(get(app.addr(), "/widgets?sleep=0").status, 200);
+}
