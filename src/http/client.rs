@@ -285,6 +285,7 @@ impl HttpClient {
             stream: &mut stream,
             buf: Vec::with_capacity(READ_CHUNK),
             read_timeout: self.limits.read_timeout,
+            total_timeout: self.limits.total_timeout,
             deadline,
             limit: self.limits.max_response_bytes,
             total: 0,
@@ -422,6 +423,8 @@ struct Reader<'a> {
     stream: &'a mut TcpStream,
     buf: Vec<u8>,
     read_timeout: Duration,
+    /// The limit `deadline` enforces, for the error message.
+    total_timeout: Duration,
     deadline: Instant,
     limit: usize,
     total: usize,
@@ -430,13 +433,25 @@ struct Reader<'a> {
 impl Reader<'_> {
     /// Read some bytes into `buf`; 0 at end of stream.
     fn more(&mut self) -> Result<usize, ClientError> {
+        let total = ClientError::Timeout {
+            phase: "total",
+            limit: self.total_timeout,
+        };
         if Instant::now() >= self.deadline {
-            return Err(ClientError::Timeout {
-                phase: "total",
-                limit: self.read_timeout,
-            });
+            return Err(total);
         }
-        let wait = self.read_timeout.min(left(self.deadline));
+        // A wait cut short by the total deadline is the total's timeout, not the
+        // read's: the message names the limit that really ran out.
+        let left = left(self.deadline);
+        let (wait, timeout) = if left < self.read_timeout {
+            (left, total)
+        } else {
+            let phase = ClientError::Timeout {
+                phase: "response",
+                limit: self.read_timeout,
+            };
+            (self.read_timeout, phase)
+        };
         self.stream
             .set_read_timeout(Some(wait))
             .map_err(ClientError::Io)?;
@@ -445,10 +460,7 @@ impl Reader<'_> {
         let r = self.stream.read(&mut self.buf[start..]);
         self.buf.truncate(start + *r.as_ref().unwrap_or(&0));
         let n = r.map_err(|e| match e.kind() {
-            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => ClientError::Timeout {
-                phase: "response",
-                limit: wait,
-            },
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => timeout,
             _ => ClientError::Io(e),
         })?;
         self.total += n;
