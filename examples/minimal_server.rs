@@ -26,6 +26,7 @@ fn main() -> std::io::Result<()> {
         router: Router::<Handler<Greeter>>::new().get("/hello", "hello", hello),
         state: Arc::new(Greeter { greeting: "Hello" }),
         fibers,
+        limits: Default::default(),
     };
     let listener = fiberstack::http::listener::bind("127.0.0.1:3001".parse().unwrap())?;
     let server = server::spawn(

@@ -55,6 +55,10 @@ pub struct ServeArgs {
     /// Requests that may wait for a fiber; more get a 503.
     #[arg(long, env = "FIBERSTACK_QUEUE", default_value_t = 1024)]
     pub queue: usize,
+    /// Most /widgets/http requests at once (default: half the fibers), so that the
+    /// calls they make back into this server always find a fiber.
+    #[arg(long, env = "FIBERSTACK_SELF_CALL_LIMIT", value_parser = clap::value_parser!(u64).range(1..))]
+    pub self_call_limit: Option<u64>,
     /// MySQL connections in the pool.
     #[arg(long, env = "FIBERSTACK_DB_POOL", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub db_pool: u64,
@@ -101,6 +105,7 @@ impl ServeArgs {
             stack_size: self.stack_size.0,
             queue: self.queue,
             db_pool: self.db_pool as usize,
+            self_call_limit: self.self_call_limit.map(|n| n as usize),
             database_url: self.database_url.clone().filter(|u| !u.is_empty()),
             db_driver: self.db_driver,
             upstream: self.upstream.clone().filter(|u| !u.is_empty()),

@@ -122,6 +122,9 @@ pub struct ServeConfig {
     pub queue: usize,
     /// Longest wait for a fiber before a 503.
     pub fiber_wait_timeout: Duration,
+    /// Most `/widgets/http` requests at once (they call back into this server, and
+    /// each inner call needs a fiber too); `None`: half the fibers.
+    pub self_call_limit: Option<usize>,
     /// MySQL connections in the pool.
     pub db_pool: usize,
     /// Longest wait for a MySQL connection before a 503.
@@ -144,6 +147,13 @@ pub struct ServeConfig {
     pub client: ClientLimits,
 }
 
+impl ServeConfig {
+    /// The effective limit of self-calling routes: as set, else half the fibers.
+    pub fn self_call_limit(&self) -> usize {
+        self.self_call_limit.unwrap_or(self.fibers / 2).max(1)
+    }
+}
+
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
@@ -153,6 +163,7 @@ impl Default for ServeConfig {
             stack_size: DEFAULT_STACK_SIZE,
             queue: 1024,
             fiber_wait_timeout: Duration::from_secs(30),
+            self_call_limit: None,
             db_pool: 100,
             db_wait_timeout: Duration::from_secs(10),
             database_url: None,

@@ -33,6 +33,85 @@ pub struct App<S> {
     pub router: Router<Handler<S>>,
     pub state: Arc<S>,
     pub fibers: FiberPool,
+    /// Admission limits of single routes, checked before a fiber is taken.
+    pub limits: RouteLimits,
+}
+
+/// At most `max` requests of one route at once, waiting up to `wait` for a turn;
+/// checked on the connection's coroutine, before the request takes a fiber.
+///
+/// This is what keeps `/widgets/http` from starving: every such request holds a fiber
+/// while it calls `/widgets` on this same server, which needs a fiber too. If the
+/// self-calling route could take every fiber, the inner calls would wait for fibers
+/// that only their own callers could free. Limited to a share of the fibers, the
+/// rest stay free for the inner calls, and every request finishes.
+#[derive(Clone, Default)]
+pub struct RouteLimits {
+    limits: Vec<(&'static str, Arc<RouteLimit>)>,
+}
+
+struct RouteLimit {
+    permits: may::sync::Semphore,
+    max: usize,
+    wait: Duration,
+    why: &'static str,
+}
+
+/// A turn in a limited route; given back on drop.
+pub struct Turn(Option<Arc<RouteLimit>>);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if let Some(limit) = &self.0 {
+            limit.permits.post();
+        }
+    }
+}
+
+impl RouteLimits {
+    /// Allow at most `max` (at least 1) requests of route `label` at once; `why` ends
+    /// the 503 message a refused request gets.
+    pub fn limit(
+        mut self,
+        label: &'static str,
+        max: usize,
+        wait: Duration,
+        why: &'static str,
+    ) -> Self {
+        let max = max.max(1);
+        self.limits.push((
+            label,
+            Arc::new(RouteLimit {
+                permits: may::sync::Semphore::new(max),
+                max,
+                wait,
+                why,
+            }),
+        ));
+        self
+    }
+
+    /// Wait for a turn in `label` (unlimited routes pass at once), or the 503.
+    pub fn enter(&self, label: &str) -> Result<Turn, Response> {
+        let Some((_, limit)) = self.limits.iter().find(|(l, _)| *l == label) else {
+            return Ok(Turn(None));
+        };
+        if limit.permits.wait_timeout(limit.wait) {
+            Ok(Turn(Some(Arc::clone(limit))))
+        } else {
+            Err(Response::error(
+                503,
+                format!(
+                    "{} requests of route {label} are already running, its limit ({}); \
+                     waited {} ms for a turn; try again shortly",
+                    limit.max,
+                    limit.why,
+                    limit.wait.as_millis()
+                ),
+            )
+            .header("Retry-After", "1"))
+        }
+    }
 }
 
 impl<S: Send + Sync + 'static> Service for App<S> {
@@ -53,6 +132,10 @@ impl<S: Send + Sync + 'static> Service for App<S> {
                 )
                 .header("Allow", allowed);
             }
+        };
+        let _turn = match self.limits.enter(route.label) {
+            Ok(turn) => turn,
+            Err(refused) => return refused,
         };
         let handler = route.handler;
         let state: &S = &self.state;

@@ -14,7 +14,7 @@ use crate::app::{self, AppState};
 use crate::config::{ByteSize, ServeConfig};
 use crate::http::client::{HttpClient, Url};
 use crate::http::listener;
-use crate::server::{self, App, Drained, Server};
+use crate::server::{self, App, Drained, RouteLimits, Server};
 use crate::stats::HttpStats;
 
 /// A running demo.
@@ -128,6 +128,12 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         router: app::router(),
         state: Arc::clone(&state),
         fibers,
+        limits: RouteLimits::default().limit(
+            "widgets_http",
+            cfg.self_call_limit(),
+            cfg.fiber_wait_timeout,
+            "it calls back into this server, so the other fibers stay free for those calls",
+        ),
     });
     let server = server::spawn(listener, service, cfg.http.clone(), http_stats)
         .map_err(|e| fail(format!("cannot start the server: {e}")))?;
