@@ -47,6 +47,7 @@ pub fn router() -> Router<Handler<AppState>> {
         .get("/deep", "deep", deep::deep)
         .get("/stats", "stats", stats::stats)
         .get("/healthz", "healthz", health::healthz)
+        .get("/readyz", "readyz", health::readyz)
         .get("/hello", "hello", health::hello)
         .mount("/twitter", twitter::router())
 }

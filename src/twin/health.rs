@@ -1,12 +1,28 @@
-//! `/healthz` (liveness) and `/hello` (no I/O at all: what the stack itself costs);
-//! compare `app/health.rs`.
+//! `/healthz` (liveness), `/readyz` (MySQL answers) and `/hello` (no I/O at all:
+//! what the stack itself costs); compare `app/health.rs`.
 
-use crate::app::health::HELLO_BODY;
+use axum::extract::State;
+
+use crate::app::health::{readiness, HELLO_BODY};
 use crate::http::Response;
+use crate::twin::Shared;
 
 /// `GET /healthz`: `ok` while the server is up.
 pub async fn healthz() -> Response {
     Response::text(200, "ok")
+}
+
+/// `GET /readyz`: 200 when MySQL answers `select 1` within a second, else 503.
+pub async fn readyz(State(state): State<Shared>) -> Response {
+    let ping = tokio::time::timeout(
+        fiber_mysql::pool::HEALTH_CHECK_WAIT,
+        state.db.exec::<u8, _>("select 1", ()),
+    )
+    .await
+    .unwrap_or(Err(fiber_mysql::Error::PoolTimeout {
+        waited: fiber_mysql::pool::HEALTH_CHECK_WAIT,
+    }));
+    readiness(ping.map(drop))
 }
 
 /// `GET /hello`: plain text, no I/O.

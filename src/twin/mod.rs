@@ -82,6 +82,7 @@ pub fn router(state: Shared) -> Router {
         .route("/deep", on("deep", get(deep::deep)))
         .route("/stats", on("stats", get(stats::stats)))
         .route("/healthz", on("healthz", get(health::healthz)))
+        .route("/readyz", on("readyz", get(health::readyz)))
         .route("/hello", on("hello", get(health::hello)))
         .nest("/twitter", twitter::router(&state))
         .method_not_allowed_fallback(method_not_allowed)
