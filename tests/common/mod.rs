@@ -105,16 +105,29 @@ pub fn parse_one(bytes: &[u8]) -> Option<(Resp, usize)> {
     ))
 }
 
-/// Run `n` GETs of `path` at once from threads; returns each response and the
-/// wall-clock time of the whole batch.
+/// Run `n` GETs of `path` at once from threads: every thread connects first, then all
+/// send their request together (a barrier), so the server really sees `n` at once.
+/// Returns each response and the wall-clock time from the common start.
 pub fn concurrent_gets(addr: SocketAddr, path: &str, n: usize) -> (Vec<Resp>, Duration) {
-    let start = Instant::now();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(n + 1));
     let handles: Vec<_> = (0..n)
         .map(|_| {
-            let path = path.to_string();
-            std::thread::spawn(move || get(addr, &path))
+            let (path, barrier) = (path.to_string(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                barrier.wait();
+                let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+                s.write_all(req.as_bytes()).unwrap();
+                let mut out = Vec::new();
+                let _ = s.read_to_end(&mut out);
+                parse(&out)
+                    .unwrap_or_else(|| panic!("no response: {:?}", String::from_utf8_lossy(&out)))
+            })
         })
         .collect();
+    barrier.wait();
+    let start = Instant::now();
     let resps = handles.into_iter().map(|h| h.join().unwrap()).collect();
     (resps, start.elapsed())
 }
