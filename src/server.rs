@@ -241,33 +241,56 @@ fn accept_loop(
                 continue;
             }
         };
-        if stop.is_stopping() {
-            break; // the wake-up connection from `shutdown`, or a late client: closed
-        }
         stats.accepted();
         if stop.connections() >= limits.max_connections {
             stats.rejected_connection();
             let max = limits.max_connections;
             fiber_pool::carrier::go(move || reject(stream, max));
-            continue;
+        } else {
+            spawn_connection(stream, &service, &limits, &stats, &stop);
         }
-        let counted = stop.connection_opened();
-        let (service, limits, stats, stop) = (
-            Arc::clone(&service),
-            Arc::clone(&limits),
-            Arc::clone(&stats),
-            Arc::clone(&stop),
-        );
-        let spawned =
-            fiber_pool::carrier::spawn("conn", Some(limits.connection_stack), move || {
-                let _counted = counted;
-                conn::serve(stream, &*service, &limits, &stop, &stats);
-            });
-        if let Err(e) = spawned {
-            eprintln!("fiberstack: cannot start a connection coroutine: {e}");
+        if stop.is_stopping() && !pending(&listener) {
+            // Stopping, and nothing else waits in the backlog: close the port. (The
+            // connection just served may be `shutdown`'s wake-up call: it reads EOF.)
+            break;
         }
     }
     // Dropping the listener here closes the port: new connections are refused.
+}
+
+/// Serve `stream` on a coroutine of its own, counted until it closes.
+fn spawn_connection(
+    stream: may::net::TcpStream,
+    service: &Arc<dyn Service>,
+    limits: &Arc<HttpLimits>,
+    stats: &Arc<HttpStats>,
+    stop: &Arc<Stop>,
+) {
+    let counted = stop.connection_opened();
+    let (service, limits, stats, stop) = (
+        Arc::clone(service),
+        Arc::clone(limits),
+        Arc::clone(stats),
+        Arc::clone(stop),
+    );
+    let spawned = fiber_pool::carrier::spawn("conn", Some(limits.connection_stack), move || {
+        let _counted = counted;
+        conn::serve(stream, &*service, &limits, &stop, &stats);
+    });
+    if let Err(e) = spawned {
+        eprintln!("fiberstack: cannot start a connection coroutine: {e}");
+    }
+}
+
+/// Whether a connection waits in the listener's backlog. The kernel completed its
+/// handshake, so its client believes it was accepted: when stopping, the accept loop
+/// serves every such connection (with `Connection: close`) before it closes the port,
+/// instead of letting the close reset them.
+fn pending(listener: &TcpListener) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(listener.inner().as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
 }
 
 /// Answer a connection over the limit with a 503 and close it.
