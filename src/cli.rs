@@ -65,6 +65,9 @@ pub struct ServeArgs {
     /// An external server, mysql://user:pass@host:port/db; without it a private MariaDB starts.
     #[arg(long, env = "DATABASE_URL")]
     pub database_url: Option<String>,
+    /// The mariadbd binary for the private server (default: PATH, then /usr/sbin).
+    #[arg(long, env = "FIBERSTACK_MARIADBD")]
+    pub mariadbd: Option<std::path::PathBuf>,
     /// MySQL driver: native (coroutine-native) or threads (the mysql crate, a thread per connection).
     #[arg(long, env = "FIBERSTACK_DB_DRIVER", default_value = "native")]
     pub db_driver: fiber_mysql::Driver,
@@ -107,6 +110,7 @@ impl ServeArgs {
             db_pool: self.db_pool as usize,
             self_call_limit: self.self_call_limit.map(|n| n as usize),
             database_url: self.database_url.clone().filter(|u| !u.is_empty()),
+            mariadbd: self.mariadbd.clone(),
             db_driver: self.db_driver,
             upstream: self.upstream.clone().filter(|u| !u.is_empty()),
             fiber_wait_timeout: secs("fiber-wait", self.fiber_wait)?,

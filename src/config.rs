@@ -131,6 +131,8 @@ pub struct ServeConfig {
     pub db_wait_timeout: Duration,
     /// External MySQL/MariaDB server; `None` starts a private MariaDB.
     pub database_url: Option<String>,
+    /// The `mariadbd` the private server runs; `None`: PATH, then /usr/sbin.
+    pub mariadbd: Option<std::path::PathBuf>,
     /// Which MySQL driver serves the pool.
     pub db_driver: fiber_mysql::Driver,
     /// Longest a single query may run before it is cancelled.
@@ -167,6 +169,7 @@ impl Default for ServeConfig {
             db_pool: 100,
             db_wait_timeout: Duration::from_secs(10),
             database_url: None,
+            mariadbd: None,
             db_driver: fiber_mysql::Driver::Native,
             query_timeout: Duration::from_secs(15),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),

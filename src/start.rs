@@ -56,32 +56,12 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
     })
     .map_err(|e| fail(format!("bad --fibers, --stack-size or --queue: {e}")))?;
 
-    let (mariadb, opts) = match &cfg.database_url {
-        Some(url) => {
-            let opts = fiber_mysql::Opts::from_url(url)
-                .map_err(|e| fail(format!("bad --database-url / DATABASE_URL: {e}")))?;
-            (None, opts)
-        }
-        None => {
-            let db = MariaDb::start(LaunchConfig {
-                max_connections: cfg.db_pool + CONNECTION_HEADROOM,
-                ..LaunchConfig::default()
-            })
-            .map_err(|e| fail(format!("cannot start the private MariaDB: {e}")))?;
-            let opts = db.opts();
-            (Some(db), opts)
-        }
-    };
-    let mut opts = opts;
+    let Database {
+        mariadb,
+        mut opts,
+        db_where,
+    } = database(cfg)?;
     opts.query_timeout = Some(cfg.query_timeout);
-    let db_where = match &mariadb {
-        Some(db) => format!(
-            "private MariaDB at {} (pid {})",
-            db.opts().url_redacted(),
-            db.pid()
-        ),
-        None => format!("external {}", opts.url_redacted()),
-    };
     let db = fiber_mysql::Pool::new(fiber_mysql::PoolConfig {
         wait_timeout: cfg.db_wait_timeout,
         driver: cfg.db_driver,
@@ -142,6 +122,46 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         state,
         mariadb,
         db_where,
+    })
+}
+
+/// Where MySQL is: an external server named by the URL, or a private MariaDB started
+/// here (sized for the pool). Shared by both runtimes.
+pub struct Database {
+    /// The private server, stopped when dropped; `None` for an external one.
+    pub mariadb: Option<MariaDb>,
+    pub opts: fiber_mysql::Opts,
+    /// For the start-up line, password redacted.
+    pub db_where: String,
+}
+
+/// Connect options for `--database-url`, or start the private MariaDB. The launcher
+/// blocks while MariaDB starts: call it at start-up.
+pub fn database(cfg: &ServeConfig) -> Result<Database, StartError> {
+    if let Some(url) = &cfg.database_url {
+        let opts = fiber_mysql::Opts::from_url(url)
+            .map_err(|e| fail(format!("bad --database-url / DATABASE_URL: {e}")))?;
+        let db_where = format!("external {}", opts.url_redacted());
+        return Ok(Database {
+            mariadb: None,
+            opts,
+            db_where,
+        });
+    }
+    let db = MariaDb::start(LaunchConfig {
+        max_connections: cfg.db_pool + CONNECTION_HEADROOM,
+        mariadbd: cfg.mariadbd.clone(),
+        ..LaunchConfig::default()
+    })
+    .map_err(|e| fail(format!("cannot start the private MariaDB: {e}")))?;
+    Ok(Database {
+        opts: db.opts(),
+        db_where: format!(
+            "private MariaDB at {} (pid {})",
+            db.opts().url_redacted(),
+            db.pid()
+        ),
+        mariadb: Some(db),
     })
 }
 

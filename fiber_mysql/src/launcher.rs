@@ -117,6 +117,14 @@ impl MariaDb {
     /// Starts a private server as described in the module comment.
     pub fn start(cfg: LaunchConfig) -> Result<MariaDb> {
         let mariadbd = match &cfg.mariadbd {
+            Some(p) if !p.is_file() => {
+                return Err(Error::Launch(format!(
+                    "`{}` does not exist: install MariaDB with `apt-get install mariadb-server` \
+                     (or scripts/install-deps), or point the server at an existing database \
+                     with --database-url mysql://user:password@host:port/db",
+                    p.display()
+                )))
+            }
             Some(p) => p.clone(),
             None => find_program("mariadbd", &["/usr/sbin", "/usr/bin"]).ok_or_else(|| {
                 Error::Launch(

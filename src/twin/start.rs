@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
+use fiber_mysql::launcher::MariaDb;
 use mysql_async::prelude::Queryable;
 
 use crate::app;
 use crate::config::ServeConfig;
 use crate::http::client::Url;
 use crate::server::Drained;
-use crate::start::{own_address, StartError};
+use crate::start::{database, own_address, Database, StartError};
 use crate::stats::HttpStats;
 use crate::twin::{client, db, limit, router, server, TwinState};
 
@@ -44,30 +44,11 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         .map_err(|e| fail(format!("cannot start the tokio runtime (--workers): {e}")))?;
 
     // The launcher blocks while MariaDB starts: do it before the runtime is busy.
-    let (mariadb, opts) = match &cfg.database_url {
-        Some(url) => {
-            let opts = fiber_mysql::Opts::from_url(url)
-                .map_err(|e| fail(format!("bad --database-url / DATABASE_URL: {e}")))?;
-            (None, opts)
-        }
-        None => {
-            let db = MariaDb::start(LaunchConfig {
-                max_connections: cfg.db_pool + CONNECTION_HEADROOM,
-                ..LaunchConfig::default()
-            })
-            .map_err(|e| fail(format!("cannot start the private MariaDB: {e}")))?;
-            let opts = db.opts();
-            (Some(db), opts)
-        }
-    };
-    let db_where = match &mariadb {
-        Some(db) => format!(
-            "private MariaDB at {} (pid {})",
-            db.opts().url_redacted(),
-            db.pid()
-        ),
-        None => format!("external {}", opts.url_redacted()),
-    };
+    let Database {
+        mariadb,
+        opts,
+        db_where,
+    } = database(cfg)?;
 
     let (server, state) = runtime.block_on(async {
         let db = db::Pool::open(&opts, cfg.db_pool, cfg.db_wait_timeout, cfg.query_timeout)

@@ -1,0 +1,272 @@
+//! The binary as a user runs it: the start-up line, flags refused by name, a taken
+//! port, a MySQL error turned into a logged 500, and graceful shutdown on SIGTERM with
+//! requests in flight (also under plain ab), the private MariaDB stopped with it.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{concurrent_gets, get};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fiberstack");
+
+/// A `fiberstack serve` child; killed if a test fails before it exits.
+struct Serve {
+    child: Child,
+    addr: SocketAddr,
+    banner: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Serve {
+    fn start(args: &[&str]) -> Serve {
+        let mut child = Command::new(BIN)
+            .args([
+                "serve",
+                "--bind",
+                "127.0.0.1:0",
+                "--fibers",
+                "20",
+                "--db-pool",
+                "10",
+            ])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let banner = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a start-up line");
+        let addr = banner
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {banner:?}"));
+        let (etx, erx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = etx.send(line);
+            }
+        });
+        Serve {
+            child,
+            addr,
+            banner,
+            stderr: erx,
+        }
+    }
+
+    fn sigterm(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    /// Wait for the process to exit (bounded) and return its stderr lines.
+    fn wait_exit(&mut self, within: Duration) -> (std::process::ExitStatus, Vec<String>) {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                std::thread::sleep(Duration::from_millis(50));
+                return (status, self.stderr.try_iter().collect());
+            }
+            assert!(Instant::now() < deadline, "did not exit within {within:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The pid of the private MariaDB, from the start-up line.
+    fn mariadb_pid(&self) -> u32 {
+        let after = self
+            .banner
+            .split("(pid ")
+            .nth(1)
+            .expect("a private MariaDB");
+        after.trim_end_matches(')').parse().unwrap()
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[test]
+fn sigterm_finishes_in_flight_requests_then_stops_mariadb() {
+    let mut s = Serve::start(&[]);
+    assert!(
+        s.banner
+            .contains("runtime fibers, 20 fibers x 128KiB stack"),
+        "{}",
+        s.banner
+    );
+    assert!(s.banner.contains("private MariaDB"), "{}", s.banner);
+    let mariadb = s.mariadb_pid();
+    assert!(alive(mariadb));
+    let addr = s.addr;
+    let in_flight = std::thread::spawn(move || concurrent_gets(addr, "/widgets?sleep=1", 10));
+    std::thread::sleep(Duration::from_millis(400));
+    s.sigterm();
+    let (resps, _) = in_flight.join().unwrap();
+    assert!(resps.iter().all(|r| r.status == 200), "{resps:?}");
+    assert!(resps
+        .iter()
+        .all(|r| r.header("Connection") == Some("close")));
+    let (status, stderr) = s.wait_exit(Duration::from_secs(15));
+    assert!(status.success(), "{status:?} {stderr:?}");
+    assert!(
+        stderr.iter().any(|l| l.contains("got SIGTERM")),
+        "{stderr:?}"
+    );
+    assert!(stderr.iter().any(|l| l.contains("stopped")), "{stderr:?}");
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "the port is closed"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(mariadb) {
+        assert!(
+            Instant::now() < deadline,
+            "the private MariaDB outlived the server"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ab_across_a_shutdown_sees_no_failed_accepted_request() {
+    if Command::new("ab").arg("-V").output().is_err() {
+        panic!("ab is missing: run scripts/install-deps");
+    }
+    let mut s = Serve::start(&[]);
+    let url = format!("http://{}/widgets?sleep=0.1", s.addr);
+    let ab = Command::new("ab")
+        .args(["-c", "10", "-n", "400", "-s", "20", &url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    s.sigterm();
+    let out = ab.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s.wait_exit(Duration::from_secs(15));
+    // ab stops at the first refused connect; what it had sent was answered.
+    assert!(!text.contains("reset by peer"), "{text}");
+    assert!(!text.contains("timed out"), "{text}");
+    if text.contains("Failed requests") {
+        assert!(text.contains("Failed requests:        0"), "{text}");
+    } else {
+        assert!(text.contains("Connection refused"), "{text}");
+    }
+}
+
+#[test]
+fn bad_flags_are_refused_by_name() {
+    for (args, says) in [
+        (&["--stack-size", "lots"][..], "--stack-size"),
+        (&["--stack-size", "64parsecs"][..], "unknown unit"),
+        (&["--fibers", "0"][..], "--fibers"),
+        (&["--db-driver", "odbc"][..], "native"),
+        (&["--bind", "nowhere"][..], "--bind"),
+        (&["--fiber-wait=-1"][..], "--fiber-wait"),
+    ] {
+        let out = Command::new(BIN).arg("serve").args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn without_mariadbd_the_error_names_the_package_and_the_flag() {
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--mariadbd",
+            "/nonexistent/mariadbd",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("apt-get install mariadb-server"), "{err}");
+    assert!(err.contains("--database-url"), "{err}");
+}
+
+#[test]
+fn a_taken_port_stops_the_start_with_the_flag_to_change() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+    let out = Command::new(BIN)
+        .args(["serve", "--bind", &port, "--db-pool", "2"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("already in use") && err.contains("--bind"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_mysql_error_is_a_500_whose_text_is_logged() {
+    let mut db = fiber_mysql::launcher::MariaDb::start(Default::default()).unwrap();
+    let s = Serve::start(&["--database-url", &db.url()]);
+    assert!(
+        s.banner.contains("external mysql://app:***@"),
+        "{}",
+        s.banner
+    );
+    assert_eq!(get(s.addr, "/upstream/search.json?q=rails").status, 200);
+    let mut admin = fiber_mysql::Conn::connect(&db.admin_opts()).unwrap();
+    admin.query("drop table fiberstack.tweets").unwrap();
+    let r = get(s.addr, "/upstream/search.json?q=rails");
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert!(r.body.contains("doesn't exist"), "{}", r.body);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let logged = loop {
+        if let Ok(line) = s.stderr.recv_timeout(Duration::from_millis(100)) {
+            if line.contains("doesn't exist") {
+                break line;
+            }
+        }
+        assert!(Instant::now() < deadline, "the error was not logged");
+    };
+    assert!(
+        logged.contains("upstream_search") && logged.contains("500"),
+        "{logged}"
+    );
+    assert_eq!(get(s.addr, "/healthz").status, 200);
+    drop(s);
+    db.stop();
+}
