@@ -154,6 +154,9 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                         s.load.concurrency(),
                         s.load.describe()
                     ));
+                    if let Err(e) = server.wait_idle(Duration::from_secs(20)) {
+                        eprintln!("bench: before {} on {runtime}: {e}", s.name);
+                    }
                     let sample = measure(&server, s, idle_kib);
                     if let Err(e) = &sample.result {
                         eprintln!("bench: {} on {runtime} failed: {e}", s.name);

@@ -94,6 +94,37 @@ impl ServerProcess {
     }
 
     /// Resident memory now, in KiB.
+    /// Wait (up to `within`) until the server holds no MySQL connection, i.e. what
+    /// the previous load left in flight has finished. A fiber finishes a request
+    /// whose client went away (wrk stops mid-request); the async twin drops it. Not
+    /// waiting would let one scenario's leftovers queue ahead of the next one's.
+    pub fn wait_idle(&self, within: Duration) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let idle = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_secs(1))
+                .ok()
+                .and_then(|mut s| {
+                    use std::io::{Read, Write};
+                    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+                    s.write_all(b"GET /stats HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+                        .ok()?;
+                    let mut out = String::new();
+                    s.read_to_string(&mut out).ok()?;
+                    let body = out.split_once("\r\n\r\n")?.1;
+                    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+                    Some(v["db"]["in_use"].as_u64() == Some(0))
+                })
+                .unwrap_or(false);
+            if idle {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("the server was still busy after {within:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     pub fn rss_kib(&self) -> Option<u64> {
         rss_kib(self.pid())
     }
