@@ -272,7 +272,9 @@ impl HttpClient {
         deadline: Instant,
     ) -> Result<ClientResponse, Exchange> {
         stream
-            .set_write_timeout(Some(self.limits.read_timeout.min(left(deadline))))
+            .set_write_timeout(Some(crate::http::io_timeout(
+                self.limits.read_timeout.min(left(deadline)),
+            )))
             .map_err(io_failed)?;
         if let Err(e) = stream.write_all(request.as_bytes()) {
             return Err(if is_stale(&e) {
@@ -355,7 +357,7 @@ impl HttpClient {
             }
             (reader.exactly(length).map_err(Exchange::Failed)?, true)
         } else {
-            (reader.to_end().map_err(Exchange::Failed)?, false)
+            (reader.until_close().map_err(Exchange::Failed)?, false)
         };
         let close = header("connection").is_some_and(|c| c.eq_ignore_ascii_case("close"));
         let leftover = !reader.buf.is_empty();
@@ -412,10 +414,9 @@ fn is_stale_client(e: &ClientError) -> bool {
     matches!(e, ClientError::Io(e) if is_stale(e))
 }
 
+/// Time left until `deadline`, as a timeout may honours (never under a millisecond).
 fn left(deadline: Instant) -> Duration {
-    deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(1))
+    crate::http::io_timeout(deadline.saturating_duration_since(Instant::now()))
 }
 
 /// Reads a response within the per-read timeout, the total deadline and the size cap.
@@ -453,7 +454,7 @@ impl Reader<'_> {
             (self.read_timeout, phase)
         };
         self.stream
-            .set_read_timeout(Some(wait))
+            .set_read_timeout(Some(crate::http::io_timeout(wait)))
             .map_err(ClientError::Io)?;
         let start = self.buf.len();
         self.buf.resize(start + READ_CHUNK, 0);
@@ -479,7 +480,7 @@ impl Reader<'_> {
         Ok(self.buf.drain(..len).collect())
     }
 
-    fn to_end(&mut self) -> Result<Vec<u8>, ClientError> {
+    fn until_close(&mut self) -> Result<Vec<u8>, ClientError> {
         while self.more()? > 0 {}
         Ok(std::mem::take(&mut self.buf))
     }

@@ -3,8 +3,10 @@
 //!
 //! One may coroutine runs this per client connection. It reads with timeouts that
 //! end every wait: `idle_timeout` between requests (sliced, so a shutdown is noticed
-//! quickly), `header_timeout` for a head once its first byte arrived (slowloris), and
-//! `write_timeout` per write. Pipelined requests are answered in order from the buffer,
+//! quickly), `header_timeout` for a head once its first byte arrived (slowloris), the
+//! same again for the whole body once the head is in (a dribbled body), and
+//! `write_timeout` per write. Every timeout given to may goes through
+//! [`io_timeout`] (may loses sub-millisecond timers). Pipelined requests are answered in order from the buffer,
 //! which never grows past one head plus one body.
 
 use std::io::{self, Read, Write};
@@ -16,7 +18,7 @@ use may::net::TcpStream;
 use crate::config::HttpLimits;
 use crate::http::request::{parse_head, Request};
 use crate::http::response::Response;
-use crate::http::HttpError;
+use crate::http::{io_timeout, HttpError};
 use crate::shutdown::Stop;
 use crate::stats::HttpStats;
 
@@ -43,7 +45,7 @@ pub fn serve<S: Service + ?Sized>(
     stats: &HttpStats,
 ) {
     let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(limits.write_timeout));
+    let _ = stream.set_write_timeout(Some(io_timeout(limits.write_timeout)));
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut out: Vec<u8> = Vec::with_capacity(1024);
     loop {
@@ -58,10 +60,14 @@ pub fn serve<S: Service + ?Sized>(
             Err(ReadError::Io) => return,
         };
         let total = head.head_len + head.body_len;
-        if let Err(e) = fill(&mut stream, &mut buf, total, limits.header_timeout) {
+        // TODO(config): a `body_timeout` field in HttpLimits; until then the whole body
+        // gets `header_timeout` from the end of the head, not per read (a body dribbled
+        // a byte at a time would otherwise hold the connection for hours).
+        let body_deadline = Instant::now() + limits.header_timeout;
+        if let Err(e) = fill(&mut stream, &mut buf, total, body_deadline) {
             if e.kind() == io::ErrorKind::TimedOut {
                 stats.protocol_error();
-                send_error_and_close(&mut stream, &HttpError::HeadTimeout, stats);
+                send_error_and_close(&mut stream, &HttpError::BodyTimeout, stats);
             }
             return;
         }
@@ -137,15 +143,19 @@ fn read_head(
     }
 }
 
-/// Read until `buf` holds `total` bytes, each read waiting at most `per_read`.
+/// Read until `buf` holds `total` bytes, or `deadline` passes (`TimedOut`).
 fn fill(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
     total: usize,
-    per_read: Duration,
+    deadline: Instant,
 ) -> io::Result<()> {
     while buf.len() < total {
-        if read_some(stream, buf, per_read)? == 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        if read_some(stream, buf, left)? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
     }
@@ -154,7 +164,7 @@ fn fill(
 
 /// One read of up to READ_CHUNK bytes appended to `buf`; a timeout is `TimedOut`.
 fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<usize> {
-    stream.set_read_timeout(Some(timeout))?;
+    stream.set_read_timeout(Some(io_timeout(timeout)))?;
     let start = buf.len();
     buf.resize(start + READ_CHUNK, 0);
     let r = stream.read(&mut buf[start..]);
@@ -183,7 +193,7 @@ fn send_error_and_close(stream: &mut TcpStream, e: &HttpError, stats: &HttpStats
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
             break;
         };
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+        if left.is_zero() || stream.set_read_timeout(Some(io_timeout(left))).is_err() {
             break;
         }
         match stream.read(&mut sink) {

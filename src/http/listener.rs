@@ -4,9 +4,17 @@
 //! would start silently and split the traffic with the first. Before may binds, we
 //! bind the address once with std (which sets no SO_REUSEPORT): Linux refuses that
 //! while any socket listens there, so a taken port is reported with the flag to change.
+//!
+//! may also hard-codes a listen backlog of 1024; we raise it to [`LISTEN_BACKLOG`] so
+//! that a burst of connects (ab -c 2000) waits in the kernel instead of being dropped.
 
 use std::io;
 use std::net::SocketAddr;
+
+/// Connections the kernel queues before the accept loop takes them. Linux caps it at
+/// /proc/sys/net/core/somaxconn (4096 on current kernels).
+/// TODO(config): a `listen_backlog` field in HttpLimits.
+pub const LISTEN_BACKLOG: i32 = 4096;
 
 /// Bind `addr` for may, refusing a port another process already listens on.
 pub fn bind(addr: SocketAddr) -> io::Result<may::net::TcpListener> {
@@ -24,6 +32,11 @@ pub fn bind(addr: SocketAddr) -> io::Result<may::net::TcpListener> {
             }
         })?;
     }
-    may::net::TcpListener::bind(addr)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {addr}: {e}")))
+    let listener = may::net::TcpListener::bind(addr)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {addr}: {e}")))?;
+    // Calling listen again on a listening socket only changes its backlog.
+    socket2::SockRef::from(listener.inner())
+        .listen(LISTEN_BACKLOG)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    Ok(listener)
 }

@@ -19,6 +19,21 @@ pub use response::Response;
 pub use router::Router;
 
 use std::fmt;
+use std::time::Duration;
+
+/// The shortest socket timeout handed to may. may 0.3.51 loses I/O timers shorter
+/// than a millisecond: a read given 340 µs waits until the peer writes or closes,
+/// which is how an idle keep-alive connection outlived its `idle_timeout` whenever the
+/// last slice of the wait came out under 1 ms (hostile_http's idle test caught it).
+pub const MIN_IO_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// A socket timeout may honours: `left` rounded up to whole milliseconds, at least
+/// [`MIN_IO_TIMEOUT`]. (Whole milliseconds also keep may's per-interval timer lists
+/// few: it keeps one list per distinct duration.)
+pub fn io_timeout(left: Duration) -> Duration {
+    let ms = left.as_nanos().div_ceil(1_000_000);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)).max(MIN_IO_TIMEOUT)
+}
 
 /// What was wrong with what a client sent; each maps to one status code.
 #[derive(Debug)]
@@ -34,10 +49,14 @@ pub enum HttpError {
     BodyTooLarge { limit: usize },
     /// A `Transfer-Encoding` other than identity (501).
     UnsupportedTransferEncoding(String),
-    /// Not HTTP/1.0 or HTTP/1.1 (505).
+    /// A well-formed `HTTP/x.y` version other than HTTP/1.0 or HTTP/1.1 (505); a
+    /// request line that is not `METHOD /target HTTP/x.y` at all is `Malformed`.
     Version,
     /// The head did not arrive within `header_timeout` (408).
     HeadTimeout,
+    /// The body announced by Content-Length did not arrive within `header_timeout`
+    /// of the head's end (408).
+    BodyTimeout,
 }
 
 impl HttpError {
@@ -49,7 +68,7 @@ impl HttpError {
             HttpError::BodyTooLarge { .. } => 413,
             HttpError::UnsupportedTransferEncoding(_) => 501,
             HttpError::Version => 505,
-            HttpError::HeadTimeout => 408,
+            HttpError::HeadTimeout | HttpError::BodyTimeout => 408,
         }
     }
 }
@@ -77,8 +96,27 @@ impl fmt::Display for HttpError {
             ),
             HttpError::Version => write!(f, "only HTTP/1.0 and HTTP/1.1 are spoken here"),
             HttpError::HeadTimeout => write!(f, "the request head did not arrive in time"),
+            HttpError::BodyTimeout => write!(
+                f,
+                "the request body did not arrive in time: send all of Content-Length promptly"
+            ),
         }
     }
 }
 
 impl std::error::Error for HttpError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_timeouts_are_whole_milliseconds_never_under_one() {
+        let ms = Duration::from_millis;
+        assert_eq!(io_timeout(Duration::ZERO), ms(1));
+        assert_eq!(io_timeout(Duration::from_micros(340)), ms(1));
+        assert_eq!(io_timeout(Duration::from_micros(1001)), ms(2));
+        assert_eq!(io_timeout(ms(200)), ms(200));
+        assert_eq!(io_timeout(Duration::MAX), Duration::from_millis(u64::MAX));
+    }
+}

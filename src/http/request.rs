@@ -104,7 +104,7 @@ pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpE
                 limit: limits.max_headers,
             })
         }
-        Err(httparse::Error::Version) => return Err(HttpError::Version),
+        Err(httparse::Error::Version) => return Err(version_error(buf)),
         Err(e) => return Err(HttpError::Malformed(e.to_string())),
     };
     if head_len > limits.max_header_bytes {
@@ -179,6 +179,25 @@ fn body_length(req: &Request, limits: &HttpLimits) -> Result<usize, HttpError> {
         });
     }
     Ok(len)
+}
+
+/// httparse reports any request line it cannot split as a version error (`G ET /
+/// HTTP/1.1` reads as target `ET`, version `/ HTTP/1.1`): only a line that really ends
+/// in `HTTP/<digit>.<digit>` is a 505; anything else is a malformed request.
+fn version_error(buf: &[u8]) -> HttpError {
+    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let parts: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+    let well_formed = parts.len() == 3
+        && !parts[0].is_empty()
+        && parts[1].starts_with(b"/")
+        && matches!(parts[2], [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit());
+    if well_formed {
+        HttpError::Version
+    } else {
+        HttpError::Malformed("the request line is not 'METHOD /target HTTP/1.x'".into())
+    }
 }
 
 fn split_target(target: &str) -> (String, String) {
@@ -307,6 +326,24 @@ mod tests {
             parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &l),
             Err(HttpError::UnsupportedTransferEncoding(_))
         ));
+    }
+
+    #[test]
+    fn only_a_well_formed_other_version_is_a_505() {
+        let l = limits();
+        assert!(matches!(
+            parse_head(b"GET / HTTP/2.0\r\n\r\n", &l),
+            Err(HttpError::Version)
+        ));
+        for raw in [
+            &b"G ET / HTTP/1.1\r\n\r\n"[..],
+            b"GET / HTTP/1.1 extra\r\n\r\n",
+            b"GET / HTTQ/1.1\r\n\r\n",
+            b"GET / HTTP/1.x\r\n\r\n",
+        ] {
+            let e = parse_head(raw, &l).unwrap_err();
+            assert_eq!(e.status(), 400, "{}: {e}", String::from_utf8_lossy(raw));
+        }
     }
 
     #[test]
