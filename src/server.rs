@@ -297,6 +297,11 @@ fn pending(listener: &TcpListener) -> bool {
 fn reject(mut stream: may::net::TcpStream, max: usize) {
     use std::io::Write;
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = stream.write_all(&over_limit(max));
+}
+
+/// The bytes a connection over `max` open connections gets (shared with the twin).
+pub fn over_limit(max: usize) -> Vec<u8> {
     let mut out = Vec::new();
     Response::error(
         503,
@@ -304,7 +309,7 @@ fn reject(mut stream: may::net::TcpStream, max: usize) {
     )
     .header("Retry-After", "1")
     .write_to(&mut out, 1, false, false);
-    let _ = stream.write_all(&out);
+    out
 }
 
 impl Server {

@@ -87,14 +87,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
     let addr = listener
         .local_addr()
         .map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
-    let own = own_address(addr);
-    let self_widgets =
-        Url::parse(&format!("http://{own}/widgets")).map_err(|e| fail(e.to_string()))?;
-    let upstream = match &cfg.upstream {
-        Some(u) => Url::parse_resolving(u).map_err(|e| fail(format!("bad --upstream: {e}")))?,
-        None => Url::parse(&format!("http://{own}/upstream/search.json?q=rails+3"))
-            .map_err(|e| fail(e.to_string()))?,
-    };
+    let (self_widgets, upstream) = own_urls(cfg, addr)?;
     let http_stats = Arc::new(HttpStats::default());
     let state = Arc::new(AppState {
         db,
@@ -163,6 +156,20 @@ pub fn database(cfg: &ServeConfig) -> Result<Database, StartError> {
         ),
         mariadb: Some(db),
     })
+}
+
+/// `/widgets` at this server's own address (for `/widgets/http`), and the upstream of
+/// `/twitter`: `--upstream`, resolved once here, or this server's own search API.
+pub fn own_urls(cfg: &ServeConfig, bound: SocketAddr) -> Result<(Url, Url), StartError> {
+    let own = own_address(bound);
+    let self_widgets =
+        Url::parse(&format!("http://{own}/widgets")).map_err(|e| fail(e.to_string()))?;
+    let upstream = match &cfg.upstream {
+        Some(u) => Url::parse_resolving(u).map_err(|e| fail(format!("bad --upstream: {e}")))?,
+        None => Url::parse(&format!("http://{own}/upstream/search.json?q=rails+3"))
+            .map_err(|e| fail(e.to_string()))?,
+    };
+    Ok((self_widgets, upstream))
 }
 
 /// An address this machine can connect to for a listener bound at `addr`.

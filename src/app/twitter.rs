@@ -3,6 +3,7 @@
 //! `</br>`, as the original demo did with the Twitter search API.
 
 use crate::app::{upstream_error, AppState};
+use crate::http::client::{ClientError, ClientResponse, Url};
 use crate::http::{Request, Response, Router};
 use crate::server::Handler;
 
@@ -13,19 +14,22 @@ pub fn router() -> Router<Handler<AppState>> {
 
 /// `GET /twitter`: the upstream's texts, HTML-escaped, joined by `</br>`.
 pub fn index(state: &AppState, _req: &Request) -> Response {
-    let resp = match state.http.get(&state.upstream) {
+    page(&state.upstream, state.http.get(&state.upstream))
+}
+
+/// What `/twitter` answers for the outcome of its upstream call (shared with the
+/// twin): the rendered texts, or a 502 (504 on a timeout) naming the upstream.
+pub fn page(url: &Url, got: Result<ClientResponse, ClientError>) -> Response {
+    let resp = match got {
         Ok(resp) => resp,
-        Err(e) => return upstream_error(&state.upstream, &e),
+        Err(e) => return upstream_error(url, &e),
     };
     if resp.status != 200 {
-        return Response::error(
-            502,
-            format!("GET {} answered {}, not 200", state.upstream, resp.status),
-        );
+        return Response::error(502, format!("GET {url} answered {}, not 200", resp.status));
     }
     match render(&resp.body) {
         Ok(html) => Response::html(200, html),
-        Err(why) => Response::error(502, format!("GET {} returned {why}", state.upstream)),
+        Err(why) => Response::error(502, format!("GET {url} returned {why}")),
     }
 }
 

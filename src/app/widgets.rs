@@ -2,6 +2,7 @@
 //! `/widgets` on this same server): the original demo's two routes.
 
 use crate::app::{db_conn, db_error, upstream_error, AppState};
+use crate::http::client::{ClientError, ClientResponse, Url};
 use crate::http::{Request, Response};
 
 /// The body of `/widgets`, as in the original.
@@ -35,18 +36,23 @@ pub fn widgets(state: &AppState, req: &Request) -> Response {
 
 /// `GET /widgets/http`: GET this server's own `/widgets` and return its body.
 pub fn widgets_http(state: &AppState, _req: &Request) -> Response {
-    match state.http.get(&state.self_widgets) {
+    self_call_response(&state.self_widgets, state.http.get(&state.self_widgets))
+}
+
+/// What `/widgets/http` answers for the outcome of its call (shared with the twin):
+/// the body on a 200, else a 502 (504 on a timeout) naming the URL.
+pub fn self_call_response(url: &Url, got: Result<ClientResponse, ClientError>) -> Response {
+    match got {
         Ok(resp) if resp.status == 200 => Response::text(200, String::from_utf8_lossy(&resp.body)),
         Ok(resp) => Response::error(
             502,
             format!(
-                "GET {} answered {}: {}",
-                state.self_widgets,
+                "GET {url} answered {}: {}",
                 resp.status,
                 String::from_utf8_lossy(&resp.body).trim_end()
             ),
         ),
-        Err(e) => upstream_error(&state.self_widgets, &e),
+        Err(e) => upstream_error(url, &e),
     }
 }
 

@@ -25,7 +25,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::HttpLimits;
-use crate::http::Response;
 use crate::server::Drained;
 use crate::shutdown::Stop;
 use crate::stats::HttpStats;
@@ -166,13 +165,7 @@ async fn serve_connection(
 
 /// Answer a connection over the limit with a 503 and close it.
 async fn reject(mut stream: TcpStream, max: usize) {
-    let mut out = Vec::new();
-    Response::error(
-        503,
-        format!("the server has {max} open connections, its limit; try again shortly"),
-    )
-    .header("Retry-After", "1")
-    .write_to(&mut out, 1, false, false);
+    let out = crate::server::over_limit(max);
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
 }
 

@@ -10,9 +10,8 @@ use mysql_async::prelude::Queryable;
 
 use crate::app;
 use crate::config::ServeConfig;
-use crate::http::client::Url;
 use crate::server::Drained;
-use crate::start::{database, own_address, Database, StartError};
+use crate::start::{database, own_address, own_urls, Database, StartError};
 use crate::stats::HttpStats;
 use crate::twin::{client, db, limit, router, server, TwinState};
 
@@ -80,14 +79,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         let addr = listener
             .local_addr()
             .map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
-        let own = own_address(addr);
-        let self_widgets =
-            Url::parse(&format!("http://{own}/widgets")).map_err(|e| fail(e.to_string()))?;
-        let upstream = match &cfg.upstream {
-            Some(u) => Url::parse_resolving(u).map_err(|e| fail(format!("bad --upstream: {e}")))?,
-            None => Url::parse(&format!("http://{own}/upstream/search.json?q=rails+3"))
-                .map_err(|e| fail(e.to_string()))?,
-        };
+        let (self_widgets, upstream) = own_urls(cfg, addr)?;
         let http_stats = Arc::new(HttpStats::default());
         let state = Arc::new(TwinState {
             db,

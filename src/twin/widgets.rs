@@ -4,8 +4,8 @@
 
 use axum::extract::{RawQuery, State};
 
-use crate::app::widgets::{parse_sleep, WIDGETS_BODY};
-use crate::app::{db_error, upstream_error};
+use crate::app::db_error;
+use crate::app::widgets::{parse_sleep, self_call_response, WIDGETS_BODY};
 use crate::http::Response;
 use crate::twin::{query_param, Shared};
 
@@ -27,17 +27,8 @@ pub async fn widgets(State(state): State<Shared>, RawQuery(query): RawQuery) -> 
 
 /// `GET /widgets/http`: GET this server's own `/widgets` and return its body.
 pub async fn widgets_http(State(state): State<Shared>) -> Response {
-    match state.http.get(&state.self_widgets).await {
-        Ok(resp) if resp.status == 200 => Response::text(200, String::from_utf8_lossy(&resp.body)),
-        Ok(resp) => Response::error(
-            502,
-            format!(
-                "GET {} answered {}: {}",
-                state.self_widgets,
-                resp.status,
-                String::from_utf8_lossy(&resp.body).trim_end()
-            ),
-        ),
-        Err(e) => upstream_error(&state.self_widgets, &e),
-    }
+    self_call_response(
+        &state.self_widgets,
+        state.http.get(&state.self_widgets).await,
+    )
 }
