@@ -23,12 +23,18 @@ pub struct HttpLimits {
     pub max_body_bytes: usize,
     /// Time allowed for a whole request head to arrive once its first byte has (slowloris).
     pub header_timeout: Duration,
+    /// Time allowed for a whole request body to arrive after its head (a body dribbled a
+    /// byte at a time would otherwise hold the connection for hours); past it, a 408.
+    pub body_timeout: Duration,
     /// Time an idle keep-alive connection is kept open waiting for the next request.
     pub idle_timeout: Duration,
     /// Time allowed for one write of a response to make progress.
     pub write_timeout: Duration,
     /// Most open client connections; more are answered 503 and closed.
     pub max_connections: usize,
+    /// Connections the kernel queues before the accept loop takes them (may binds with
+    /// 1024; Linux caps it at /proc/sys/net/core/somaxconn, 4096 on current kernels).
+    pub listen_backlog: i32,
     /// may stack of each connection's coroutine (the carrier a fiber runs on; parsing
     /// and writing happen there, handlers run on the fiber's own stack).
     pub connection_stack: usize,
@@ -41,9 +47,11 @@ impl Default for HttpLimits {
             max_header_bytes: 16 * 1024,
             max_body_bytes: 1024 * 1024,
             header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(15),
             write_timeout: Duration::from_secs(10),
             max_connections: 15_000,
+            listen_backlog: 4096,
             connection_stack: 32 * 1024,
         }
     }

@@ -295,9 +295,8 @@ fn pending(listener: &TcpListener) -> bool {
 
 /// Answer a connection over the limit with a 503 and close it.
 fn reject(mut stream: may::net::TcpStream, max: usize) {
-    use std::io::Write;
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    let _ = stream.write_all(&over_limit(max));
+    conn::send_and_close(&mut stream, &over_limit(max));
 }
 
 /// The bytes a connection over `max` open connections gets (shared with the twin).

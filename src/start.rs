@@ -83,7 +83,8 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         }
     }
 
-    let listener = listener::bind(cfg.bind).map_err(|e| fail(e.to_string()))?;
+    let listener = listener::bind_with_backlog(cfg.bind, cfg.http.listen_backlog)
+        .map_err(|e| fail(e.to_string()))?;
     let addr = listener
         .local_addr()
         .map_err(|e| fail(format!("cannot read the bound address: {e}")))?;

@@ -17,6 +17,7 @@ use fiberstack::start::Running;
 
 /// The short server timeouts these tests run with.
 const HEADER_TIMEOUT: Duration = Duration::from_millis(500);
+const BODY_TIMEOUT: Duration = Duration::from_millis(600);
 const IDLE_TIMEOUT: Duration = Duration::from_millis(700);
 const WRITE_TIMEOUT: Duration = Duration::from_millis(500);
 /// Slack for scheduling on two shared cores.
@@ -25,6 +26,7 @@ const SLACK: Duration = Duration::from_millis(700);
 fn short_timeouts(cfg: &mut ServeConfig) {
     cfg.http = HttpLimits {
         header_timeout: HEADER_TIMEOUT,
+        body_timeout: BODY_TIMEOUT,
         idle_timeout: IDLE_TIMEOUT,
         write_timeout: WRITE_TIMEOUT,
         ..HttpLimits::default()
@@ -215,7 +217,7 @@ fn slowloris_heads_get_a_408_within_the_header_timeout_while_others_are_served()
 }
 
 #[test]
-fn a_body_that_never_arrives_or_dribbles_gets_a_408_within_the_header_timeout() {
+fn a_body_that_never_arrives_or_dribbles_gets_a_408_within_the_body_timeout() {
     let app = serve(short_timeouts);
     // Three bytes of ten, then nothing.
     let mut s = connect(app.addr());
@@ -230,7 +232,12 @@ fn a_body_that_never_arrives_or_dribbles_gets_a_408_within_the_header_timeout() 
         "the message is about the body: {}",
         r.body
     );
-    assert!(closed - start < HEADER_TIMEOUT + SLACK);
+    assert!(closed - start < BODY_TIMEOUT + SLACK);
+    assert!(
+        closed - start >= BODY_TIMEOUT,
+        "not before body_timeout: {:?}",
+        closed - start
+    );
 
     // One body byte every 100 ms: each read is quick, the whole body is not.
     let mut s = connect(app.addr());
@@ -252,7 +259,8 @@ fn a_body_that_never_arrives_or_dribbles_gets_a_408_within_the_header_timeout() 
     assert_eq!(r.status, 408, "{}", r.body);
     let took = closed - start;
     eprintln!("dribbled body closed after {took:?}");
-    assert!(took < HEADER_TIMEOUT + SLACK, "{took:?}");
+    assert!(took < BODY_TIMEOUT + SLACK, "{took:?}");
+    assert!(took >= BODY_TIMEOUT, "not before body_timeout: {took:?}");
     healthy(&app);
 }
 
@@ -490,7 +498,9 @@ fn the_listen_backlog_is_raised_above_mays_1024() {
         .unwrap();
     assert_eq!(
         backlog,
-        fiberstack::http::listener::LISTEN_BACKLOG.min(somaxconn)
+        fiberstack::config::HttpLimits::default()
+            .listen_backlog
+            .min(somaxconn)
     );
     assert!(backlog > 1024 || somaxconn <= 1024, "{backlog}");
 }

@@ -60,10 +60,8 @@ pub fn serve<S: Service + ?Sized>(
             Err(ReadError::Io) => return,
         };
         let total = head.head_len + head.body_len;
-        // TODO(config): a `body_timeout` field in HttpLimits; until then the whole body
-        // gets `header_timeout` from the end of the head, not per read (a body dribbled
-        // a byte at a time would otherwise hold the connection for hours).
-        let body_deadline = Instant::now() + limits.header_timeout;
+        // The whole body gets `body_timeout` from the end of the head, not per read.
+        let body_deadline = Instant::now() + limits.body_timeout;
         if let Err(e) = fill(&mut stream, &mut buf, total, body_deadline) {
             if e.kind() == io::ErrorKind::TimedOut {
                 stats.protocol_error();
@@ -182,7 +180,14 @@ fn send_error_and_close(stream: &mut TcpStream, e: &HttpError, stats: &HttpStats
     stats.response(resp.status);
     let mut out = Vec::new();
     resp.write_to(&mut out, 1, false, false);
-    if stream.write_all(&out).is_err() {
+    send_and_close(stream, &out);
+}
+
+/// Write `out` (a response that says `Connection: close`) and close, reading a little
+/// of what the client still sends so that it receives `out` rather than a reset
+/// (closing a socket with unread input makes the kernel send RST).
+pub fn send_and_close(stream: &mut TcpStream, out: &[u8]) {
+    if stream.write_all(out).is_err() {
         return;
     }
     let _ = stream.shutdown(Shutdown::Write);

@@ -5,19 +5,23 @@
 //! bind the address once with std (which sets no SO_REUSEPORT): Linux refuses that
 //! while any socket listens there, so a taken port is reported with the flag to change.
 //!
-//! may also hard-codes a listen backlog of 1024; we raise it to [`LISTEN_BACKLOG`] so
-//! that a burst of connects (ab -c 2000) waits in the kernel instead of being dropped.
+//! may also hard-codes a listen backlog of 1024; we raise it to
+//! `HttpLimits::listen_backlog` so that a burst of connects (ab -c 2000) waits in the
+//! kernel instead of being dropped.
 
 use std::io;
 use std::net::SocketAddr;
 
-/// Connections the kernel queues before the accept loop takes them. Linux caps it at
-/// /proc/sys/net/core/somaxconn (4096 on current kernels).
-/// TODO(config): a `listen_backlog` field in HttpLimits.
-pub const LISTEN_BACKLOG: i32 = 4096;
+use crate::config::HttpLimits;
 
-/// Bind `addr` for may, refusing a port another process already listens on.
+/// Bind `addr` for may with the default backlog, refusing a taken port.
 pub fn bind(addr: SocketAddr) -> io::Result<may::net::TcpListener> {
+    bind_with_backlog(addr, HttpLimits::default().listen_backlog)
+}
+
+/// Bind `addr` for may, refusing a port another process already listens on, with
+/// `backlog` connections queued in the kernel.
+pub fn bind_with_backlog(addr: SocketAddr, backlog: i32) -> io::Result<may::net::TcpListener> {
     if addr.port() != 0 {
         std::net::TcpListener::bind(addr).map_err(|e| {
             if e.kind() == io::ErrorKind::AddrInUse {
@@ -36,7 +40,7 @@ pub fn bind(addr: SocketAddr) -> io::Result<may::net::TcpListener> {
         .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {addr}: {e}")))?;
     // Calling listen again on a listening socket only changes its backlog.
     socket2::SockRef::from(listener.inner())
-        .listen(LISTEN_BACKLOG)
+        .listen(backlog)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     Ok(listener)
 }
