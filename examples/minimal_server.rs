@@ -1,6 +1,6 @@
 //! A minimal server on our HTTP layer: one route, its handler on a fiber.
 //!
-//! Run with: cargo run --example minimal_server
+//! Run with: cargo run --example minimal_server            (or `-- 127.0.0.1:0` for any free port)
 //! Then:     curl -i http://127.0.0.1:3001/hello?name=fibers
 #![forbid(unsafe_code)]
 
@@ -28,7 +28,17 @@ fn main() -> std::io::Result<()> {
         fibers,
         limits: Default::default(),
     };
-    let listener = fiberstack::http::listener::bind("127.0.0.1:3001".parse().unwrap())?;
+    // The address to listen on: the first argument, else 127.0.0.1:3001.
+    let addr = match std::env::args().nth(1) {
+        Some(arg) => arg.parse().map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("address {arg}: {e}"),
+            )
+        })?,
+        None => std::net::SocketAddr::from(([127, 0, 0, 1], 3001)),
+    };
+    let listener = fiberstack::http::listener::bind(addr)?;
     let server = server::spawn(
         listener,
         Arc::new(app),
