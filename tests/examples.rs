@@ -1,0 +1,209 @@
+//! Every example runs and says what it should: each is started with `cargo run
+//! --example` (the way its "Run with" line tells a reader to), bounded by a timeout, and
+//! judged by what it prints, so a broken example fails here. The examples are built
+//! once first, with a generous timeout; each run then gets a short one. About 5 s
+//! when the examples are already built; mysql_query needs `mariadbd`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{mpsc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Longest a build of every example may take (a cold debug build on 2 cores).
+const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest one example may run once built.
+const RUN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `cargo` in this package's directory, in this test's profile, so that the examples
+/// reuse the artifacts already built for the tests.
+fn cargo(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args(args);
+    if !cfg!(debug_assertions) {
+        cmd.arg("--release");
+    }
+    cmd
+}
+
+/// Builds every example once per test binary; the runs below then start at once.
+fn build_examples() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = run_within(cargo(&["build", "--quiet", "--examples"]), BUILD_TIMEOUT);
+        assert!(
+            out.status.success(),
+            "building the examples failed:\n{}",
+            text(&out.stderr)
+        );
+    });
+}
+
+/// `cargo run --quiet --example NAME [-- ARGS]`. (`cargo run` execs the example on
+/// Unix, so the child's pid is the example's own.)
+fn example(name: &str, args: &[&str]) -> Command {
+    build_examples();
+    let mut cmd = cargo(&["run", "--quiet", "--example", name]);
+    if !args.is_empty() {
+        cmd.arg("--").args(args);
+    }
+    cmd
+}
+
+/// Runs `cmd` to the end, killing it after `timeout`.
+fn run_within(mut cmd: Command, timeout: Duration) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cargo");
+    let stdout = drain(child.stdout.take().expect("piped"));
+    let stderr = drain(child.stderr.take().expect("piped"));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{cmd:?} still running after {timeout:?}; it printed:\n{}\n{}",
+                text(&stdout.join().unwrap()),
+                text(&stderr.join().unwrap())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
+/// Reads a pipe to its end on a thread (so that a full pipe cannot stall the child).
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        buf
+    })
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs an example to its end and returns its stdout, failing on a non-zero exit.
+fn stdout_of(name: &str) -> String {
+    let out = run_within(example(name, &[]), RUN_TIMEOUT);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{name}: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    stdout
+}
+
+/// The number right after `before` in `s`.
+fn number_after(s: &str, before: &str) -> f64 {
+    let rest = &s[s
+        .find(before)
+        .unwrap_or_else(|| panic!("no '{before}' in: {s}"))
+        + before.len()..];
+    let digits: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after '{before}' in: {s}"))
+}
+
+#[test]
+fn fiber_pool_runs_twelve_jobs_four_at_a_time() {
+    let out = stdout_of("fiber_pool");
+    assert!(out.contains("at most 4 ran at once"), "{out}");
+    // Three rounds of 200 ms: not one round (no limit), not twelve (no concurrency).
+    let ms = number_after(&out, "on 4 fibers took ");
+    assert!((550.0..2000.0).contains(&ms), "{out}");
+}
+
+#[test]
+fn stack_overflow_is_caught_and_the_pool_serves_again() {
+    let out = stdout_of("stack_overflow");
+    for says in [
+        "128 KiB stack: rendered 41 nested templates",
+        "16 KiB stack: caught: job `render` overflowed its 16384-byte fiber stack",
+        "16 KiB stack, after the overflow: rendered 5 nested templates; overflows counted: 1",
+    ] {
+        assert!(out.contains(says), "no '{says}' in:\n{out}");
+    }
+}
+
+#[test]
+fn mysql_query_runs_ten_sleeps_at_once() {
+    let out = stdout_of("mysql_query");
+    assert!(
+        out.contains("10 x select sleep(0.5) on a pool of 10 took"),
+        "{out}"
+    );
+    // One after another would take 5 s.
+    let secs = number_after(&out, "took ");
+    assert!((0.45..2.0).contains(&secs), "{out}");
+}
+
+/// Kills the example when the test ends, passed or not.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn minimal_server_answers_hello_on_a_free_port() {
+    let mut cmd = example("minimal_server", &["127.0.0.1:0"]);
+    let mut server = Killed(
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start cargo"),
+    );
+    // It prints its address once it listens.
+    let stdout = server.0.stdout.take().expect("piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(RUN_TIMEOUT)
+        .expect("minimal_server printed its address");
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .and_then(|rest| rest.strip_suffix("/hello"))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("not an address: {line:?}"));
+
+    let mut conn = TcpStream::connect(addr).expect("connect");
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn.write_all(b"GET /hello?name=examples HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    conn.read_to_string(&mut response)
+        .expect("a whole response");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(
+        response.ends_with("\r\n\r\nHello, examples!\n"),
+        "{response}"
+    );
+    drop(server);
+}
