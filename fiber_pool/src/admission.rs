@@ -55,9 +55,10 @@ impl Admission {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // The critical sections cannot panic half-way (push/pop only), so a
-        // poisoned lock still holds consistent state.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        // `stats()` reads the counts from fibers (a /stats route): never let an
+        // overflow strike with this lock held. The critical sections cannot
+        // panic half-way (push/pop only), so a poisoned lock is consistent.
+        crate::lock(&self.state)
     }
 
     /// Takes a free slot, or waits for one in FIFO order.

@@ -185,6 +185,31 @@ pub fn reserve_stack(bytes: usize) {
     }
 }
 
+/// Stack a short critical section gets before [`lock`] takes its mutex: the
+/// allocator's own margin ([`ALLOC_STACK_MARGIN`]) for the allocations a
+/// section makes (a map entry, a clone of a small table), and the section's
+/// frames, which are several times larger in a debug build. The server's
+/// `tests/stack.rs` sweeps every route over many stack sizes to check it.
+pub const LOCK_STACK_MARGIN: usize = 8 * 1024;
+
+/// Stack a may I/O call needs when it must wait: may registers the wait with its
+/// event loop and timer list, under locks of its own. An overflow inside them
+/// would leave may's own locks held and stop the scheduler, so code that does
+/// I/O on fibers calls [`reserve_stack`] with this first (fiber_mysql's socket
+/// and the server's HTTP client do it before every read, write and connect).
+pub const IO_STACK_MARGIN: usize = 8 * 1024;
+
+/// Locks `m` from code that may run on a fiber: first [`reserve_stack`]s
+/// [`LOCK_STACK_MARGIN`], so that an overflow strikes here, holding nothing,
+/// and never inside the critical section (abandoned frames are not unwound,
+/// so a guard they hold would never unlock, and every later locker would
+/// wait for ever). A poisoned mutex is recovered: our critical sections keep
+/// their data consistent at every step.
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    reserve_stack(LOCK_STACK_MARGIN);
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Touches the guard page of the fiber we run on: the signal handler resets
 /// the fiber and this never returns.
 #[cold]

@@ -85,7 +85,7 @@ impl Counters {
         if let Some(used) = used {
             self.peak.fetch_max(used, Ordering::Relaxed);
         }
-        let mut per_label = self.per_label.lock().unwrap_or_else(|e| e.into_inner());
+        let mut per_label = crate::lock(&self.per_label);
         let entry = per_label.entry(label).or_default();
         entry.runs += 1;
         match ended {
@@ -107,10 +107,8 @@ impl Counters {
         stats.overflows = self.overflows.load(Ordering::Relaxed);
         stats.panics = self.panics.load(Ordering::Relaxed);
         stats.peak_stack_bytes = self.peak.load(Ordering::Relaxed);
-        stats.per_label = self
-            .per_label
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        // Called on fibers too (a /stats route): the clone allocates, and an
+        // overflow inside it with the lock held would hang every later job.
+        stats.per_label = crate::lock(&self.per_label).clone();
     }
 }
