@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::io;
 use std::time::{Duration, Instant};
 
-use may::net::TcpStream;
+use crate::stream::Stream;
 use mysql_common::constants::{CapabilityFlags, Command};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{HandshakePacket, HandshakeResponse};
@@ -51,7 +51,7 @@ fn client_capabilities() -> CapabilityFlags {
 
 /// A native connection. Not `Sync`; move it between fibers freely (`Send`).
 pub struct Conn {
-    framed: MySyncFramed<TcpStream>,
+    framed: MySyncFramed<Stream>,
     pub(crate) opts: Opts,
     pub(crate) caps: CapabilityFlags,
     connection_id: u32,
@@ -92,7 +92,7 @@ impl Conn {
     pub(crate) fn open_socket(opts: &Opts) -> Result<Conn> {
         let addr = opts.socket_addr()?;
         let started = Instant::now();
-        let stream = TcpStream::connect_timeout(&addr, opts.connect_timeout).map_err(|e| {
+        let stream = Stream::connect_timeout(&addr, opts.connect_timeout).map_err(|e| {
             if is_timeout(&e) {
                 Error::ConnectTimeout
             } else {

@@ -23,6 +23,7 @@ pub mod launcher;
 pub mod opts;
 pub mod pool;
 mod query;
+mod stream;
 pub mod threads;
 
 pub use conn::Conn;

@@ -185,7 +185,10 @@ impl Shared {
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Backend>> {
         // Nothing panics while holding this lock, so poisoning cannot happen;
-        // recover the data anyway rather than propagate a panic.
+        // recover the data anyway rather than propagate a panic. Fibers lock it
+        // (checkout, return, stats), so its critical sections never allocate
+        // (the Vec has `size` capacity from the start): a stack overflow cannot
+        // be raised inside one by an allocator that checks the stack.
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
