@@ -7,6 +7,7 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{get, serve};
 use fiberstack::config::DEFAULT_STACK_SIZE;
@@ -230,4 +231,116 @@ fn a_connection_held_by_an_overflowing_fiber_is_closed_not_leaked() {
     // 30 leaked sockets on a pool of 2 would show here, and would have exhausted it.
     assert!(open_fds() <= before + 2, "fds {before} -> {}", open_fds());
     assert_eq!(get(app.addr(), "/widgets?sleep=0").status, 200);
+}
+
+/// Recurse until at most `left` bytes of fiber stack remain, then run `f`: how the
+/// sweep below moves the point where a route runs out of stack, in steps much finer
+/// than a page.
+#[inline(never)]
+fn with_stack_left<R>(left: usize, f: &mut dyn FnMut() -> R) -> R {
+    let mut pad = [0u8; 32];
+    std::hint::black_box(&mut pad);
+    if fiber_pool::stack_remaining().expect("on a fiber") <= left {
+        f()
+    } else {
+        with_stack_left(left, f)
+    }
+}
+
+#[test]
+fn an_overflow_at_any_point_of_any_route_leaves_no_lock_held() {
+    use fiber_pool::{FiberPool, PoolConfig};
+    use fiberstack::http::router::Found;
+    use std::sync::atomic::AtomicUsize;
+
+    const STACK: usize = 32 * 1024;
+    let app = serve(|c| c.db_pool = 4);
+    // A lock left held hangs the next locker: fail loudly instead of hanging CI.
+    let progress = Arc::new(AtomicUsize::new(0));
+    let current = Arc::new(std::sync::Mutex::new(String::new()));
+    {
+        let (progress, current) = (Arc::clone(&progress), Arc::clone(&current));
+        std::thread::spawn(move || {
+            let mut last = usize::MAX;
+            loop {
+                std::thread::sleep(Duration::from_secs(10));
+                let now = progress.load(Ordering::SeqCst);
+                if now == last {
+                    // Say where, from a thread of its own (in case printing blocks too),
+                    // then abort: exit() runs handlers that a wedged runtime can block.
+                    let at = current.lock().map(|c| c.clone()).unwrap_or_default();
+                    std::thread::spawn(move || {
+                        eprintln!("no progress for 10 s at {at}: a lock left held");
+                    });
+                    std::thread::sleep(Duration::from_secs(1));
+                    std::process::abort();
+                }
+                last = now;
+            }
+        });
+    }
+    let router = fiberstack::app::router();
+    let targets = [
+        "/stats",
+        "/widgets?sleep=0",
+        "/widgets/http",
+        "/twitter",
+        "/upstream/search.json?q=rails",
+        "/readyz",
+        "/healthz",
+    ];
+    // Over HTTP first, so that the app's pool has per-route stats: /stats then copies
+    // a real table under its lock (an empty one allocates nothing).
+    for target in targets {
+        get(app.addr(), target);
+    }
+    let mut overflows = 0;
+    for target in targets {
+        let req = fiberstack::http::Request::get(target);
+        let Found::Route(route) = router.find("GET", &req.path) else {
+            panic!("no route for {target}")
+        };
+        let (label, handler) = (route.label, route.handler);
+        let pool = FiberPool::new(PoolConfig {
+            size: 1,
+            stack_size: STACK,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        // Once a route fits, it fits with more stack too: stop after a few in a row
+        // (each fitting /widgets/http waits for a one-second /widgets).
+        let mut fits_in_a_row = 0;
+        for left in (1024..24 * 1024).step_by(64) {
+            if fits_in_a_row == 4 {
+                break;
+            }
+            *current.lock().unwrap() = format!("{target} with {left} bytes of stack left");
+            let (pool, state, req) = (pool.clone(), Arc::clone(&app.state), req.clone());
+            let outcome = fiber_pool::carrier::go(move || {
+                pool.run(label, || {
+                    with_stack_left(left, &mut || handler(&state, &req).status)
+                })
+            })
+            .join()
+            .unwrap();
+            overflows += usize::from(outcome.is_err());
+            fits_in_a_row = if outcome.is_ok() {
+                fits_in_a_row + 1
+            } else {
+                0
+            };
+            // Every lock a route takes, taken again: hangs if one was left held.
+            app.state.fibers.stats();
+            app.state.db.stats();
+            app.state.http.stats_json();
+            progress.fetch_add(1, Ordering::SeqCst);
+        }
+        assert_eq!(get(app.addr(), "/healthz").status, 200, "after {target}");
+    }
+    assert!(
+        overflows > 500,
+        "the sweep provoked overflows at many points: {overflows}"
+    );
+    let db = app.state.db.stats();
+    assert_eq!(db.in_use, 0, "every overflowed checkout came back: {db:?}");
 }

@@ -1,7 +1,7 @@
 //! `/healthz` (liveness), `/readyz` (readiness: MySQL answers) and `/hello` (no I/O
 //! at all: what the stack itself costs).
 
-use crate::app::AppState;
+use crate::app::{db_conn_within, AppState};
 use crate::http::{Request, Response};
 
 /// The body of `/hello`.
@@ -21,7 +21,8 @@ pub fn hello(_state: &AppState, _req: &Request) -> Response {
 /// a second, else 503 with the reason (database down, or every connection busy).
 /// `/healthz` stays 200 meanwhile: the process is alive, it just cannot serve queries.
 pub fn readyz(state: &AppState, _req: &Request) -> Response {
-    readiness(state.db.ping())
+    let wait = fiber_mysql::pool::HEALTH_CHECK_WAIT;
+    readiness(db_conn_within(&state.db, wait).and_then(|mut conn| conn.ping()))
 }
 
 /// The `/readyz` response for the outcome of a database ping (shared with the twin).

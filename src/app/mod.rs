@@ -57,17 +57,28 @@ pub fn router() -> Router<Handler<AppState>> {
 /// (its frames are abandoned, not dropped) the connection is closed and its pool slot
 /// freed instead of leaking. Handlers get connections only through this.
 pub fn db_conn(db: &fiber_mysql::Pool) -> Result<Lent<PooledConn>, fiber_mysql::Error> {
+    db_conn_within(db, db.config().wait_timeout)
+}
+
+/// [`db_conn`] waiting at most `wait` for a connection.
+pub fn db_conn_within(
+    db: &fiber_mysql::Pool,
+    wait: std::time::Duration,
+) -> Result<Lent<PooledConn>, fiber_mysql::Error> {
     // Between `get` and `Lent::new` the checkout is a plain value on this stack: make
     // sure an overflow cannot strike there (it would strike here, holding nothing).
     // `get` is shallow: a permit wait and an idle pop; a handshake, if one is needed,
     // happens later, inside the Lent.
     fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
-    db.get().map(|conn| Lent::new(conn, PooledConn::discard))
+    db.get_timeout(wait)
+        .map(|conn| Lent::new(conn, PooledConn::discard))
 }
 
-/// Stack that `Pool::get` plus `Lent::new` need, with room to spare (see
-/// STACK_SIZES.md: a few hundred bytes in release, under 4 KiB in debug).
-pub const CHECKOUT_STACK_MARGIN: usize = 6 * 1024;
+/// Stack that `Pool::get` plus `Lent::new` need: a may semaphore wait (may's timer
+/// and event-loop locks, see `fiber_pool::IO_STACK_MARGIN`), the permit and idle
+/// bookkeeping and the Lent's allocation, with room for debug builds' larger frames.
+/// `tests/stack.rs` sweeps overflows through every point of the DB routes to check it.
+pub const CHECKOUT_STACK_MARGIN: usize = fiber_pool::IO_STACK_MARGIN + 4 * 1024;
 
 /// The response for a MySQL failure: 503 when the database is unavailable (down,
 /// refusing, pool exhausted), else 500 with the server's message. Handlers do not log

@@ -230,23 +230,27 @@ impl HttpClient {
         }
     }
 
+    // The idle map is locked from fibers for a map operation only, never across
+    // a yield, and through `fiber_pool::lock`: an overflow must not strike with
+    // the lock held (an abandoned guard never unlocks).
     fn take_idle(&self, addr: SocketAddr) -> Option<TcpStream> {
-        // The lock is held for a map operation only, never across a yield.
-        self.idle.lock().ok()?.get_mut(&addr)?.pop()
+        fiber_pool::lock(&self.idle).get_mut(&addr)?.pop()
     }
 
     fn put_idle(&self, addr: SocketAddr, stream: TcpStream) {
-        if let Ok(mut idle) = self.idle.lock() {
-            let list = idle.entry(addr).or_default();
-            if list.len() < self.limits.max_idle_per_host {
-                list.push(stream);
-            }
+        let mut idle = fiber_pool::lock(&self.idle);
+        let list = idle.entry(addr).or_default();
+        if list.len() < self.limits.max_idle_per_host {
+            list.push(stream);
         }
     }
 
     fn connect(&self, addr: SocketAddr, deadline: Instant) -> Result<TcpStream, ClientError> {
         self.counters.connects.fetch_add(1, Ordering::Relaxed);
         let limit = self.limits.connect_timeout.min(left(deadline));
+        // Every may I/O call here may run on a fiber: never let an overflow strike
+        // inside may's event loop or timer locks (see fiber_pool::IO_STACK_MARGIN).
+        fiber_pool::reserve_stack(fiber_pool::IO_STACK_MARGIN);
         let stream = TcpStream::connect_timeout(&addr, limit).map_err(|e| {
             if matches!(
                 e.kind(),
@@ -276,6 +280,7 @@ impl HttpClient {
                 self.limits.read_timeout.min(left(deadline)),
             )))
             .map_err(io_failed)?;
+        fiber_pool::reserve_stack(fiber_pool::IO_STACK_MARGIN);
         if let Err(e) = stream.write_all(request.as_bytes()) {
             return Err(if is_stale(&e) {
                 Exchange::Stale
@@ -375,11 +380,7 @@ impl HttpClient {
     pub fn stats_json(&self) -> serde_json::Value {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let idle: usize = self
-            .idle
-            .lock()
-            .map(|m| m.values().map(Vec::len).sum())
-            .unwrap_or(0);
+        let idle: usize = fiber_pool::lock(&self.idle).values().map(Vec::len).sum();
         serde_json::json!({
             "requests": get(&c.requests),
             "errors": get(&c.errors),
@@ -458,6 +459,7 @@ impl Reader<'_> {
             .map_err(ClientError::Io)?;
         let start = self.buf.len();
         self.buf.resize(start + READ_CHUNK, 0);
+        fiber_pool::reserve_stack(fiber_pool::IO_STACK_MARGIN);
         let r = self.stream.read(&mut self.buf[start..]);
         self.buf.truncate(start + *r.as_ref().unwrap_or(&0));
         let n = r.map_err(|e| match e.kind() {
