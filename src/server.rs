@@ -141,7 +141,7 @@ impl<S: Send + Sync + 'static> Service for App<S> {
         let state: &S = &self.state;
         let resp = match self.fibers.run(route.label, move || handler(state, req)) {
             Ok(resp) => resp,
-            Err(e) => fiber_error(route.label, req, e),
+            Err(e) => fiber_error(route.label, req, e, self.fibers.config()),
         };
         if resp.status >= 500 {
             // Logged here, on the carrier's stack, never on a fiber near its limit.
@@ -158,11 +158,24 @@ impl<S: Send + Sync + 'static> Service for App<S> {
 }
 
 /// The response for a request whose fiber could not run or did not finish.
-fn fiber_error(label: &str, req: &Request, e: RunError) -> Response {
+fn fiber_error(
+    label: &str,
+    req: &Request,
+    e: RunError,
+    fibers: &fiber_pool::PoolConfig,
+) -> Response {
+    let busy = |why: String| Response::error(503, why).header("Retry-After", "1");
     match e {
-        RunError::Busy { .. } | RunError::Timeout { .. } => {
-            Response::error(503, format!("{e}; try again shortly")).header("Retry-After", "1")
-        }
+        RunError::Busy { queue } => busy(format!(
+            "all {} fibers are busy and the queue of {queue} waiting requests is full \
+             (--fibers, --queue); try again shortly",
+            fibers.size
+        )),
+        RunError::Timeout { .. } => busy(format!(
+            "no fiber became free within {} ms (--fiber-wait; --fibers sets how many run at \
+             once); try again shortly",
+            fibers.wait_timeout.unwrap_or_default().as_millis()
+        )),
         RunError::StackOverflow { stack_size, .. } => Response::error(
             500,
             format!(
