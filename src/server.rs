@@ -164,18 +164,11 @@ fn fiber_error(
     e: RunError,
     fibers: &fiber_pool::PoolConfig,
 ) -> Response {
-    let busy = |why: String| Response::error(503, why).header("Retry-After", "1");
     match e {
-        RunError::Busy { queue } => busy(format!(
-            "all {} fibers are busy and the queue of {queue} waiting requests is full \
-             (--fibers, --queue); try again shortly",
-            fibers.size
-        )),
-        RunError::Timeout { .. } => busy(format!(
-            "no fiber became free within {} ms (--fiber-wait; --fibers sets how many run at \
-             once); try again shortly",
-            fibers.wait_timeout.unwrap_or_default().as_millis()
-        )),
+        RunError::Busy { queue } => queue_full("fibers", fibers.size, queue),
+        RunError::Timeout { .. } => {
+            wait_timed_out("fiber", fibers.wait_timeout.unwrap_or_default())
+        }
         RunError::StackOverflow { stack_size, .. } => Response::error(
             500,
             format!(
@@ -188,6 +181,32 @@ fn fiber_error(
         ),
         other => Response::error(500, format!("route {label} failed: {other}")),
     }
+}
+
+/// The 503 for a request refused at once: every worker busy, the queue full. Shared
+/// with the twin, whose workers are "task slots".
+pub fn queue_full(workers: &str, size: usize, queue: usize) -> Response {
+    Response::error(
+        503,
+        format!(
+            "all {size} {workers} are busy and the queue of {queue} waiting requests is full \
+             (--fibers, --queue); try again shortly"
+        ),
+    )
+    .header("Retry-After", "1")
+}
+
+/// The 503 for a request that waited `wait` for a worker in vain (shared with the twin).
+pub fn wait_timed_out(worker: &str, wait: Duration) -> Response {
+    Response::error(
+        503,
+        format!(
+            "no {worker} became free within {} ms (--fiber-wait; --fibers sets how many run \
+             at once); try again shortly",
+            wait.as_millis()
+        ),
+    )
+    .header("Retry-After", "1")
 }
 
 /// The request target as sent: path and query.

@@ -218,7 +218,9 @@ fn the_limit_admits_like_the_fiber_pool() {
         let refused = resps.iter().find(|r| r.status == 503).unwrap();
         assert_eq!(refused.header("retry-after"), Some("1"), "{name}");
         assert!(
-            refused.body.contains("1 callers are already waiting"),
+            refused
+                .body
+                .contains("the queue of 1 waiting requests is full"),
             "{name}: {}",
             refused.body
         );

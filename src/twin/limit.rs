@@ -176,8 +176,12 @@ pub async fn run(
     let _permit = match limit.acquire().await {
         Ok(permit) => permit,
         Err(refused) => {
-            let resp = Response::error(503, format!("{refused}; try again shortly"))
-                .header("Retry-After", "1");
+            let resp = match refused {
+                Refused::Busy { size, queue } => {
+                    crate::server::queue_full("task slots", size, queue)
+                }
+                Refused::Timeout { waited } => crate::server::wait_timed_out("task slot", waited),
+            };
             log_5xx(&method, route.label, resp.status, &resp.body);
             return resp.into_response();
         }
