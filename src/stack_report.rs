@@ -144,16 +144,25 @@ pub fn render(rows: &[Row], build: &str) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {:.1}x |",
+            "| `{}` | {} | {} | {} | {} |",
             r.target,
             r.label,
             r.peak,
             r.smallest
                 .map_or("not found".to_string(), |s| ByteSize(s).to_string()),
-            r.headroom(DEFAULT_STACK_SIZE),
+            headroom(r.headroom(DEFAULT_STACK_SIZE)),
         );
     }
     out
+}
+
+/// `7.6x`, or `0.97x` below 10 so that "does not fit" never rounds to `1.0x`.
+fn headroom(h: f64) -> String {
+    if h < 10.0 {
+        format!("{:.2}x", (h * 100.0).floor() / 100.0)
+    } else {
+        format!("{h:.1}x")
+    }
 }
 
 /// "release" or "debug": the build this binary is.
