@@ -43,8 +43,8 @@ pub struct Server {
 /// Bind `addr` (tokio sets no SO_REUSEPORT, so a taken port is an error) with the
 /// same message as the fiber server's listener. The backlog is tokio's 1024, the
 /// same as may's.
-pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(|e| {
+pub async fn bind(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
+    let listener = TcpListener::bind(addr).await.map_err(|e| {
         if e.kind() == io::ErrorKind::AddrInUse {
             io::Error::new(
                 e.kind(),
@@ -53,7 +53,13 @@ pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
         } else {
             io::Error::new(e.kind(), format!("cannot bind {addr}: {e}"))
         }
-    })
+    })?;
+    // tokio listens with 1024, like may: raise it to the same configured backlog as
+    // the fiber server (`HttpLimits::listen_backlog`), so both meet a connection storm alike.
+    socket2::SockRef::from(&listener)
+        .listen(backlog)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    Ok(listener)
 }
 
 /// Start serving `router` on `listener` in tokio tasks; returns at once.

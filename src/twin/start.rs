@@ -73,7 +73,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
             }
         }
 
-        let listener = server::bind(cfg.bind)
+        let listener = server::bind(cfg.bind, cfg.http.listen_backlog)
             .await
             .map_err(|e| fail(e.to_string()))?;
         let addr = listener
