@@ -239,7 +239,9 @@ fn the_limit_admits_like_the_fiber_pool() {
     assert_eq!(statuses, [200, 503], "{resps:?}");
     let refused = resps.iter().find(|r| r.status == 503).unwrap();
     assert!(
-        refused.body.contains("no task slot became free within"),
+        refused
+            .body
+            .contains("no task slot became free within 200 ms"),
         "{}",
         refused.body
     );

@@ -11,7 +11,7 @@ use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -26,24 +26,8 @@ use crate::twin::Shared;
 pub enum Refused {
     /// Every slot was busy and `queue` requests were already waiting.
     Busy { size: usize, queue: usize },
-    /// No slot became free within the wait timeout.
-    Timeout { waited: Duration },
-}
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refused::Busy { size, queue } => write!(
-                f,
-                "all {size} task slots are busy and {queue} callers are already waiting: \
-                 retry later, or raise --fibers or --queue"
-            ),
-            Refused::Timeout { waited } => write!(
-                f,
-                "no task slot became free within {waited:?}: raise --fibers or --fiber-wait"
-            ),
-        }
-    }
+    /// No slot became free within `wait`, the configured timeout.
+    Timeout { wait: Duration },
 }
 
 /// The counters of one route (its label), bumped without a lock.
@@ -115,7 +99,6 @@ impl Limit {
                 queue: self.queue,
             });
         }
-        let started = Instant::now();
         let got = tokio::time::timeout(self.wait, self.slots.acquire()).await;
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         match got {
@@ -127,9 +110,7 @@ impl Limit {
             }),
             Err(_elapsed) => {
                 self.timed_out.fetch_add(1, Ordering::Relaxed);
-                Err(Refused::Timeout {
-                    waited: started.elapsed(),
-                })
+                Err(Refused::Timeout { wait: self.wait })
             }
         }
     }
@@ -180,7 +161,7 @@ pub async fn run(
                 Refused::Busy { size, queue } => {
                     crate::server::queue_full("task slots", size, queue)
                 }
-                Refused::Timeout { waited } => crate::server::wait_timed_out("task slot", waited),
+                Refused::Timeout { wait } => crate::server::wait_timed_out("task slot", wait),
             };
             log_5xx(&method, route.label, resp.status, &resp.body);
             return resp.into_response();
