@@ -230,9 +230,9 @@ impl FromStr for ByteSize {
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0;
-        if n >= 1 << 20 && n % (1 << 20) == 0 {
+        if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
             write!(f, "{}MiB", n >> 20)
-        } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+        } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
             write!(f, "{}KiB", n >> 10)
         } else {
             write!(f, "{n}B")
