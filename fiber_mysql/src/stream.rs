@@ -1,5 +1,5 @@
 //! The socket under a connection: may's `TcpStream`, with a stack check before every
-//! read, write and connect.
+//! read, write and connect, and a connect that avoids may's racy one.
 //!
 //! On a fiber of `fiber_pool`, a stack overflow is caught and the fiber's frames are
 //! abandoned. If it struck inside may's I/O machinery (registering the wait with the
@@ -20,10 +20,11 @@ use may::net::TcpStream;
 pub(crate) struct Stream(TcpStream);
 
 impl Stream {
-    /// `TcpStream::connect_timeout`, after the same stack check.
+    /// Connect within `timeout` through `fiber_pool::net::connect` (which does the same
+    /// stack check), not may's `TcpStream::connect_timeout`, which races when the
+    /// connect's event arrives on another I/O thread (see that module).
     pub(crate) fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<Stream> {
-        fiber_pool::reserve_stack(fiber_pool::IO_STACK_MARGIN);
-        TcpStream::connect_timeout(addr, timeout).map(Stream)
+        fiber_pool::net::connect(addr, timeout).map(Stream)
     }
 }
 

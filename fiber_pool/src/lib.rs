@@ -114,7 +114,8 @@
 //! guarded stacks per pool), [`registry`] (pools by address), [`signal`]
 //! (trap handler, alternate stacks), `admission` (FIFO queue), [`pool`]
 //! (`run`), [`lent`] (resource hand-off), [`alloc`] ([`FiberSafeAlloc`]),
-//! `highwater` (stack use), [`stats`].
+//! `highwater` (stack use), [`stats`], [`net`] (a TCP connect that avoids a race in
+//! may's).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -127,6 +128,7 @@ pub mod config;
 pub mod error;
 mod highwater;
 pub mod lent;
+pub mod net;
 pub mod pool;
 pub mod registry;
 pub mod signal;
@@ -162,7 +164,7 @@ pub fn stack_remaining() -> Option<usize> {
 ///
 /// Cost: reading the stack pointer and walking the registry, one node per
 /// live pool (about three loads each) and a division: a few nanoseconds
-/// (see the `bench` example). It neither locks nor allocates, so it is
+/// (see the `pool_bench` example). It neither locks nor allocates, so it is
 /// usable from a global allocator ([`FiberSafeAlloc`] calls it).
 ///
 /// Call it before taking a lock on a fiber, with `bytes` at least the stack

@@ -248,10 +248,9 @@ impl HttpClient {
     fn connect(&self, addr: SocketAddr, deadline: Instant) -> Result<TcpStream, ClientError> {
         self.counters.connects.fetch_add(1, Ordering::Relaxed);
         let limit = self.limits.connect_timeout.min(left(deadline));
-        // Every may I/O call here may run on a fiber: never let an overflow strike
-        // inside may's event loop or timer locks (see fiber_pool::IO_STACK_MARGIN).
-        fiber_pool::reserve_stack(fiber_pool::IO_STACK_MARGIN);
-        let stream = TcpStream::connect_timeout(&addr, limit).map_err(|e| {
+        // Not may's TcpStream::connect_timeout: it races (see fiber_pool::net). This one
+        // also reserves fiber_pool::IO_STACK_MARGIN first, like every I/O call here.
+        let stream = fiber_pool::net::connect(&addr, limit).map_err(|e| {
             if matches!(
                 e.kind(),
                 io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock

@@ -1,0 +1,216 @@
+//! Opening a `may::net::TcpStream` without may's own connect, which races.
+//!
+//! may 0.3.51 parks a connecting coroutine on an event source that lives on that
+//! coroutine's stack, and reads the source again *after* publishing the coroutine to the
+//! event loop (`TcpStreamConnect::subscribe`: `co.store(co)`, then `io_flag.load`). When
+//! the connection's event arrives on another I/O thread in that gap, the coroutine runs
+//! there, returns from `connect` and reuses its stack, and the first thread reads
+//! whatever is there now: "RefCell already borrowed" in `EventData::fast_schedule`,
+//! then an abort or a SIGSEGV. Many refused connects in a row make it likely: the
+//! server's MySQL-outage test died this way in about 1 run in 12 on a loaded 2-core
+//! machine (debug build, three copies at once).
+//!
+//! [`connect`] starts a non-blocking connect itself and watches it with `poll(2)` at
+//! zero timeout, yielding between looks (first to other ready coroutines, then sleeping
+//! 1, 2, 4 … up to [`CONNECT_POLL_MAX`]), and hands the socket to may only once it is
+//! connected. No may event source ever waits on a connect, so the race has nothing to
+//! hit. The price: a connect that does not finish at once is noticed up to
+//! `CONNECT_POLL_MAX` late, on a path (a new pooled connection) that is rare by design.
+//! Loopback and LAN connects usually finish before the first look.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// The longest sleep between two looks at a connect in progress.
+pub const CONNECT_POLL_MAX: Duration = Duration::from_millis(8);
+
+/// How many times a connect in progress yields to other ready coroutines before it
+/// starts sleeping between looks.
+const CONNECT_POLL_YIELDS: u32 = 4;
+
+/// Connect to `addr` within `timeout`, from a may coroutine or a fiber (off them it
+/// still works, sleeping the thread between looks). Reserves
+/// [`IO_STACK_MARGIN`](crate::IO_STACK_MARGIN) first, like every may I/O call on a
+/// fiber should. Errors: the connect's own (refused, unreachable), or
+/// `ErrorKind::TimedOut` after `timeout`.
+pub fn connect(addr: &SocketAddr, timeout: Duration) -> io::Result<may::net::TcpStream> {
+    crate::reserve_stack(crate::IO_STACK_MARGIN);
+    let deadline = Instant::now() + timeout;
+    // socket2 opens sockets close-on-exec.
+    let socket = Socket::new(
+        Domain::for_address(*addr),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    socket.set_nonblocking(true)?;
+    match socket.connect(&(*addr).into()) {
+        Ok(()) => {}
+        Err(e) if in_progress(&e) => wait_connected(&socket, deadline, timeout)?,
+        Err(e) => return Err(e),
+    }
+    into_may(socket)
+}
+
+fn in_progress(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINPROGRESS | libc::EALREADY | libc::EINTR)
+    )
+}
+
+/// Look at the connect until it succeeds, fails or passes `deadline`.
+fn wait_connected(socket: &Socket, deadline: Instant, timeout: Duration) -> io::Result<()> {
+    let mut looks = 0u32;
+    let mut nap = Duration::from_millis(1);
+    loop {
+        if writable(socket)? {
+            if let Some(e) = socket.take_error()? {
+                return Err(e);
+            }
+            // Writable without an error: connected (peer_addr fails if it is not).
+            return socket.peer_addr().map(drop);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connect timed out after {timeout:?}"),
+            ));
+        }
+        looks += 1;
+        if looks <= CONNECT_POLL_YIELDS {
+            may::coroutine::yield_now();
+        } else {
+            may::coroutine::sleep(nap.min(deadline - now));
+            nap = (nap * 2).min(CONNECT_POLL_MAX);
+        }
+    }
+}
+
+/// Has the connect finished (either way)? `poll(2)` with a zero timeout: never blocks.
+fn writable(socket: &Socket) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid pollfd that lives across the call, and the count is 1;
+    // the zero timeout makes the call return at once.
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    match n {
+        -1 => {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+        0 => Ok(false),
+        _ => Ok(pfd.revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0),
+    }
+}
+
+/// Give a connected socket to may (registers it with may's event loop).
+fn into_may(socket: Socket) -> io::Result<may::net::TcpStream> {
+    use std::os::fd::FromRawFd;
+    let fd = socket.into_raw_fd();
+    // may's from_raw_fd panics when its event loop refuses the descriptor (epoll_ctl
+    // fails: out of memory or of max_user_watches): make that an error.
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: `fd` is an open, connected TCP socket that nothing else owns:
+        // `into_raw_fd` gave up socket2's ownership, and may's TcpStream takes it
+        // (closing it on drop, or while unwinding if registration fails).
+        unsafe { may::net::TcpStream::from_raw_fd(fd) }
+    }))
+    .map_err(|_| io::Error::other("may's event loop refused the new connection"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        crate::carrier::go(f).join().unwrap()
+    }
+
+    #[test]
+    fn connects_and_the_stream_works_under_may() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            use std::io::Write;
+            let (mut s, _) = listener.accept().unwrap();
+            s.write_all(b"hello").unwrap();
+        });
+        let got = in_coroutine(move || {
+            use std::io::Read;
+            let mut s = connect(&addr, Duration::from_secs(2)).unwrap();
+            let mut buf = String::new();
+            s.read_to_string(&mut buf).unwrap();
+            buf
+        });
+        server.join().unwrap();
+        assert_eq!(got, "hello");
+    }
+
+    #[test]
+    fn a_closed_port_is_refused() {
+        let addr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let err = in_coroutine(move || connect(&addr, Duration::from_secs(2)).unwrap_err());
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
+    }
+
+    #[test]
+    fn a_connect_that_never_finishes_times_out() {
+        // A listener whose backlog is full and never accepts: further SYNs are dropped,
+        // so the connect stays in progress.
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        socket
+            .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        socket.listen(0).unwrap();
+        let addr = socket.local_addr().unwrap().as_socket().unwrap();
+        let _filled: Vec<_> = (0..4)
+            .filter_map(|_| {
+                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).ok()
+            })
+            .collect();
+        let started = Instant::now();
+        let err = in_coroutine(move || connect(&addr, Duration::from_millis(300)).unwrap_err());
+        let took = started.elapsed();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(err.to_string().contains("300ms"), "{err}");
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        assert!(took < Duration::from_secs(3), "{took:?}");
+    }
+
+    #[test]
+    fn many_refused_connects_at_once_do_not_crash_the_scheduler() {
+        // The pattern that crashed may's own connect: a burst of refused connects from
+        // many coroutines on several workers.
+        let addr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let handles: Vec<_> = (0..50)
+            .map(|_| {
+                crate::carrier::go(move || {
+                    (0..40)
+                        .filter(|_| connect(&addr, Duration::from_secs(2)).is_err())
+                        .count()
+                })
+            })
+            .collect();
+        let refused: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(refused, 50 * 40);
+    }
+}
