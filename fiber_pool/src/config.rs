@@ -39,7 +39,7 @@ impl Default for PoolConfig {
     /// 100 fibers of 64 KiB (a placeholder until stack use is measured on real
     /// routes), 1024 waiting callers, 30 s wait, high-water measured on every
     /// 16th job: measuring costs about 4 us per job against 0.15 us for an
-    /// unmeasured empty job (`bench` example), so sampling keeps the mean
+    /// unmeasured empty job (`pool_bench` example), so sampling keeps the mean
     /// overhead near 0.4 us while every label is still measured quickly.
     fn default() -> Self {
         PoolConfig {

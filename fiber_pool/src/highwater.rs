@@ -10,7 +10,7 @@
 //! and measuring also gives idle stacks' memory back.
 //!
 //! Cost per measured job: two system calls, a scan of at most one page, and a
-//! page fault for each page the job touches again (see the `bench` example).
+//! page fault for each page the job touches again (see the `pool_bench` example).
 
 use crate::stack::{page_size, FiberStack};
 

@@ -93,7 +93,7 @@ impl Node {
 
 /// The table: a contiguous static array rather than a linked list, so that
 /// a lookup's loads do not depend on each other (a list walk cost about
-/// 2 ns per pool in pointer chasing; see the `bench` example).
+/// 2 ns per pool in pointer chasing; see the `pool_bench` example).
 static NODES: [Node; MAX_POOLS] = [const { Node::free() }; MAX_POOLS];
 /// Nodes `[0, USED)` have been claimed at least once; lookups scan only
 /// those. Claims take the lowest free node, so USED is the most pools ever

@@ -2,7 +2,7 @@
 //! crate on a plain thread, on one connection and with 32 concurrent
 //! callers; medians of 3 short runs. Also prints the fiber stack a query uses.
 //!
-//! Run with: `cargo run --release -p fiber_mysql --example bench`
+//! Run with: `cargo run --release -p fiber_mysql --example query_bench`
 //! (starts a private MariaDB; or set FIBERSTACK_TEST_DATABASE_URL).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,6 +14,19 @@ use mysql::prelude::Queryable;
 
 const RUN: Duration = Duration::from_secs(2);
 const CONCURRENCY: usize = 32;
+
+/// Lets the callers run for RUN, stops and joins them; returns queries/s.
+fn rate_after_run(
+    started: Instant,
+    count: &AtomicU64,
+    stop: &AtomicBool,
+    join: impl FnOnce(),
+) -> f64 {
+    std::thread::sleep(RUN);
+    stop.store(true, Ordering::Relaxed);
+    join();
+    count.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
 
 fn median(mut runs: Vec<f64>) -> f64 {
     runs.sort_by(|a, b| a.total_cmp(b));
@@ -37,12 +50,9 @@ fn fibers(pool: &Pool, callers: usize) -> f64 {
             })
         })
         .collect();
-    std::thread::sleep(RUN);
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().unwrap();
-    }
-    count.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    rate_after_run(started, &count, &stop, || {
+        handles.into_iter().for_each(|h| h.join().unwrap())
+    })
 }
 
 /// The `mysql` crate on plain OS threads, one connection each.
@@ -65,12 +75,9 @@ fn plain_threads(url: &str, threads: usize) -> f64 {
             })
         })
         .collect();
-    std::thread::sleep(RUN);
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().unwrap();
-    }
-    count.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    rate_after_run(started, &count, &stop, || {
+        handles.into_iter().for_each(|h| h.join().unwrap())
+    })
 }
 
 fn main() {

@@ -3,7 +3,7 @@
 //! the plain system allocator (on and off fibers, with 1 and 16 pools
 //! alive), and the resident memory of 10,000 idle fibers with 64 KiB stacks.
 //!
-//! Run with: `cargo run --release -p fiber_pool --example bench`
+//! Run with: `cargo run --release -p fiber_pool --example pool_bench`
 //! (`-- alloc` for the allocator figures only, `-- run` for `pool.run` only).
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -149,16 +149,7 @@ fn main() {
         }
     }
     if what == "run" {
-        for every in [0u32, 16] {
-            let pool = FiberPool::new(PoolConfig {
-                size: 8,
-                measure_every: every,
-                ..PoolConfig::default()
-            })
-            .unwrap();
-            let run = per_op(move || pool.run("empty", || ()).unwrap());
-            println!("pool.run, empty job, measure_every = {every:<2}: {run:>9.2?}");
-        }
+        run_costs(&[0, 16]);
         return;
     }
     let spawn = per_op(|| may::go!(|| ()).join().unwrap());
@@ -171,16 +162,7 @@ fn main() {
         "may::go! spawn + join, empty:            {:>9.2?} (from the main thread)",
         start.elapsed() / OPS
     );
-    for every in [0u32, 1, 16] {
-        let pool = FiberPool::new(PoolConfig {
-            size: 8,
-            measure_every: every,
-            ..PoolConfig::default()
-        })
-        .unwrap();
-        let run = per_op(move || pool.run("empty", || ()).unwrap());
-        println!("pool.run, empty job, measure_every = {every:<2}: {run:>9.2?}");
-    }
+    run_costs(&[0, 1, 16]);
 
     // The same 10,000 sleeping coroutines without a pool first, so that may's
     // own memory (its cache of finished coroutines, timers) is in the baseline.
@@ -222,4 +204,18 @@ fn main() {
         used.saturating_sub(before),
         pool.stats().peak_stack_bytes,
     );
+}
+
+/// The cost of `pool.run` for an empty job, at each sampling rate of the stack mark.
+fn run_costs(rates: &[u32]) {
+    for &every in rates {
+        let pool = FiberPool::new(PoolConfig {
+            size: 8,
+            measure_every: every,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        let run = per_op(move || pool.run("empty", || ()).unwrap());
+        println!("pool.run, empty job, measure_every = {every:<2}: {run:>9.2?}");
+    }
 }
