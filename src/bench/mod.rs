@@ -1,11 +1,11 @@
 //! `fiberstack bench`: the fiber server and its async twin, measured side by side in
-//! one run, by the same load tools, against the same private MariaDB.
+//! one run, by the same load tools, against identical private MariaDBs.
 //!
 //! ```text
-//! one MariaDB (max_connections for the largest pool)
 //! for each round:                          (A/B order flips every round)
 //!   for each settings group (scenario.rs):
-//!     for each runtime: start `fiberstack serve --runtime X` (process.rs), idle RSS,
+//!     for each runtime: a fresh MariaDB (max_connections for the group's pool),
+//!       start `fiberstack serve --runtime X` (process.rs), idle RSS,
 //!       for each scenario: warm up, then ab or wrk (load.rs) while sampling RSS and CPU
 //!       stop it (SIGTERM)
 //! medians over rounds, bounds (bounds.rs) -> table (report.rs), chart (chart.rs)
@@ -105,19 +105,6 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
     let dir = args.out.join(timestamp(SystemTime::now()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
 
-    let largest_pool = scenarios
-        .iter()
-        .map(|s| s.settings.db_pool)
-        .max()
-        .unwrap_or(1);
-    eprintln!("bench: starting a private MariaDB for pools of up to {largest_pool}");
-    let db = MariaDb::start(LaunchConfig {
-        max_connections: largest_pool + CONNECTION_HEADROOM,
-        ..LaunchConfig::default()
-    })
-    .map_err(|e| format!("cannot start the private MariaDB: {e}"))?;
-    let url = db.url();
-
     let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 }) as usize;
     let groups = scenario::groups(&scenarios);
     let total = rounds * 2 * scenarios.len();
@@ -134,8 +121,11 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
         for (settings, list) in &groups {
             for runtime in order {
                 let log = dir.join(format!("server-{runtime}.log"));
+                // A fresh MariaDB for every server: one that just carried another
+                // group's thousands of connections and sleeps slowed what ran next.
+                let db = fresh_database(settings.db_pool)?;
                 let server =
-                    ServerProcess::start(&exe, runtime, &url, *settings, args.workers, &log)?;
+                    ServerProcess::start(&exe, runtime, &db.url(), *settings, args.workers, &log)?;
                 if round == 0
                     && !banners
                         .iter()
@@ -164,11 +154,11 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                     samples.entry((s.name, runtime)).or_default().push(sample);
                 }
                 server.stop()?;
+                drop(db);
             }
         }
     }
     progress.done(started.elapsed());
-    drop(db);
 
     let mut rows = Vec::new();
     for s in &scenarios {
@@ -207,6 +197,16 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
     write(&dir.join("bench.md"), &md)?;
     write(&dir.join("bench.svg"), &chart::svg(&rows, &title))?;
     Ok(Outcome { dir, rows, table })
+}
+
+/// A private MariaDB sized for a pool of `db_pool` (from the template datadir: about
+/// 0.2 s).
+fn fresh_database(db_pool: usize) -> Result<MariaDb, String> {
+    MariaDb::start(LaunchConfig {
+        max_connections: db_pool + CONNECTION_HEADROOM,
+        ..LaunchConfig::default()
+    })
+    .map_err(|e| format!("cannot start a private MariaDB: {e}"))
 }
 
 /// One scenario on a running server: warm-up, then the load while RSS and CPU are
