@@ -319,10 +319,9 @@ fn spawn_connection(
 /// serves every such connection (with `Connection: close`) before it closes the port,
 /// instead of letting the close reset them.
 fn pending(listener: &TcpListener) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use fiber_pool::net::{poll_now, PollFlags};
     use std::os::fd::AsFd;
-    let mut fds = [PollFd::new(listener.inner().as_fd(), PollFlags::POLLIN)];
-    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+    poll_now(listener.inner().as_fd(), PollFlags::POLLIN).is_ok_and(|ready| !ready.is_empty())
 }
 
 /// Answer a connection over the limit with a 503 and close it.

@@ -1,4 +1,5 @@
-//! Opening a `may::net::TcpStream` without may's own connect, which races.
+//! Sockets outside may's wait machinery: a connect that avoids may's racy one, and the
+//! zero-timeout readiness check it and the server's accept loop use.
 //!
 //! may 0.3.51 parks a connecting coroutine on an event source that lives on that
 //! coroutine's stack, and reads the source again *after* publishing the coroutine to the
@@ -20,10 +21,13 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+pub use nix::poll::PollFlags;
+use nix::poll::{poll, PollFd, PollTimeout};
 use socket2::{Domain, Protocol, Socket, Type};
 
 /// The longest sleep between two looks at a connect in progress.
@@ -92,27 +96,21 @@ fn wait_connected(socket: &Socket, deadline: Instant, timeout: Duration) -> io::
     }
 }
 
-/// Has the connect finished (either way)? `poll(2)` with a zero timeout: never blocks.
+/// Has the connect finished (either way)?
 fn writable(socket: &Socket) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: socket.as_raw_fd(),
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: `pfd` is one valid pollfd that lives across the call, and the count is 1;
-    // the zero timeout makes the call return at once.
-    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
-    match n {
-        -1 => {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                Ok(false)
-            } else {
-                Err(e)
-            }
-        }
-        0 => Ok(false),
-        _ => Ok(pfd.revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0),
+    let finished = PollFlags::POLLOUT | PollFlags::POLLERR | PollFlags::POLLHUP;
+    Ok(poll_now(socket.as_fd(), PollFlags::POLLOUT)?.intersects(finished))
+}
+
+/// The events of `events` (plus POLLERR, POLLHUP) that `fd` has now, by `poll(2)` with a
+/// zero timeout: it never blocks, so it is safe on may workers and fibers. Empty when
+/// none, or when a signal interrupted the call.
+pub fn poll_now(fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<PollFlags> {
+    let mut fds = [PollFd::new(fd, events)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(0) | Err(Errno::EINTR) => Ok(PollFlags::empty()),
+        Ok(_) => Ok(fds[0].revents().unwrap_or(PollFlags::empty())),
+        Err(e) => Err(e.into()),
     }
 }
 
