@@ -17,7 +17,7 @@ use fiberstack::config::ServeConfig;
 /// The shared test database (FIBERSTACK_TEST_DATABASE_URL, or one private MariaDB for
 /// this test binary), so both servers read the same rows.
 fn database_url() -> String {
-    fiber_mysql::launcher::test_database_opts()
+    fiber_mysql::testing::test_database_opts()
         .unwrap_or_else(|e| panic!("no test database: {e}"))
         .url()
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fiber_mysql::{launcher, Conn, Driver, Pool, PoolConfig};
+use fiber_mysql::{Conn, Driver, Pool, PoolConfig};
 use mysql::prelude::Queryable;
 
 const RUN: Duration = Duration::from_secs(2);
@@ -82,7 +82,7 @@ fn plain_threads(url: &str, threads: usize) -> f64 {
 
 fn main() {
     may::config().set_workers(2);
-    let opts = launcher::test_database_opts().expect("database");
+    let opts = fiber_mysql::testing::test_database_opts().expect("database");
     let url = format!(
         "{}?prefer_socket=false",
         opts.url().split('?').next().unwrap()

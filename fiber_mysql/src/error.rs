@@ -137,9 +137,9 @@ impl fmt::Display for Error {
                  {max_connections} (one more is kept free for KILL QUERY): lower the pool size \
                  to at most {} or raise max_connections \
                  (SET GLOBAL max_connections = {}; or mariadbd --max-connections={})",
-                max_connections.saturating_sub(1),
-                pool + 10,
-                pool + 10
+                max_connections.saturating_sub(crate::pool::KILL_HEADROOM),
+                pool + crate::launcher::CONNECTION_HEADROOM,
+                pool + crate::launcher::CONNECTION_HEADROOM
             ),
             Error::Params(what) => write!(f, "bad statement parameters: {what}"),
             Error::Url(what) => write!(

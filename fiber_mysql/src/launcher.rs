@@ -5,6 +5,12 @@
 //! the database and a password-protected application user, and runs the
 //! caller's `init_sql` (schema and seed).
 //!
+//! ## Private to this user
+//! Who may log in is in [`crate::accounts`]: no account reachable over TCP is
+//! without a password, and the administrator comes in only through the unix socket.
+//! The directories (template, data, socket, log) are in [`crate::private_dir`]:
+//! 0700, created by us and checked, never taken over from another user.
+//!
 //! ## Cleanup, even after SIGKILL
 //! `mariadbd` runs under a tiny `sh` supervisor (in its own process group, so
 //! a terminal's Ctrl-C reaches only us) whose stdin is a pipe from this
@@ -14,25 +20,29 @@
 //! directory. No signal handler and no `pre_exec` in our process are needed.
 //!
 //! ## Speed
-//! `mariadb-install-db` takes about 0.7 s. It runs once per machine into a
-//! template directory (`$TMPDIR/fiberstack-mariadb-template-*`, kept); each
-//! server then starts from a copy of it (tens of milliseconds).
+//! `mariadb-install-db` takes about 0.7 s. It runs once per user and server
+//! binary into a template directory (`$XDG_CACHE_HOME/fiberstack/mariadb-*` or
+//! `~/.cache/fiberstack/mariadb-*`, kept); each server then starts from a copy of
+//! it (tens of milliseconds). The template is installed in a fresh 0700 staging
+//! directory and renamed into place, so a half-written one is never seen.
 //!
 //! These functions block the calling thread (start-up code): call them from
 //! `main` or a test, not from inside a fiber that serves traffic.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use mysql::prelude::Queryable;
+
+use crate::accounts::{self, ADMIN_USER};
 use crate::error::{Error, Result};
 use crate::opts::Opts;
-use crate::Conn;
+use crate::private_dir::{self, random_hex};
 
 /// Small InnoDB files: a data directory of about 25 MB instead of 126 MB.
 const INNODB_FILES: [&str; 2] = [
@@ -41,6 +51,13 @@ const INNODB_FILES: [&str; 2] = [
 ];
 /// Room above the pool for the KILL QUERY connection, admin sessions and tests.
 pub const CONNECTION_HEADROOM: usize = 20;
+/// The pool size [`LaunchConfig::default`] makes room for.
+pub const DEFAULT_POOL_ROOM: usize = 250;
+/// `--back-log` (the listen queue) above `--max-connections`: the auto-sized back_log
+/// (150) overflowed when a whole pool connected at once (see docs/FACTS.md).
+const BACK_LOG_ABOVE_MAX_CONNECTIONS: usize = 50;
+/// Bumped when the way templates are made changes, so old ones are not reused.
+const TEMPLATE_FORMAT: u32 = 2;
 /// How often we knock while waiting for the server to answer.
 const READY_POLL: Duration = Duration::from_millis(20);
 
@@ -53,7 +70,7 @@ pub struct LaunchConfig {
     pub init_sql: Vec<String>,
     /// The database to create and connect to.
     pub db_name: String,
-    /// The application user (gets all privileges on `db_name` only).
+    /// The application user (gets [`accounts::APP_PRIVILEGES`] on `db_name` only).
     pub user: String,
     /// Longest wait for the server to answer after start.
     pub startup_timeout: Duration,
@@ -64,7 +81,7 @@ pub struct LaunchConfig {
 impl Default for LaunchConfig {
     fn default() -> Self {
         LaunchConfig {
-            max_connections: 250 + CONNECTION_HEADROOM,
+            max_connections: DEFAULT_POOL_ROOM + CONNECTION_HEADROOM,
             init_sql: Vec::new(),
             db_name: "fiberstack".into(),
             user: "app".into(),
@@ -83,6 +100,9 @@ pub struct MariaDb {
     port: u16,
     pid: u32,
     password: String,
+    admin_password: String,
+    /// The OS user name, the administrator through the socket.
+    os_user: String,
     cfg: LaunchConfig,
 }
 
@@ -96,12 +116,19 @@ impl std::fmt::Debug for MariaDb {
     }
 }
 
+/// The server's log, inside the 0700 data directory.
+const LOG_FILE: &str = "mariadbd.log";
+
 /// The supervisor. `$1` is the data directory, the rest is mariadbd's argv.
+/// `umask 077` and mariadbd's own `UMASK`/`UMASK_DIR` (its defaults are 0660/0700):
+/// the log and the server's files are the owner's alone.
 const SUPERVISOR: &str = r#"
+umask 077
+export UMASK=0600 UMASK_DIR=0700
 dir=$1; shift
-start() { "$@" </dev/null >>"$dir.log" 2>&1 & pid=$!; echo "started $pid"; }
+start() { "$@" </dev/null >>"$dir/mariadbd.log" 2>&1 & pid=$!; echo "started $pid"; }
 stop() { kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
-cleanup() { stop; rm -rf "$dir" "$dir.log"; exit 0; }
+cleanup() { stop; rm -rf "$dir"; exit 0; }
 trap cleanup TERM HUP
 start "$@"
 while read -r cmd; do
@@ -136,11 +163,15 @@ impl MariaDb {
                 )
             })?,
         };
-        let dir = unique_dir()?;
-        copy_template(&mariadbd, &dir)?;
+        let os_user = accounts::os_user()?;
+        let dir = private_dir::create_unique(&std::env::temp_dir(), "fiberstack-mariadb")?;
+        if let Err(e) = copy_template(&mariadbd, &os_user, &dir) {
+            let _ = fs::remove_dir_all(&dir);
+            return Err(e);
+        }
         let port = free_port()?;
-        let mut password = random_hex(12)?;
-        password.insert_str(0, "fs-");
+        let password = format!("fs-{}", random_hex(12)?);
+        let admin_password = format!("fs-{}", random_hex(12)?);
 
         let mut args: Vec<String> = vec![
             mariadbd.display().to_string(),
@@ -151,7 +182,10 @@ impl MariaDb {
             format!("--port={port}"),
             "--bind-address=127.0.0.1".into(),
             format!("--max-connections={}", cfg.max_connections),
-            format!("--back-log={}", cfg.max_connections + 50),
+            format!(
+                "--back-log={}",
+                cfg.max_connections + BACK_LOG_ABOVE_MAX_CONNECTIONS
+            ),
             "--thread-handling=pool-of-threads".into(),
             "--skip-log-bin".into(),
             "--skip-name-resolve".into(),
@@ -185,11 +219,13 @@ impl MariaDb {
             port,
             pid: 0,
             password,
+            admin_password,
+            os_user,
             cfg,
         };
         db.pid = db.expect_started()?;
-        db.wait_ready()?;
-        db.initialize()?;
+        let admin = db.wait_ready()?;
+        db.initialize(admin)?;
         Ok(db)
     }
 
@@ -223,15 +259,13 @@ impl MariaDb {
         writeln!(pipe, "{cmd}").map_err(|e| Error::Launch(format!("supervisor gone: {e}")))
     }
 
-    /// Waits until root can log in over TCP, or the process died, or timeout.
-    fn wait_ready(&mut self) -> Result<()> {
+    /// Waits until the administrator can log in through the socket, or the process
+    /// died, or timeout. Returns that connection.
+    fn wait_ready(&mut self) -> Result<mysql::Conn> {
         let started = Instant::now();
-        let mut opts = self.admin_opts();
-        opts.db = None;
-        opts.connect_timeout = Duration::from_secs(1);
         loop {
-            match Conn::connect(&opts) {
-                Ok(_) => return Ok(()),
+            match accounts::admin_via_socket(&self.socket(), &self.os_user) {
+                Ok(conn) => return Ok(conn),
                 Err(e) if started.elapsed() > self.cfg.startup_timeout => {
                     return Err(Error::Launch(format!(
                         "no answer within {:?} ({e}); server log:\n{}",
@@ -250,26 +284,29 @@ impl MariaDb {
         }
     }
 
-    fn initialize(&mut self) -> Result<()> {
-        let mut admin_opts = self.admin_opts();
-        admin_opts.db = None;
-        let mut root = Conn::connect(&admin_opts)?;
+    fn initialize(&mut self, mut admin: mysql::Conn) -> Result<()> {
         let db = quote_ident(&self.cfg.db_name);
-        root.query(&format!("CREATE DATABASE IF NOT EXISTS {db}"))?;
-        root.query(&format!(
-            "CREATE USER IF NOT EXISTS '{}'@'%' IDENTIFIED BY '{}'",
-            self.cfg.user, self.password
-        ))?;
-        root.query(&format!(
-            "GRANT ALL PRIVILEGES ON {db}.* TO '{}'@'%'",
-            self.cfg.user
-        ))?;
-        root.query(&format!("USE {db}"))?;
+        accounts::set_up(
+            &mut admin,
+            &db,
+            &self.cfg.user,
+            &self.password,
+            &self.admin_password,
+        )?;
+        admin
+            .query_drop(format!("USE {db}"))
+            .map_err(|e| Error::Launch(e.to_string()))?;
         for sql in &self.cfg.init_sql {
-            root.query(sql)
+            admin
+                .query_drop(sql)
                 .map_err(|e| Error::Launch(format!("init_sql failed: {e}\nstatement: {sql}")))?;
         }
         Ok(())
+    }
+
+    /// The unix socket, inside the 0700 data directory.
+    fn socket(&self) -> PathBuf {
+        self.dir.join("sock")
     }
 
     /// The application user's options (password-protected, `db_name` selected).
@@ -280,9 +317,11 @@ impl MariaDb {
         opts
     }
 
-    /// root (no password, all privileges), for tests and administration.
+    /// All privileges over TCP, for tests and administration: [`ADMIN_USER`] with its
+    /// own random password (root logs in only through the unix socket).
     pub fn admin_opts(&self) -> Opts {
-        let mut opts = Opts::new("127.0.0.1", self.port, "root");
+        let mut opts = Opts::new("127.0.0.1", self.port, ADMIN_USER);
+        opts.password = self.admin_password.clone();
         opts.db = Some(self.cfg.db_name.clone());
         opts
     }
@@ -318,7 +357,7 @@ impl MariaDb {
     pub fn start_server(&mut self) -> Result<()> {
         self.command("start")?;
         self.pid = self.expect_started()?;
-        self.wait_ready()
+        self.wait_ready().map(drop)
     }
 
     /// Kill and start again, for outage tests.
@@ -336,7 +375,7 @@ impl MariaDb {
     }
 
     fn log_tail(&self) -> String {
-        let log = fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default();
+        let log = fs::read_to_string(self.dir.join(LOG_FILE)).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(15)..].join("\n")
     }
@@ -362,9 +401,7 @@ fn find_program(name: &str, extra_dirs: &[&str]) -> Option<PathBuf> {
 }
 
 fn is_root() -> bool {
-    fs::metadata("/proc/self")
-        .map(|m| m.uid() == 0)
-        .unwrap_or(false)
+    private_dir::uid() == 0
 }
 
 fn process_alive(pid: u32) -> bool {
@@ -388,52 +425,41 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
-fn random_hex(bytes: usize) -> Result<String> {
-    let mut buf = vec![0u8; bytes];
-    fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .map_err(|e| Error::Launch(format!("/dev/urandom: {e}")))?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-fn unique_dir() -> Result<PathBuf> {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!(
-        "fiberstack-mariadb-{}-{n}-{}",
-        std::process::id(),
-        random_hex(3)?
-    ));
-    Ok(dir)
-}
-
-/// Copies the per-machine template data directory to `dir`, creating the
-/// template first if needed (see "Speed" in the module comment).
-fn copy_template(mariadbd: &Path, dir: &Path) -> Result<()> {
+/// Copies this user's template data directory into the (empty, private) `dir`,
+/// creating the template first if needed (see "Speed" in the module comment).
+fn copy_template(mariadbd: &Path, os_user: &str, dir: &Path) -> Result<()> {
     let meta = fs::metadata(mariadbd)
         .map_err(|e| Error::Launch(format!("{}: {e}", mariadbd.display())))?;
     // Keyed by the binary, so an upgraded server gets a fresh template.
-    let key = format!("{:x}-{:x}", meta.len(), meta.mtime());
-    let template = std::env::temp_dir().join(format!(
-        "fiberstack-mariadb-template-{}-{key}",
-        fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
-    ));
-    if !template.join("ready").exists() {
-        let staging = PathBuf::from(format!("{}.tmp-{}", template.display(), random_hex(4)?));
-        install_db(&staging)?;
-        fs::write(staging.join("ready"), b"")
-            .map_err(|e| Error::Launch(format!("template: {e}")))?;
-        // Another process may have won the race: then keep theirs.
+    let name = format!(
+        "mariadb-v{TEMPLATE_FORMAT}-{:x}-{:x}",
+        meta.len(),
+        meta.mtime()
+    );
+    let cache = private_dir::cache_dir()?;
+    let template = cache.path.join(name);
+    if fs::symlink_metadata(&template).is_err() {
+        let staging = private_dir::create_unique(&cache.path, "staging")?;
+        if let Err(e) = install_db(&staging, os_user) {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+        // Another process may have won the race: then keep theirs (checked below).
         if fs::rename(&staging, &template).is_err() {
             let _ = fs::remove_dir_all(&staging);
         }
     }
+    private_dir::verify_tree(&template)?;
+    // `template/.`: the contents, into the directory we created (cp -a keeps 0700).
     let status = Command::new("cp")
         .arg("-a")
-        .arg(&template)
+        .arg(template.join("."))
         .arg(dir)
         .status()
         .map_err(|e| Error::Launch(format!("cp: {e}")))?;
+    if cache.throwaway {
+        let _ = fs::remove_dir_all(&cache.path);
+    }
     if !status.success() {
         return Err(Error::Launch(format!(
             "could not copy {} to {}",
@@ -441,11 +467,11 @@ fn copy_template(mariadbd: &Path, dir: &Path) -> Result<()> {
             dir.display()
         )));
     }
-    let _ = fs::remove_file(dir.join("ready"));
-    Ok(())
+    // Checked after the copy, not assumed.
+    private_dir::verify_private(dir)
 }
 
-fn install_db(dir: &Path) -> Result<()> {
+fn install_db(dir: &Path, os_user: &str) -> Result<()> {
     let install =
         find_program("mariadb-install-db", &["/usr/bin", "/usr/sbin"]).ok_or_else(|| {
             Error::Launch(
@@ -454,10 +480,17 @@ fn install_db(dir: &Path) -> Result<()> {
                 .into(),
         )
         })?;
-    let mut cmd = Command::new(install);
+    // Under `umask 077` (a shell, as we have no umask call): files only we can read.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "umask 077 && exec \"$0\" \"$@\""])
+        .arg(install)
+        .envs([("UMASK", "0600"), ("UMASK_DIR", "0700")]);
+    // The default root authentication, `unix_socket`, for root and for us
+    // (see crate::accounts); no TCP root accounts; no test database.
     cmd.arg("--no-defaults")
         .arg(format!("--datadir={}", dir.display()))
-        .arg("--auth-root-authentication-method=normal")
+        .arg(format!("--auth-root-socket-user={os_user}"))
+        .arg("--skip-name-resolve")
         .arg("--skip-test-db")
         .args(INNODB_FILES)
         .stdin(Stdio::null());
@@ -468,7 +501,6 @@ fn install_db(dir: &Path) -> Result<()> {
         .output()
         .map_err(|e| Error::Launch(format!("mariadb-install-db: {e}")))?;
     if !out.status.success() {
-        let _ = fs::remove_dir_all(dir);
         return Err(Error::Launch(format!(
             "mariadb-install-db failed: {}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -476,34 +508,4 @@ fn install_db(dir: &Path) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The environment variable naming an existing server for the tests.
-pub const TEST_DATABASE_URL_ENV: &str = "FIBERSTACK_TEST_DATABASE_URL";
-/// `max_connections` of the per-process test server.
-pub const TEST_SERVER_MAX_CONNECTIONS: usize = 300;
-
-/// Options for tests that do not stop the server: the server named by
-/// `FIBERSTACK_TEST_DATABASE_URL` if set (one server shared by a whole test
-/// run), else a private server started once per process. That server is
-/// never dropped; the supervisor removes it when the process exits.
-/// Tests that kill or restart the server start their own [`MariaDb`].
-pub fn test_database_opts() -> Result<Opts> {
-    static SERVER: std::sync::OnceLock<std::result::Result<MariaDb, String>> =
-        std::sync::OnceLock::new();
-    if let Ok(url) = std::env::var(TEST_DATABASE_URL_ENV) {
-        return Opts::from_url(&url);
-    }
-    let server = SERVER.get_or_init(|| {
-        MariaDb::start(LaunchConfig {
-            max_connections: TEST_SERVER_MAX_CONNECTIONS,
-            db_name: "fiberstack_test".into(),
-            ..LaunchConfig::default()
-        })
-        .map_err(|e| e.to_string())
-    });
-    match server {
-        Ok(server) => Ok(server.opts()),
-        Err(e) => Err(Error::Launch(e.clone())),
-    }
 }

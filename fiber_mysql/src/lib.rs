@@ -8,6 +8,9 @@
 //! - `conn`: TCP, handshake, packet I/O, timeouts, poisoning ([`Conn`]);
 //! - `auth`: mysql_native_password and caching_sha2_password exchanges;
 //! - [`launcher`]: a private MariaDB for the demo and tests ([`launcher::MariaDb`]);
+//! - [`accounts`]: who may log in to it (no passwordless account over TCP);
+//! - `private_dir`: its 0700 template and data directories, checked before use;
+//! - `testing` (feature `testing`): the shared test server, for tests only;
 //! - [`pool`]: FIFO pool over either driver ([`Pool`], [`PooledConn`], [`Driver`]);
 //! - [`threads`]: the comparison driver, `mysql::Conn` on one OS thread per connection;
 //! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
@@ -16,14 +19,18 @@
 //! mysql_common 0.37, the version the `mysql` crate 28 uses, so one copy builds.
 #![forbid(unsafe_code)]
 
+pub mod accounts;
 mod auth;
 mod conn;
 pub mod error;
 pub mod launcher;
 pub mod opts;
 pub mod pool;
+mod private_dir;
 mod query;
 mod stream;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod threads;
 
 pub use conn::Conn;

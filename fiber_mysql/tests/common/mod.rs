@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use fiber_mysql::launcher::{self, LaunchConfig, MariaDb};
+use fiber_mysql::launcher::{LaunchConfig, MariaDb};
 use fiber_mysql::{Driver, Opts, Pool, PoolConfig};
 
 /// The shared test server (FIBERSTACK_TEST_DATABASE_URL or one per process).
 pub fn opts() -> Opts {
-    launcher::test_database_opts().expect("test database")
+    fiber_mysql::testing::test_database_opts().expect("test database")
 }
 
 /// A private server for tests that kill or restart it.
