@@ -88,6 +88,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
     let addr = listener
         .local_addr()
         .map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
+    warn_if_exposed(addr);
     let (self_widgets, upstream) = own_urls(cfg, addr)?;
     let http_stats = Arc::new(HttpStats::default());
     let state = Arc::new(AppState {
@@ -171,6 +172,24 @@ pub fn own_urls(cfg: &ServeConfig, bound: SocketAddr) -> Result<(Url, Url), Star
             .map_err(|e| fail(e.to_string()))?,
     };
     Ok((self_widgets, upstream))
+}
+
+/// One line on stderr when the listener is reachable from other machines (both runtimes).
+pub fn warn_if_exposed(addr: SocketAddr) {
+    if let Some(warning) = exposure_warning(addr) {
+        eprintln!("{warning}");
+    }
+}
+
+/// The warning for a listener bound to `addr`, if it is not loopback.
+pub fn exposure_warning(addr: SocketAddr) -> Option<String> {
+    (!addr.ip().is_loopback()).then(|| {
+        format!(
+            "fiberstack: warning: listening on {addr}, not loopback: /deep and /stats are \
+             diagnostic routes (stack overflows on demand, internals) reachable by anyone who \
+             can reach this port"
+        )
+    })
 }
 
 /// An address this machine can connect to for a listener bound at `addr`.

@@ -457,3 +457,15 @@ fn a_cache_home_owned_by_another_user_is_not_used() {
     let _ = fs::remove_dir_all(&tmp);
     let _ = fs::remove_dir_all(&cache);
 }
+
+#[test]
+fn a_non_loopback_bind_is_warned_about_the_diagnostic_routes() {
+    use fiberstack::start::exposure_warning;
+    for exposed in ["0.0.0.0:8080", "[::]:80", "192.168.1.5:3000"] {
+        let w = exposure_warning(exposed.parse().unwrap()).expect(exposed);
+        assert!(w.contains("/deep") && w.contains("/stats"), "{w}");
+    }
+    for local in ["127.0.0.1:8080", "[::1]:80"] {
+        assert_eq!(exposure_warning(local.parse().unwrap()), None);
+    }
+}

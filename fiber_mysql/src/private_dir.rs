@@ -208,3 +208,55 @@ fn refusal(path: &Path, why: &str) -> Error {
         path.display()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = create_unique(&std::env::temp_dir(), name).unwrap();
+        assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        dir
+    }
+
+    #[test]
+    fn a_symlinked_or_open_directory_is_refused() {
+        let dir = scratch("fiberstack-pd-test");
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let err = verify_private(&link).unwrap_err().to_string();
+        assert!(
+            err.contains("is a symlink") && err.contains("rm -rf"),
+            "{err}"
+        );
+        let open = dir.join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(verify_private(&open)
+            .unwrap_err()
+            .to_string()
+            .contains("mode 755"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_tree_with_a_symlink_deep_inside_is_refused() {
+        let dir = scratch("fiberstack-pd-test");
+        fs::create_dir_all(dir.join("a/b")).unwrap();
+        verify_tree(&dir).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("a/b/user.MAD")).unwrap();
+        let err = verify_tree(&dir).unwrap_err().to_string();
+        assert!(err.contains("holds a symlink"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_existing_name_is_never_reused_as_a_data_dir() {
+        // mkdir fails on anything in place, a symlink to a directory included.
+        let dir = scratch("fiberstack-pd-test");
+        let link = dir.join("planted");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(fs::DirBuilder::new().mode(0o700).create(&link).is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

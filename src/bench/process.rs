@@ -52,7 +52,9 @@ impl ServerProcess {
             .arg("serve")
             .args(["--runtime", &runtime.to_string()])
             .args(["--bind", "127.0.0.1:0"])
-            .args(["--database-url", database_url])
+            // In the environment, not argv: the URL holds the password, and argv is
+            // visible to every user in `ps`.
+            .env("DATABASE_URL", database_url)
             .args(["--fibers", &settings.fibers.to_string()])
             .args(["--db-pool", &settings.db_pool.to_string()])
             .args(["--queue", &settings.queue.to_string()])

@@ -79,6 +79,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         let addr = listener
             .local_addr()
             .map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
+        crate::start::warn_if_exposed(addr);
         let (self_widgets, upstream) = own_urls(cfg, addr)?;
         let http_stats = Arc::new(HttpStats::default());
         let state = Arc::new(TwinState {
