@@ -473,3 +473,34 @@ fn a_non_loopback_bind_is_warned_about_the_diagnostic_routes() {
         assert_eq!(exposure_warning(local.parse().unwrap()), None);
     }
 }
+
+/// `serve` with a database URL whose password must not show, good or malformed.
+#[test]
+fn a_database_url_password_never_shows_in_errors() {
+    let tmp = scratch("url-tmp");
+    for url in [
+        "mysql://app:Sekr3tPw@127.0.0.1:1/fiberstack",
+        "mysql://app:Sekr3tPw%zz@127.0.0.1:3306/fiberstack",
+        "mysql://app:Sekr3tPw%ff%fe@127.0.0.1:3306/fiberstack",
+        "mysql://app:Sekr3t/Pw@127.0.0.1:3306/fiberstack",
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_fiberstack"))
+            .args(["serve", "--bind", "127.0.0.1:0", "--db-pool", "2"])
+            .env("DATABASE_URL", url)
+            .env("TMPDIR", &tmp)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{url}: {text}");
+        assert!(
+            !text.contains("Sekr3t") && !text.contains("Pw"),
+            "{url}: {text}"
+        );
+    }
+    let _ = fs::remove_dir_all(&tmp);
+}

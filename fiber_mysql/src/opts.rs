@@ -197,7 +197,7 @@ fn split_host_port(hostport: &str) -> Result<(String, u16)> {
     let port = match port {
         Some(p) => p
             .parse()
-            .map_err(|_| Error::Url(format!("port `{p}` is not a number")))?,
+            .map_err(|_| Error::Url("the port is not a number".into()))?,
         None => 3306,
     };
     Ok((host.to_string(), port))
@@ -219,6 +219,14 @@ fn resolve_once(host: &str, port: u16) -> Result<String> {
         .ok_or_else(|| Error::Url(format!("`{host}` resolves to no address")))
 }
 
+/// Never echoes the text: it may be the password (so may a port, if a `/` in the
+/// password ended the authority early).
+fn bad_escape() -> String {
+    "a `%` in the user, password or database is not followed by two hex digits of UTF-8 \
+     (write `%25` for a literal %)"
+        .into()
+}
+
 fn percent_decode(s: &str) -> Result<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -228,7 +236,7 @@ fn percent_decode(s: &str) -> Result<String> {
             let hex = s
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| Error::Url(format!("bad percent escape in `{s}`")))?;
+                .ok_or_else(|| Error::Url(bad_escape()))?;
             out.push(hex);
             i += 3;
         } else {
@@ -236,7 +244,7 @@ fn percent_decode(s: &str) -> Result<String> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| Error::Url(format!("`{s}` is not UTF-8 once decoded")))
+    String::from_utf8(out).map_err(|_| Error::Url(bad_escape()))
 }
 
 fn percent_encode(s: &str) -> String {
