@@ -504,3 +504,18 @@ fn a_database_url_password_never_shows_in_errors() {
     }
     let _ = fs::remove_dir_all(&tmp);
 }
+
+#[test]
+fn a_tmpdir_anyone_can_write_without_the_sticky_bit_is_refused() {
+    let tmp = scratch("open-tmp");
+    let cache = scratch("open-cache");
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o777)).unwrap();
+    let err = run_mariadb(&tmp, &cache).unwrap_err();
+    assert!(
+        err.contains(&format!("{} (owner uid", tmp.display())) && err.contains("TMPDIR"),
+        "{err}"
+    );
+    assert!(fs::read_dir(&tmp).unwrap().next().is_none());
+    let _ = fs::remove_dir_all(&tmp);
+    let _ = fs::remove_dir_all(&cache);
+}

@@ -109,8 +109,14 @@ pub(crate) fn create_unique(parent: &Path, prefix: &str) -> Result<PathBuf> {
     // The mode passed to mkdir is filtered by the umask; set it explicitly, then check.
     fs::set_permissions(&path, fs::Permissions::from_mode(0o700))
         .map_err(|e| Error::Launch(format!("cannot chmod {}: {e}", path.display())))?;
-    verify_private(&path)?;
-    Ok(path)
+    // In a directory others may write to without the sticky bit, they could swap it.
+    match verify_private(&path).and_then(|()| verify_ancestors(&path)) {
+        Ok(()) => Ok(path),
+        Err(e) => {
+            let _ = fs::remove_dir(&path);
+            Err(e)
+        }
+    }
 }
 
 /// `path` is a real directory (not a symlink), owned by this user, mode 0700 or less.
@@ -189,7 +195,8 @@ fn verify_ancestors(path: &Path) -> Result<()> {
         let write_ok = meta.mode() & GROUP_OTHER_WRITE == 0 || meta.mode() & STICKY != 0;
         if !owner_ok || !write_ok {
             return Err(Error::Launch(format!(
-                "{} (owner uid {}, mode {:o}) could be changed by another user",
+                "{} (owner uid {}, mode {:o}) could be changed by another user: point \
+                 TMPDIR (or XDG_CACHE_HOME) at a directory only you can write to",
                 dir.display(),
                 meta.uid(),
                 meta.mode() & 0o7777
