@@ -37,6 +37,28 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A TMPDIR and an XDG_CACHE_HOME for one test, removed when dropped.
+struct Dirs {
+    tmp: PathBuf,
+    cache: PathBuf,
+}
+
+impl Dirs {
+    fn new(name: &str) -> Dirs {
+        Dirs {
+            tmp: scratch(&format!("{name}-tmp")),
+            cache: scratch(&format!("{name}-cache")),
+        }
+    }
+}
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.tmp);
+        let _ = fs::remove_dir_all(&self.cache);
+    }
+}
+
 /// `mariadb -h 127.0.0.1 -P port -u user` with no password, as `OTHER_USER` when
 /// `other` (and we are root), else as ourselves. Returns (logged in, output).
 fn tcp_login(port: u16, user: &str, other: bool) -> (bool, String) {
@@ -256,8 +278,8 @@ fn assert_private_tree(tmp: &Path) {
 
 #[test]
 fn serve_private_mariadb_lets_no_one_in_over_tcp_and_keeps_its_files_private() {
-    let tmp = scratch("serve-tmp");
-    let cache = scratch("serve-cache");
+    let dirs = Dirs::new("serve");
+    let (tmp, cache) = (&dirs.tmp, &dirs.cache);
     let mut serve = fiberstack(
         &[
             "serve",
@@ -268,30 +290,28 @@ fn serve_private_mariadb_lets_no_one_in_over_tcp_and_keeps_its_files_private() {
             "--fibers",
             "8",
         ],
-        &tmp,
-        &cache,
+        tmp,
+        cache,
     );
     let banner = first_line(&mut serve).unwrap_or_else(|e| panic!("serve: {e}"));
     assert!(banner.contains("app:***@"), "password not masked: {banner}");
     let port = port_in(&banner);
     let datadir = datadir_of(port);
-    assert!(datadir.starts_with(&tmp), "{}", datadir.display());
+    assert!(datadir.starts_with(tmp), "{}", datadir.display());
     assert_no_way_in(port, "app");
     assert_admin_only_via_socket(&datadir.join("sock"));
-    assert_private_tree(&tmp);
-    assert_private_tree(&cache);
+    assert_private_tree(tmp);
+    assert_private_tree(cache);
     stop(&mut serve);
     assert!(
-        fs::read_dir(&tmp).unwrap().next().is_none(),
+        fs::read_dir(tmp).unwrap().next().is_none(),
         "left behind under TMPDIR: {:?}",
-        fs::read_dir(&tmp)
+        fs::read_dir(tmp)
             .unwrap()
             .flatten()
             .map(|e| e.path())
             .collect::<Vec<_>>()
     );
-    let _ = fs::remove_dir_all(&tmp);
-    let _ = fs::remove_dir_all(&cache);
 }
 
 /// The tests' and the bench's path: both call `MariaDb::start` (the source check below).
@@ -390,34 +410,30 @@ fn run_mariadb(tmp: &Path, cache: &Path) -> Result<(), String> {
 
 #[test]
 fn a_template_planted_at_the_old_tmp_path_is_not_used() {
-    let tmp = scratch("old-tmp");
-    let cache = scratch("old-cache");
+    let dirs = Dirs::new("old");
+    let (tmp, cache) = (&dirs.tmp, &dirs.cache);
     plant(&tmp.join(old_template_name()));
-    run_mariadb(&tmp, &cache).unwrap();
-    let _ = fs::remove_dir_all(&tmp);
-    let _ = fs::remove_dir_all(&cache);
+    run_mariadb(tmp, cache).unwrap();
 }
 
 #[test]
 fn a_template_planted_in_the_cache_dir_is_refused_with_what_to_delete() {
-    let tmp = scratch("new-tmp");
-    let cache = scratch("new-cache");
+    let dirs = Dirs::new("new");
+    let (tmp, cache) = (&dirs.tmp, &dirs.cache);
     let ours = cache.join("fiberstack");
     plant(&ours.join(template_name()));
-    let err = run_mariadb(&tmp, &cache).unwrap_err();
+    let err = run_mariadb(tmp, cache).unwrap_err();
     assert!(
         err.contains(&format!("refusing to use {}", ours.display()))
             && err.contains(&format!("rm -rf '{}'", ours.display())),
         "{err}"
     );
-    let _ = fs::remove_dir_all(&tmp);
-    let _ = fs::remove_dir_all(&cache);
 }
 
 #[test]
 fn a_template_with_a_symlink_inside_is_refused() {
-    let tmp = scratch("link-tmp");
-    let cache = scratch("link-cache");
+    let dirs = Dirs::new("link");
+    let (tmp, cache) = (&dirs.tmp, &dirs.cache);
     let ours = cache.join("fiberstack");
     let template = ours.join(template_name());
     fs::create_dir_all(template.join("mysql")).unwrap();
@@ -425,13 +441,11 @@ fn a_template_with_a_symlink_inside_is_refused() {
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).unwrap();
     }
     std::os::unix::fs::symlink("/etc/passwd", template.join("mysql/user.MAD")).unwrap();
-    let err = run_mariadb(&tmp, &cache).unwrap_err();
+    let err = run_mariadb(tmp, cache).unwrap_err();
     assert!(
         err.contains(&format!("refusing to use {}", template.display())) && err.contains("symlink"),
         "{err}"
     );
-    let _ = fs::remove_dir_all(&tmp);
-    let _ = fs::remove_dir_all(&cache);
 }
 
 #[test]
@@ -440,26 +454,24 @@ fn a_cache_home_owned_by_another_user_is_not_used() {
         eprintln!("not root: cannot make a directory owned by {OTHER_USER}; not run");
         return;
     }
-    let tmp = scratch("foreign-tmp");
-    let cache = scratch("foreign-cache");
+    let dirs = Dirs::new("foreign");
+    let (tmp, cache) = (&dirs.tmp, &dirs.cache);
     plant(&cache.join("fiberstack").join(template_name()));
     for dir in [cache.join("fiberstack"), cache.clone()] {
         std::os::unix::fs::lchown(dir, Some(OTHER_UID), Some(OTHER_UID)).unwrap();
     }
-    run_mariadb(&tmp, &cache).unwrap();
+    run_mariadb(tmp, cache).unwrap();
     // Nothing of ours was written into their directory.
-    let ours: Vec<_> = walk(&cache)
+    let ours: Vec<_> = walk(cache)
         .into_iter()
         .filter(|(_, m)| m.uid() != OTHER_UID)
         .map(|(p, _)| p)
         .collect();
     assert!(ours.is_empty(), "{ours:?}");
     assert!(
-        fs::read_dir(&tmp).unwrap().next().is_none(),
+        fs::read_dir(tmp).unwrap().next().is_none(),
         "the throwaway template was left behind"
     );
-    let _ = fs::remove_dir_all(&tmp);
-    let _ = fs::remove_dir_all(&cache);
 }
 
 #[test]
@@ -477,7 +489,8 @@ fn a_non_loopback_bind_is_warned_about_the_diagnostic_routes() {
 /// `serve` with a database URL whose password must not show, good or malformed.
 #[test]
 fn a_database_url_password_never_shows_in_errors() {
-    let tmp = scratch("url-tmp");
+    let dirs = Dirs::new("url");
+    let tmp = &dirs.tmp;
     for url in [
         "mysql://app:Sekr3tPw@127.0.0.1:1/fiberstack",
         "mysql://app:Sekr3tPw%zz@127.0.0.1:3306/fiberstack",
@@ -487,7 +500,7 @@ fn a_database_url_password_never_shows_in_errors() {
         let out = Command::new(env!("CARGO_BIN_EXE_fiberstack"))
             .args(["serve", "--bind", "127.0.0.1:0", "--db-pool", "2"])
             .env("DATABASE_URL", url)
-            .env("TMPDIR", &tmp)
+            .env("TMPDIR", tmp)
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -502,20 +515,17 @@ fn a_database_url_password_never_shows_in_errors() {
             "{url}: {text}"
         );
     }
-    let _ = fs::remove_dir_all(&tmp);
 }
 
 #[test]
 fn a_tmpdir_anyone_can_write_without_the_sticky_bit_is_refused() {
-    let tmp = scratch("open-tmp");
-    let cache = scratch("open-cache");
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o777)).unwrap();
-    let err = run_mariadb(&tmp, &cache).unwrap_err();
+    let dirs = Dirs::new("open");
+    let (tmp, cache) = (&dirs.tmp, &dirs.cache);
+    fs::set_permissions(tmp, fs::Permissions::from_mode(0o777)).unwrap();
+    let err = run_mariadb(tmp, cache).unwrap_err();
     assert!(
         err.contains(&format!("{} (owner uid", tmp.display())) && err.contains("TMPDIR"),
         "{err}"
     );
-    assert!(fs::read_dir(&tmp).unwrap().next().is_none());
-    let _ = fs::remove_dir_all(&tmp);
-    let _ = fs::remove_dir_all(&cache);
+    assert!(fs::read_dir(tmp).unwrap().next().is_none());
 }
