@@ -90,3 +90,26 @@ pub fn sleeping_jobs_take_waves(n: usize, k: usize) {
     assert_eq!(stats.completed, (n + k) as u64);
     assert_eq!((stats.busy, stats.queued), (0, 0));
 }
+
+/// Set, only in a child process, to `test_name:mode`: see [`child_mode`].
+const CHILD_ENV: &str = "FIBER_POOL_TEST_CHILD";
+
+/// The mode this process was started in by [`child_command`] for the test
+/// `name`, or `None` in a normal run. A test that needs a child process
+/// calls this first: `Some` means "I am the child: do the child's half and
+/// return", `None` means "I am the test: start the child and assert". So the
+/// child half is not a test of its own that passes by doing nothing.
+pub fn child_mode(name: &str) -> Option<String> {
+    let value = std::env::var(CHILD_ENV).ok()?;
+    let (test, mode) = value.split_once(':')?;
+    (test == name).then(|| mode.to_string())
+}
+
+/// This test binary, set to run only the test `name`, as a child in `mode`
+/// (the env var is set for the child only).
+pub fn child_command(name: &str, mode: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, format!("{name}:{mode}"));
+    cmd
+}
