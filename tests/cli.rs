@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{concurrent_gets, get};
+use common::{concurrent_gets, get, wait_for_stats};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fiberstack");
 
@@ -90,8 +90,16 @@ impl Serve {
         let deadline = Instant::now() + within;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                std::thread::sleep(Duration::from_millis(50));
-                return (status, self.stderr.try_iter().collect());
+                // The reader thread ends at the pipe's EOF, closing the channel.
+                let mut lines = Vec::new();
+                let eof_by = Instant::now() + Duration::from_secs(5);
+                while let Ok(line) = self
+                    .stderr
+                    .recv_timeout(eof_by.saturating_duration_since(Instant::now()))
+                {
+                    lines.push(line);
+                }
+                return (status, lines);
             }
             assert!(Instant::now() < deadline, "did not exit within {within:?}");
             std::thread::sleep(Duration::from_millis(20));
@@ -126,8 +134,16 @@ fn sigterm_finishes_in_flight_requests_then_stops_mariadb() {
     let mariadb = s.mariadb_pid();
     assert!(alive(mariadb));
     let addr = s.addr;
-    let in_flight = std::thread::spawn(move || concurrent_gets(addr, "/widgets?sleep=1", 10));
-    std::thread::sleep(Duration::from_millis(400));
+    // 10 requests that each hold one of the 10 MySQL connections for 3 s; SIGTERM
+    // once /stats shows all 10 holding one (3 s leaves the last to start time
+    // to be seen before the first ends, on a busy machine too).
+    let in_flight = std::thread::spawn(move || concurrent_gets(addr, "/widgets?sleep=3", 10));
+    wait_for_stats(
+        addr,
+        "10 requests in flight",
+        Duration::from_secs(20),
+        |st| st["db"]["in_use"].as_u64() >= Some(10),
+    );
     s.sigterm();
     let (resps, _) = in_flight.join().unwrap();
     assert!(resps.iter().all(|r| r.status == 200), "{resps:?}");
@@ -168,7 +184,13 @@ fn ab_across_a_shutdown_sees_no_failed_accepted_request() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // SIGTERM in the middle of the run: after 50 of the 400 requests.
+    wait_for_stats(
+        s.addr,
+        "50 /widgets answered",
+        Duration::from_secs(30),
+        |st| st["fibers"]["routes"]["widgets"]["runs"].as_u64() >= Some(50),
+    );
     s.sigterm();
     let out = ab.wait_with_output().unwrap();
     let text = format!(

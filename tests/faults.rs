@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{concurrent_gets, get, serve};
+use common::{concurrent_gets, get, serve, wait_until};
 
 fn statuses(resps: &[common::Resp]) -> Vec<u16> {
     let mut s: Vec<u16> = resps.iter().map(|r| r.status).collect();
@@ -145,6 +145,10 @@ fn self_calls_over_their_limit_wait_then_get_a_503_not_a_hang() {
     let app = serve(|c| {
         c.fibers = 4;
         c.self_call_limit = Some(1);
+        // One call at a time, each about 1 s (the fixed sleep of /widgets): the
+        // second waits one call (1 s plus overhead), the third two (2 s at least).
+        // 1.5 s is the middle of that window; it cannot be wider than 0.5 s each way
+        // while /widgets/http sleeps a fixed 1 s.
         c.fiber_wait_timeout = Duration::from_millis(1500);
     });
     let (resps, took) = concurrent_gets(app.addr(), "/widgets/http", 4);
@@ -188,22 +192,31 @@ fn a_mysql_outage_is_503_then_the_pool_recovers_without_a_restart() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    let count = |ok: bool| {
+        let seen = seen.lock().unwrap();
+        seen.iter().filter(|(s, _, _)| (*s == 200) == ok).count()
+    };
+    wait_until("load served", Duration::from_secs(10), || count(true) >= 4);
     let db = app.mariadb.as_mut().expect("a private MariaDB");
     db.kill_server().unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_until("failure seen by the load", Duration::from_secs(10), || {
+        count(false) > 0
+    });
     let down = get(addr, "/readyz");
     assert_eq!(down.status, 503, "{}", down.body);
     assert!(down.body.contains("database unavailable"), "{}", down.body);
     assert_eq!(get(addr, "/healthz").status, 200, "alive, just not ready");
     db.start_server().unwrap();
     // The pool reconnects by itself.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while get(addr, "/readyz").status != 200 {
-        assert!(Instant::now() < deadline, "the pool did not recover");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until("recovery", Duration::from_secs(10), || {
+        get(addr, "/readyz").status == 200
+    });
+    let served_before = count(true);
+    wait_until(
+        "load served after the restart",
+        Duration::from_secs(10),
+        || count(true) >= served_before + 4,
+    );
     stop.store(true, Ordering::Relaxed);
     load.into_iter().for_each(|t| t.join().unwrap());
 

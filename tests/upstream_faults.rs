@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{get, serve};
+use common::{get, serve, wait_for_stats};
 use fiberstack::config::{ClientLimits, ServeConfig};
 
 /// Short client limits so that every fault resolves in about a second.
@@ -20,6 +20,11 @@ const CONNECT: Duration = Duration::from_millis(500);
 const READ: Duration = Duration::from_millis(500);
 const TOTAL: Duration = Duration::from_millis(1500);
 const MAX_RESPONSE: usize = 64 * 1024;
+/// How late an answer may come after the timer that should produce it (at once for a
+/// fault seen on the first read). The body says which timer fired; the time only
+/// shows that it fired near its setting rather than at a default (15 s, 20 s), so it
+/// can be wide for a busy 2-core machine.
+const LATE: Duration = Duration::from_millis(2500);
 /// How long a fake upstream keeps a connection before giving up on it.
 const FAKE_HOLD: Duration = Duration::from_secs(10);
 
@@ -120,20 +125,12 @@ fn expect_gateway_error(
 /// `/stats` shows only itself busy and no client call in flight (polled: the handler
 /// that just answered may still be releasing its fiber).
 fn assert_nothing_stuck(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let v: serde_json::Value = serde_json::from_str(&get(addr, "/stats").body).unwrap();
-        let busy = v["fibers"]["busy"].as_u64().unwrap();
-        let in_flight = v["http_client"]["in_flight"].as_u64().unwrap();
-        if busy == 1 && in_flight == 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still busy {busy} fibers (1 is /stats), {in_flight} client calls in flight: {v:#}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_stats(
+        addr,
+        "idle server (1 busy fiber: /stats), no client call in flight",
+        Duration::from_secs(5),
+        |v| v["fibers"]["busy"] == 1 && v["http_client"]["in_flight"] == 0,
+    );
 }
 
 #[test]
@@ -144,19 +141,13 @@ fn a_refused_upstream_is_a_502_that_says_refused() {
         .local_addr()
         .unwrap();
     let (app, url) = demo_with_upstream(closed);
-    expect_gateway_error(
-        &app,
-        &url,
-        502,
-        &["cannot connect", "refused"],
-        Duration::from_secs(2),
-    );
+    expect_gateway_error(&app, &url, 502, &["cannot connect", "refused"], LATE);
 }
 
 #[test]
 fn a_silent_upstream_is_a_504_after_the_read_timeout() {
     let (app, url) = demo_with_upstream(fake_upstream(hold_until_closed));
-    let within = READ + Duration::from_millis(700);
+    let within = READ + LATE;
     expect_gateway_error(&app, &url, 504, &["timed out after 500 ms"], within);
 }
 
@@ -174,7 +165,7 @@ fn a_dribbling_upstream_is_a_504_after_the_total_timeout() {
         false
     }
     let (app, url) = demo_with_upstream(fake_upstream(dribble));
-    let within = TOTAL + Duration::from_millis(700);
+    let within = TOTAL + LATE;
     expect_gateway_error(&app, &url, 504, &["total", "1500 ms"], within);
 }
 
@@ -185,7 +176,7 @@ fn a_garbage_upstream_is_a_502_bad_response() {
         hold_until_closed(s)
     }
     let (app, url) = demo_with_upstream(fake_upstream(garbage));
-    expect_gateway_error(&app, &url, 502, &["bad response"], Duration::from_secs(2));
+    expect_gateway_error(&app, &url, 502, &["bad response"], LATE);
 }
 
 #[test]
@@ -194,13 +185,7 @@ fn an_upstream_that_closes_without_answering_is_a_502() {
         false
     }
     let (app, url) = demo_with_upstream(fake_upstream(hang_up));
-    expect_gateway_error(
-        &app,
-        &url,
-        502,
-        &["closed before any response"],
-        Duration::from_secs(2),
-    );
+    expect_gateway_error(&app, &url, 502, &["closed before any response"], LATE);
 }
 
 #[test]
@@ -240,13 +225,7 @@ fn a_huge_upstream_body_is_a_502_too_large_whether_announced_or_not() {
 
     for upstream in [announced, unframed, chunked] {
         let (app, url) = demo_with_upstream(fake_upstream(upstream));
-        expect_gateway_error(
-            &app,
-            &url,
-            502,
-            &["larger than the 65536-byte limit"],
-            Duration::from_secs(2),
-        );
+        expect_gateway_error(&app, &url, 502, &["larger than the 65536-byte limit"], LATE);
     }
 }
 
@@ -256,13 +235,7 @@ fn non_json_and_wrong_json_are_502s_that_show_the_expected_shape() {
         respond(s, "200 OK", b"<html><body>rate limited</body></html>")
     }
     let (app, url) = demo_with_upstream(fake_upstream(html));
-    expect_gateway_error(
-        &app,
-        &url,
-        502,
-        &["JSON that is not", "results"],
-        Duration::from_secs(2),
-    );
+    expect_gateway_error(&app, &url, 502, &["JSON that is not", "results"], LATE);
     drop(app);
 
     fn wrong_shape(s: &mut TcpStream) -> bool {
@@ -274,7 +247,7 @@ fn non_json_and_wrong_json_are_502s_that_show_the_expected_shape() {
         &url,
         502,
         &["JSON that is not", "missing field `results`"],
-        Duration::from_secs(2),
+        LATE,
     );
 }
 
@@ -284,10 +257,10 @@ fn an_upstream_500_is_a_502_that_gives_the_status() {
         respond(s, "500 Internal Server Error", b"{\"error\":\"boom\"}")
     }
     let (app, url) = demo_with_upstream(fake_upstream(error));
-    expect_gateway_error(&app, &url, 502, &["answered 500"], Duration::from_secs(2));
+    expect_gateway_error(&app, &url, 502, &["answered 500"], LATE);
     // The 500 came with keep-alive: the next call reuses that connection, and is
     // answered the same way.
-    expect_gateway_error(&app, &url, 502, &["answered 500"], Duration::from_secs(2));
+    expect_gateway_error(&app, &url, 502, &["answered 500"], LATE);
     let v: serde_json::Value = serde_json::from_str(&get(app.addr(), "/stats").body).unwrap();
     assert_eq!(v["http_client"]["reused_connections"], 1, "{v:#}");
 }
@@ -308,7 +281,7 @@ fn widgets_http_times_out_on_a_slow_inner_widgets_with_a_504() {
         r.body
     );
     assert!(r.body.contains("timed out after 500 ms"), "{}", r.body);
-    assert!(start.elapsed() < READ + Duration::from_millis(700));
+    assert!(start.elapsed() < READ + LATE);
     // The abandoned inner /widgets still runs its 1 s query; then all is idle.
     assert_nothing_stuck(addr);
 }

@@ -5,7 +5,7 @@
 //! It behaves like the native driver (same results, same typed errors, the
 //! same `KILL QUERY` timeout) but costs an OS thread and two channel hops per
 //! query, and `mysql` opens TCP itself (`prefer_socket(false)` keeps it from
-//! switching to the Unix socket behind our back, see FACTS.md).
+//! switching to the Unix socket behind our back, see docs/FACTS.md).
 
 use std::sync::mpsc as std_mpsc;
 use std::thread;

@@ -23,8 +23,8 @@ for_each_driver! {
         });
         let took = started.elapsed();
         assert!(results.iter().all(|r| *r == Some(0)));
-        // A blocking driver on one worker would take 200 s.
-        assert!(took < Duration::from_secs(3), "took {took:?}");
+        // A blocking driver on one worker would take 200 s: 5 s is wide for a busy machine.
+        assert!(took < Duration::from_secs(5), "took {took:?}");
         eprintln!("{driver}: 200 x sleep(1), pool 200, one worker: {took:?}");
     }
 
@@ -80,14 +80,20 @@ for_each_driver! {
     }
 }
 
+/// 250 connects, 32 at a time, take about 0.8 s here. A connect lost in a full listen
+/// queue (see docs/FACTS.md, MariaDB's `back_log`) would wait for the 5 s connect
+/// timeout: the bound sits under that, with room for a busy 2-core machine.
 #[test]
-fn a_pool_of_250_opens_well_under_two_seconds() {
+fn a_pool_of_250_opens_without_waiting_for_a_connect_timeout() {
     let started = Instant::now();
     let pool = common::pool(common::opts(), 250, Driver::Native);
     let took = started.elapsed();
     eprintln!("pool of 250 ready in {took:?}");
     assert_eq!(pool.stats().idle, 250);
-    assert!(took < Duration::from_millis(1500), "took {took:?}");
+    assert!(
+        took < fiber_mysql::opts::DEFAULT_CONNECT_TIMEOUT - Duration::from_secs(1),
+        "took {took:?}"
+    );
 }
 
 #[test]
@@ -98,13 +104,17 @@ fn waiters_are_served_in_fifo_order() {
     let held = pool.get().unwrap();
     let handles: Vec<_> = (0..5)
         .map(|i| {
-            let (pool, order) = (pool.clone(), order.clone());
+            let (p, order) = (pool.clone(), order.clone());
             let h = may::go!(move || {
-                let _conn = pool.get().unwrap();
+                let _conn = p.get().unwrap();
                 order.lock().unwrap().push(i);
             });
-            // Let fiber i queue before fiber i+1 starts.
-            may::coroutine::sleep(Duration::from_millis(20));
+            // Fiber i queues before fiber i+1 starts.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while pool.stats().waiting < i + 1 {
+                assert!(Instant::now() < deadline, "fiber {i} did not queue");
+                may::coroutine::sleep(Duration::from_millis(1));
+            }
             h
         })
         .collect();

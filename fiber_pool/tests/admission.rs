@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,14 +27,38 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
-/// Occupies the only fiber of `pool` for `hold`.
-fn occupy(pool: &FiberPool, hold: Duration) -> may::coroutine::JoinHandle<()> {
-    let p = pool.clone();
-    let h = may::go!(move || {
-        p.run("hold", move || may::coroutine::sleep(hold)).unwrap();
-    });
-    wait_until("the fiber to be busy", || pool.stats().busy == 1);
-    h
+/// Holds the only fiber of a pool until released (or for [`Holder::MAX`], so that
+/// a failing test ends instead of hanging).
+struct Holder {
+    release: Arc<AtomicBool>,
+    job: may::coroutine::JoinHandle<()>,
+}
+
+impl Holder {
+    const MAX: Duration = Duration::from_secs(10);
+
+    /// Occupies the only fiber of `pool` and waits until it is busy.
+    fn occupy(pool: &FiberPool) -> Holder {
+        let release = Arc::new(AtomicBool::new(false));
+        let (p, r) = (pool.clone(), release.clone());
+        let job = may::go!(move || {
+            p.run("hold", move || {
+                let start = Instant::now();
+                while !r.load(Ordering::SeqCst) && start.elapsed() < Holder::MAX {
+                    may::coroutine::sleep(Duration::from_millis(1));
+                }
+            })
+            .unwrap();
+        });
+        wait_until("the fiber to be busy", || pool.stats().busy == 1);
+        Holder { release, job }
+    }
+
+    /// Lets the job end and waits for it.
+    fn release(self) {
+        self.release.store(true, Ordering::SeqCst);
+        self.job.join().unwrap();
+    }
 }
 
 #[test]
@@ -41,10 +66,12 @@ fn a_full_queue_is_busy_at_once() {
     let pool = FiberPool::new(PoolConfig {
         size: 1,
         queue: 1,
+        // A refusal that waited instead would end as Timeout, not Busy.
+        wait_timeout: Some(Duration::from_secs(5)),
         ..PoolConfig::default()
     })
     .unwrap();
-    let holder = occupy(&pool, Duration::from_millis(300));
+    let holder = Holder::occupy(&pool);
     let p = pool.clone();
     let waiter = may::go!(move || p.run("waits", || 1));
     wait_until("one waiter", || pool.stats().queued == 1);
@@ -52,8 +79,10 @@ fn a_full_queue_is_busy_at_once() {
     let p = pool.clone();
     let start = Instant::now();
     let third = may::go!(move || p.run("refused", || 2)).join().unwrap();
+    // At once: well under the 5 s wait a queued caller would see (the fiber is
+    // held until released), and wide for a busy machine.
     assert!(
-        start.elapsed() < Duration::from_millis(100),
+        start.elapsed() < Duration::from_secs(1),
         "Busy took {:?}",
         start.elapsed()
     );
@@ -61,7 +90,7 @@ fn a_full_queue_is_busy_at_once() {
     assert_eq!(err, RunError::Busy { queue: 1 });
     assert!(err.to_string().contains("queue"), "{err}");
 
-    holder.join().unwrap();
+    holder.release();
     assert_eq!(waiter.join().unwrap().unwrap(), 1);
     let stats = pool.stats();
     assert_eq!((stats.rejected, stats.completed), (1, 2));
@@ -75,19 +104,21 @@ fn a_wait_past_the_timeout_is_timeout() {
         ..PoolConfig::default()
     })
     .unwrap();
-    let holder = occupy(&pool, Duration::from_millis(500));
+    let holder = Holder::occupy(&pool);
     let p = pool.clone();
     let res = may::go!(move || p.run("late", || 1)).join().unwrap();
+    // The fiber is held until released: without the timeout the wait would last
+    // `Holder::MAX`, so the upper bound can be wide for a busy machine.
     match res {
         Err(RunError::Timeout { waited }) => assert!(
-            waited >= Duration::from_millis(100) && waited < Duration::from_millis(400),
+            waited >= Duration::from_millis(100) && waited < Duration::from_secs(2),
             "waited {waited:?}"
         ),
         other => panic!("expected Timeout, got {other:?}"),
     }
     let stats = pool.stats();
     assert_eq!((stats.timed_out, stats.queued), (1, 0));
-    holder.join().unwrap();
+    holder.release();
     // The timed-out caller left the queue: the next one runs at once.
     let p = pool.clone();
     assert_eq!(
@@ -106,7 +137,7 @@ fn waiters_are_served_in_fifo_order() {
         ..PoolConfig::default()
     })
     .unwrap();
-    let holder = occupy(&pool, Duration::from_millis(100));
+    let holder = Holder::occupy(&pool);
     let order = Arc::new(Mutex::new(Vec::new()));
     let waiters: Vec<_> = (0..5)
         .map(|i| {
@@ -116,7 +147,7 @@ fn waiters_are_served_in_fifo_order() {
             h
         })
         .collect();
-    holder.join().unwrap();
+    holder.release();
     for h in waiters {
         h.join().unwrap().unwrap();
     }

@@ -1,40 +1,54 @@
-//! Faults that are not a fiber's guard page still kill the process by SIGSEGV
-//! (checked in a child process: this test binary re-run with an env var).
+//! Faults that are not a fiber's guard page still kill the process by SIGSEGV.
+//! Each test re-runs itself as a child process (see `common::child_mode`): the
+//! child crashes, the test asserts on the child's signal and output.
+
+mod common;
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
 
 use fiber_pool::{FiberPool, PoolConfig};
 
-const CHILD: &str = "FIBER_POOL_CRASH_CHILD";
-
-/// Re-runs this binary's test `name` as a child that crashes; returns the
-/// signal that ended it.
-fn crash_in_child(name: &str) -> Option<i32> {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
-    out.status.signal()
-}
+/// Written by the child just before its crash, so that a child that died
+/// earlier (or ran no test at all) fails the test.
+const ABOUT_TO_CRASH: &str = "child: writing to address 0";
 
 fn null_write() {
+    eprintln!("{ABOUT_TO_CRASH}");
     // SAFETY: none; this is the crash under test.
     unsafe { std::ptr::write_volatile(std::hint::black_box(std::ptr::null_mut::<u8>()), 1) };
 }
 
-#[test]
-fn child_null_write_outside_fibers() {
-    if std::env::var_os(CHILD).is_none() {
-        return; // only meaningful as the child of the test below
-    }
-    let pool = FiberPool::new(PoolConfig {
+fn pool() -> FiberPool {
+    FiberPool::new(PoolConfig {
         size: 2,
         ..PoolConfig::default()
     })
-    .unwrap();
-    let p = pool.clone();
+    .unwrap()
+}
+
+/// Runs the test `name` as a child and asserts that it wrote
+/// [`ABOUT_TO_CRASH`] and then died by SIGSEGV.
+fn assert_child_dies_by_sigsegv(name: &str) {
+    let out = common::child_command(name, "crash").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(ABOUT_TO_CRASH), "{}: {stderr}", out.status);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "{}: {stderr}",
+        out.status
+    );
+}
+
+#[test]
+fn a_null_write_outside_fibers_still_dies_by_sigsegv() {
+    const NAME: &str = "a_null_write_outside_fibers_still_dies_by_sigsegv";
+    if common::child_mode(NAME).is_none() {
+        return assert_child_dies_by_sigsegv(NAME);
+    }
+    // The child: the pool's handler is installed (a job has run), then a
+    // fault that is no fiber's.
+    let p = pool();
     assert_eq!(
         may::go!(move || p.run("ok", || 1)).join().unwrap().unwrap(),
         1
@@ -43,31 +57,12 @@ fn child_null_write_outside_fibers() {
 }
 
 #[test]
-fn child_null_write_inside_a_fiber() {
-    if std::env::var_os(CHILD).is_none() {
-        return;
-    }
-    let pool = FiberPool::new(PoolConfig {
-        size: 2,
-        ..PoolConfig::default()
-    })
-    .unwrap();
-    let p = pool.clone();
-    let _ = may::go!(move || p.run("crash", null_write)).join();
-}
-
-#[test]
-fn a_null_write_outside_fibers_still_dies_by_sigsegv() {
-    assert_eq!(
-        crash_in_child("child_null_write_outside_fibers"),
-        Some(libc::SIGSEGV)
-    );
-}
-
-#[test]
 fn a_null_write_inside_a_fiber_still_dies_by_sigsegv() {
-    assert_eq!(
-        crash_in_child("child_null_write_inside_a_fiber"),
-        Some(libc::SIGSEGV)
-    );
+    const NAME: &str = "a_null_write_inside_a_fiber_still_dies_by_sigsegv";
+    if common::child_mode(NAME).is_none() {
+        return assert_child_dies_by_sigsegv(NAME);
+    }
+    // The child: a fault on a fiber, but not in its guard page.
+    let p = pool();
+    let _ = may::go!(move || p.run("crash", null_write)).join();
 }

@@ -6,15 +6,17 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
 use fiber_pool::{FiberPool, FiberSafeAlloc, PoolConfig, RunError};
 
-const CHILD: &str = "FIBER_POOL_NO_WRAPPER_CHILD";
 const OVERFLOWS: usize = 2000;
+const NAME: &str = "without_the_wrapper_an_allocating_overflow_can_hang";
+/// Written by a child that finished all its overflows.
+const DONE: &str = "child: all overflows done";
 
 /// Recurses with a small frame, calling `a.alloc` and `a.dealloc` at every
 /// level with sizes above glibc's tcache (so malloc takes its arena lock),
@@ -30,12 +32,9 @@ fn malloc_recurse<A: GlobalAlloc>(a: &A, depth: usize) -> usize {
     std::hint::black_box(malloc_recurse(a, depth + 1)) + 1
 }
 
-#[test]
-fn child_allocating_overflows_without_the_wrapper() {
-    if std::env::var_os(CHILD).is_none() {
-        return; // only meaningful as the child of the test below
-    }
-    let wrapped = std::env::var(CHILD).unwrap() == "wrapped";
+/// The child's half: `OVERFLOWS` allocating overflows through
+/// `FiberSafeAlloc` (`wrapped`) or the plain `System` allocator.
+fn allocating_overflows(wrapped: bool) {
     may::config().set_workers(2);
     let pool = FiberPool::new(PoolConfig {
         size: 4,
@@ -63,29 +62,28 @@ fn child_allocating_overflows_without_the_wrapper() {
     for h in handles {
         h.join().unwrap();
     }
-    eprintln!("child: {OVERFLOWS} overflows done");
+    eprintln!("{DONE}");
 }
 
 /// Runs the child workload with `mode`; `true` if it finished (successfully)
 /// within `limit`, `false` if it hung and was killed.
 fn child_finishes(mode: &str, limit: Duration) -> bool {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_allocating_overflows_without_the_wrapper",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, mode)
+    let mut child = common::child_command(NAME, mode)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             eprintln!("{mode}: child finished ({status}) in {:?}", start.elapsed());
-            assert!(status.success(), "{mode}: {status}");
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+            assert!(status.success(), "{mode}: {status}: {stderr}");
+            assert!(
+                stderr.contains(DONE),
+                "{mode}: the child did not run: {stderr}"
+            );
             return true;
         }
         if start.elapsed() > limit {
@@ -105,6 +103,9 @@ fn child_finishes(mode: &str, limit: Duration) -> bool {
 /// `FiberSafeAlloc` every child finishes (in about 0.6 s).
 #[test]
 fn without_the_wrapper_an_allocating_overflow_can_hang() {
+    if let Some(mode) = common::child_mode(NAME) {
+        return allocating_overflows(mode == "wrapped");
+    }
     for _ in 0..3 {
         assert!(
             child_finishes("wrapped", Duration::from_secs(30)),

@@ -131,3 +131,47 @@ pub fn concurrent_gets(addr: SocketAddr, path: &str, n: usize) -> (Vec<Resp>, Du
     let resps = handles.into_iter().map(|h| h.join().unwrap()).collect();
     (resps, start.elapsed())
 }
+
+/// `GET /stats`, parsed (see src/app/stats.rs for the fields).
+pub fn stats(addr: SocketAddr) -> serde_json::Value {
+    let r = get(addr, "/stats");
+    assert_eq!(r.status, 200, "/stats: {}", r.body);
+    serde_json::from_str(&r.body).unwrap_or_else(|e| panic!("/stats is not JSON ({e}): {}", r.body))
+}
+
+/// Poll `reached` every 10 ms until it holds (a state, not a guess at how long it
+/// takes) or `within` has passed; whether it held.
+pub fn poll(within: Duration, mut reached: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if reached() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// [`poll`] that panics naming `what` when the state is not reached.
+pub fn wait_until(what: &str, within: Duration, reached: impl FnMut() -> bool) {
+    assert!(poll(within, reached), "no {what} within {within:?}");
+}
+
+/// Poll `/stats` until `reached` holds and return those stats; panics naming `what`
+/// (and showing the last stats) after `within`.
+pub fn wait_for_stats(
+    addr: SocketAddr,
+    what: &str,
+    within: Duration,
+    reached: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    let ok = poll(within, || {
+        last = stats(addr);
+        reached(&last)
+    });
+    assert!(ok, "no {what} within {within:?}: {last:#}");
+    last
+}
