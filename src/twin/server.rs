@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! accept loop (task) --spawn--> connection task: hyper http1 (keep-alive, HTTP/1.0
-//!     closes unless asked, header timeout) -> axum router -> limit::run -> handler
+//!     closes unless asked, header timeout) -> conformance::admit (Host, target)
+//!     -> axum router -> limit::run -> handler
 //! ```
 //! The same limits as the fiber server where hyper has them: open connections (503 and
 //! close past `max_connections`), header count and size, header timeout. Shutdown is a
@@ -28,6 +29,7 @@ use crate::config::HttpLimits;
 use crate::server::Drained;
 use crate::shutdown::Stop;
 use crate::stats::HttpStats;
+use crate::twin::conformance;
 
 /// hyper's smallest read buffer; the head limit cannot go below it.
 const MIN_BUF: usize = 8192;
@@ -143,10 +145,13 @@ async fn serve_connection(
     let routed = TowerToHyperService::new(router);
     let service = service_fn(move |req| {
         let (stats, stop) = (Arc::clone(&stats), Arc::clone(&stop));
-        let response = routed.call(req);
+        let response = conformance::admit(req).map(|req| routed.call(req));
         async move {
             let _in_flight = stop.request_started();
-            let resp = response.await?;
+            let resp = match response {
+                Ok(routed) => routed.await?,
+                Err(refused) => refused,
+            };
             stats.response(resp.status().as_u16());
             Ok::<_, std::convert::Infallible>(resp)
         }
