@@ -48,6 +48,8 @@ pub enum HttpError {
     TooManyHeaders { limit: usize },
     /// The head is longer than `max_header_bytes` (431).
     HeadTooLarge { limit: usize },
+    /// The request line alone is longer than `max_header_bytes` (414).
+    UriTooLong { limit: usize },
     /// The body is longer than `max_body_bytes` (413).
     BodyTooLarge { limit: usize },
     /// A `Transfer-Encoding` list ending in chunked with a coding we do not decode
@@ -70,6 +72,7 @@ impl HttpError {
             HttpError::Malformed(_) => 400,
             HttpError::TooManyHeaders { .. } | HttpError::HeadTooLarge { .. } => 431,
             HttpError::BodyTooLarge { .. } => 413,
+            HttpError::UriTooLong { .. } => 414,
             HttpError::UnsupportedTransferEncoding(_) => 501,
             HttpError::Version => 505,
             HttpError::HeadTimeout | HttpError::BodyTimeout => 408,
@@ -87,6 +90,11 @@ impl fmt::Display for HttpError {
             HttpError::HeadTooLarge { limit } => write!(
                 f,
                 "request line and headers are too large: at most {limit} bytes are accepted"
+            ),
+            HttpError::UriTooLong { limit } => write!(
+                f,
+                "the request line is too long: at most {limit} bytes are accepted; \
+                 send long data in a body"
             ),
             HttpError::BodyTooLarge { limit } => {
                 write!(

@@ -120,9 +120,7 @@ pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpE
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if buf.len() > limits.max_header_bytes {
-                return Err(HttpError::HeadTooLarge {
-                    limit: limits.max_header_bytes,
-                });
+                return Err(too_large(buf, limits));
             }
             return Ok(None);
         }
@@ -135,9 +133,7 @@ pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpE
         Err(e) => return Err(HttpError::Malformed(e.to_string())),
     };
     if head_len > limits.max_header_bytes {
-        return Err(HttpError::HeadTooLarge {
-            limit: limits.max_header_bytes,
-        });
+        return Err(too_large(buf, limits));
     }
     // httparse fills these three on Complete.
     let method = req.method.unwrap_or_default().to_string();
@@ -149,8 +145,12 @@ pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpE
             .map_err(|_| HttpError::Malformed(format!("header '{}' is not valid UTF-8", h.name)))?;
         out.push((h.name.to_ascii_lowercase(), value.trim().to_string()));
     }
-    let hosts = out.iter().filter(|(n, _)| n == "host").count();
-    target::check_host(minor_version, hosts)?;
+    let hosts: Vec<&str> = out
+        .iter()
+        .filter(|(n, _)| n == "host")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    target::check_host(minor_version, &hosts)?;
     let request = Request {
         method,
         path: target.path,
@@ -165,6 +165,16 @@ pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpE
         head_len,
         framing,
     }))
+}
+
+/// A head over `max_header_bytes`: 414 when the request line alone is (RFC 9112
+/// section 3: a target longer than the server parses MUST get a 414), else 431.
+fn too_large(buf: &[u8], limits: &HttpLimits) -> HttpError {
+    let limit = limits.max_header_bytes;
+    match buf.iter().position(|&b| b == b'\n') {
+        Some(line) if line <= limit => HttpError::HeadTooLarge { limit },
+        _ => HttpError::UriTooLong { limit },
+    }
 }
 
 /// How the body is framed. Every ambiguity is a 400 after which the connection

@@ -117,14 +117,22 @@ fn hex(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
 }
 
-/// An HTTP/1.1 request needs exactly one Host header; HTTP/1.0 may go without.
-pub fn check_host(minor_version: u8, hosts: usize) -> Result<(), HttpError> {
-    if minor_version >= 1 && hosts != 1 {
+/// An HTTP/1.1 request needs exactly one Host header; HTTP/1.0 may go without. Any
+/// Host sent must be a `host[:port]` (RFC 3986 characters, no `/`, `@`, space).
+pub fn check_host(minor_version: u8, hosts: &[&str]) -> Result<(), HttpError> {
+    if minor_version >= 1 && hosts.len() != 1 {
         return Err(HttpError::Malformed(format!(
-            "an HTTP/1.1 request needs exactly one Host header, this one has {hosts}"
+            "an HTTP/1.1 request needs exactly one Host header, this one has {}",
+            hosts.len()
         )));
     }
-    Ok(())
+    let valid = |b: u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]%".contains(&b);
+    match hosts.iter().find(|h| !h.bytes().all(valid)) {
+        Some(bad) => Err(HttpError::Malformed(format!(
+            "the Host header '{bad}' is not a host[:port]"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The answer to `OPTIONS *`: what the server as a whole allows.
@@ -182,9 +190,13 @@ mod tests {
 
     #[test]
     fn host_is_required_once_in_1_1_only() {
-        assert!(check_host(1, 1).is_ok());
-        assert!(check_host(0, 0).is_ok());
-        assert!(check_host(1, 0).is_err());
-        assert!(check_host(1, 2).is_err());
+        assert!(check_host(1, &["x"]).is_ok());
+        assert!(check_host(1, &["[::1]:8080"]).is_ok());
+        assert!(check_host(1, &[""]).is_ok());
+        assert!(check_host(0, &[]).is_ok());
+        assert!(check_host(1, &[]).is_err());
+        assert!(check_host(1, &["x", "x"]).is_err());
+        assert!(check_host(0, &["a b"]).is_err());
+        assert!(check_host(1, &["x/y"]).is_err());
     }
 }

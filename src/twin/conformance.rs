@@ -19,8 +19,13 @@ use crate::http::{target, HttpError, Response};
 pub fn admit<B>(mut req: Request<B>) -> Result<Request<B>, axum::response::Response> {
     use axum::response::IntoResponse;
     let minor_version = u8::from(req.version() == Version::HTTP_11);
-    let hosts = req.headers().get_all(header::HOST).iter().count();
-    target::check_host(minor_version, hosts).map_err(refuse)?;
+    let hosts: Vec<&str> = req
+        .headers()
+        .get_all(header::HOST)
+        .iter()
+        .map(|v| v.to_str().unwrap_or("\u{fffd}"))
+        .collect();
+    target::check_host(minor_version, &hosts).map_err(refuse)?;
     let uri = req.uri();
     let raw = match uri.query() {
         Some(query) => format!("{}?{query}", uri.path()),
