@@ -594,19 +594,42 @@ fn connection_close_ends_the_connection_after_that_response() {
 fn the_conformance_table_names_a_real_test_for_every_must() {
     let root = env!("CARGO_MANIFEST_DIR");
     let doc = std::fs::read_to_string(format!("{root}/docs/HTTP.md")).unwrap();
-    let table = doc
-        .split("<!-- conformance table -->")
-        .nth(1)
-        .expect("docs/HTTP.md has a '<!-- conformance table -->' section");
+    let (rows, problems) = table_problems(&doc);
+    assert!(
+        rows >= 30,
+        "only {rows} rows: the table was not found whole"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The check catches both faults.
+    let bad = "<!-- conformance table -->\n| ID | S | Requirement | F | T | Tests |\n|--|--|--|--|--|--|\n\
+               | X1 | 1 | A server MUST do it | yes | yes | none yet |\n\
+               | X2 | 2 | A server MUST do more | yes | yes | `conformance::no_such_test` |\n";
+    assert_eq!(table_problems(bad), (2, vec![
+        format!("no test named: | X1 | 1 | A server MUST do it | yes | yes | none yet |"),
+        format!("conformance::no_such_test does not exist in tests/conformance.rs: | X2 | 2 | A server MUST do more | yes | yes | `conformance::no_such_test` |"),
+    ]));
+}
+
+/// The rows of the table after the `<!-- conformance table -->` marker, and what is
+/// wrong with them.
+fn table_problems(doc: &str) -> (usize, Vec<String>) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let Some(table) = doc.split("<!-- conformance table -->").nth(1) else {
+        return (0, vec!["no '<!-- conformance table -->' marker".into()]);
+    };
+    let lines = table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'));
     let mut rows = 0;
-    let mut missing = Vec::new();
-    for line in table.lines().filter(|l| l.starts_with("| ")) {
+    let mut problems = Vec::new();
+    for line in lines.filter(|l| !l.starts_with("|--")) {
         let cells: Vec<&str> = line.split(" | ").collect();
-        let (requirement, tests) = (cells[2], *cells.last().unwrap());
-        if cells[0] == "| ID" || line.starts_with("|--") {
+        if cells[0] == "| ID" || cells.len() < 6 {
             continue;
         }
         rows += 1;
+        let (requirement, tests) = (cells[2], *cells.last().unwrap());
         let names: Vec<&str> = tests
             .split('`')
             .skip(1)
@@ -614,20 +637,16 @@ fn the_conformance_table_names_a_real_test_for_every_must() {
             .filter(|n| n.contains("::"))
             .collect();
         if requirement.contains("MUST") && names.is_empty() {
-            missing.push(format!("no test named: {line}"));
+            problems.push(format!("no test named: {line}"));
         }
         for name in names {
             let (file, function) = name.split_once("::").unwrap();
             let source =
                 std::fs::read_to_string(format!("{root}/tests/{file}.rs")).unwrap_or_default();
             if !source.contains(&format!("fn {function}(")) {
-                missing.push(format!("{name} does not exist in tests/{file}.rs: {line}"));
+                problems.push(format!("{name} does not exist in tests/{file}.rs: {line}"));
             }
         }
     }
-    assert!(
-        rows >= 20,
-        "only {rows} rows: the table was not found whole"
-    );
-    assert!(missing.is_empty(), "{}", missing.join("\n"));
+    (rows, problems)
 }
