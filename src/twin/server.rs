@@ -159,6 +159,9 @@ async fn serve_connection(
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .keep_alive(true)
+        // Answer a client that shut down its sending side after its request, as the
+        // fiber server does (hyper's default drops the request on that EOF).
+        .half_close(true)
         .header_read_timeout(limits.header_timeout)
         .max_headers(limits.max_headers)
         .max_buf_size(limits.max_header_bytes.max(MIN_BUF))
