@@ -137,19 +137,30 @@ fn refused_and_closed(name: &str, addr: SocketAddr, req: &[u8], status: u16) {
     assert!(closed, "{what}: the connection stays open");
 }
 
+/// Each of `reqs` gets exactly `status` and a close, on both runtimes.
+fn both_refuse(both: &Both, reqs: &[&[u8]], status: u16) {
+    for (name, addr) in both.each() {
+        for req in reqs {
+            refused_and_closed(name, addr, req, status);
+        }
+    }
+}
+
 #[test]
 fn host_is_required_exactly_once_in_http_1_1() {
     let both = Both::start(|_| {});
-    for (name, addr) in both.each() {
-        for req in [
-            &b"GET /hello HTTP/1.1\r\n\r\n"[..],
+    both_refuse(
+        &both,
+        &[
+            b"GET /hello HTTP/1.1\r\n\r\n",
             b"GET /hello HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
             b"GET /hello HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
             b"GET /hello HTTP/1.1\r\nHost: a b\r\n\r\n",
             b"GET /hello HTTP/1.1\r\nHost: a/b\r\n\r\n",
-        ] {
-            refused_and_closed(name, addr, req, 400);
-        }
+        ],
+        400,
+    );
+    for (name, addr) in both.each() {
         // HTTP/1.0 may go without (ab sends one anyway).
         let (resps, closed) = exchange(addr, b"GET /hello HTTP/1.0\r\n\r\n");
         assert_eq!(statuses(&resps), [200], "{name}");
@@ -185,14 +196,13 @@ fn absolute_form_targets_are_routed_by_their_path() {
         );
         assert_eq!(statuses(&resps), [200], "{name}: {resps:?}");
         assert!(resps[0].body.contains("rails 3"), "{name}: {resps:?}");
-        // authority-form is for proxies: this is none.
-        refused_and_closed(
-            name,
-            addr,
-            b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
-            400,
-        );
     }
+    // authority-form is for proxies: this is none.
+    both_refuse(
+        &both,
+        &[b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"],
+        400,
+    );
     both.stop();
 }
 
@@ -206,8 +216,8 @@ fn options_asterisk_names_the_allowed_methods() {
         );
         assert_eq!(statuses(&resps), [200], "{name}");
         assert_eq!(resps[0].header("Allow"), Some("GET, HEAD"), "{name}");
-        refused_and_closed(name, addr, b"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400);
     }
+    both_refuse(&both, &[b"GET * HTTP/1.1\r\nHost: x\r\n\r\n"], 400);
     both.stop();
 }
 
@@ -399,28 +409,28 @@ fn content_length_with_transfer_encoding_is_refused_or_closed() {
 #[test]
 fn transfer_encoding_not_ending_in_chunked_or_in_http_1_0_is_a_400_and_a_close() {
     let both = Both::start(|_| {});
-    for (name, addr) in both.each() {
-        for req in [
-            &b"GET /hello HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n"[..],
+    both_refuse(
+        &both,
+        &[
+            b"GET /hello HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
             b"GET /hello HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
             b"GET /hello HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             b"GET /hello HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
-        ] {
-            refused_and_closed(name, addr, req, 400);
-        }
-    }
+        ],
+        400,
+    );
     both.stop();
 }
 
 #[test]
 fn invalid_content_lengths_are_a_400_and_a_close() {
     let both = Both::start(|_| {});
-    for (name, addr) in both.each() {
-        for cl in ["-1", "+5", "abc", "5 5", "0x5", "5\r\nContent-Length: 6"] {
-            let req = format!("GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: {cl}\r\n\r\n");
-            refused_and_closed(name, addr, req.as_bytes(), 400);
-        }
-    }
+    let reqs: Vec<String> = ["-1", "+5", "abc", "5 5", "0x5", "5\r\nContent-Length: 6"]
+        .iter()
+        .map(|cl| format!("GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: {cl}\r\n\r\n"))
+        .collect();
+    let reqs: Vec<&[u8]> = reqs.iter().map(|r| r.as_bytes()).collect();
+    both_refuse(&both, &reqs, 400);
     // A numeral too large for any integer: the fiber server says 413 (over the cap),
     // hyper 400 (it cannot represent it); neither overflows.
     let huge = b"GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n";
@@ -432,16 +442,16 @@ fn invalid_content_lengths_are_a_400_and_a_close() {
 #[test]
 fn whitespace_before_a_colon_obs_fold_and_bare_cr_are_a_400() {
     let both = Both::start(|_| {});
-    for (name, addr) in both.each() {
-        for req in [
-            &b"GET /hello HTTP/1.1\r\nHost : x\r\n\r\n"[..],
+    both_refuse(
+        &both,
+        &[
+            b"GET /hello HTTP/1.1\r\nHost : x\r\n\r\n",
             b"GET /hello HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  folded\r\n\r\n",
             b"GET /hello HTTP/1.1\r\n Host: x\r\n\r\n",
             b"GET /hello HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n",
-        ] {
-            refused_and_closed(name, addr, req, 400);
-        }
-    }
+        ],
+        400,
+    );
     both.stop();
 }
 

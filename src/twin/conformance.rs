@@ -16,8 +16,7 @@ use axum::http::{header, Request, Uri, Version};
 use crate::http::{target, HttpError, Response};
 
 /// The request to route, with its target normalized; or the answer it gets here.
-pub fn admit<B>(mut req: Request<B>) -> Result<Request<B>, axum::response::Response> {
-    use axum::response::IntoResponse;
+pub fn admit<B>(mut req: Request<B>) -> Result<Request<B>, Response> {
     let minor_version = u8::from(req.version() == Version::HTTP_11);
     let hosts: Vec<&str> = req
         .headers()
@@ -33,7 +32,7 @@ pub fn admit<B>(mut req: Request<B>) -> Result<Request<B>, axum::response::Respo
     };
     let target = target::parse(req.method().as_str(), &raw).map_err(refuse)?;
     if target.path == "*" {
-        return Err(target::options_star(target::DEFAULT_ALLOW).into_response());
+        return Err(target::options_star(target::DEFAULT_ALLOW));
     }
     let origin = if target.query.is_empty() {
         target.path
@@ -51,11 +50,8 @@ pub fn admit<B>(mut req: Request<B>) -> Result<Request<B>, axum::response::Respo
 }
 
 /// A 400 that closes the connection, with the fiber server's message.
-fn refuse(e: HttpError) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    Response::error(e.status(), &e)
-        .header("Connection", "close")
-        .into_response()
+fn refuse(e: HttpError) -> Response {
+    Response::error(e.status(), &e).header("Connection", "close")
 }
 
 #[cfg(test)]
@@ -69,7 +65,7 @@ mod tests {
         }
         admit(req.body(()).unwrap())
             .map(|r| r.uri().to_string())
-            .map_err(|r| r.status().as_u16())
+            .map_err(|r| r.status)
     }
 
     #[test]

@@ -150,7 +150,7 @@ async fn serve_connection(
             let _in_flight = stop.request_started();
             let resp = match response {
                 Ok(routed) => routed.await?,
-                Err(refused) => refused,
+                Err(refused) => axum::response::IntoResponse::into_response(refused),
             };
             stats.response(resp.status().as_u16());
             Ok::<_, std::convert::Infallible>(resp)
