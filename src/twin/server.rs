@@ -29,7 +29,6 @@ use crate::config::HttpLimits;
 use crate::server::Drained;
 use crate::shutdown::Stop;
 use crate::stats::HttpStats;
-use crate::twin::conformance;
 
 /// hyper's smallest read buffer; the head limit cannot go below it.
 const MIN_BUF: usize = 8192;
@@ -145,7 +144,7 @@ async fn serve_connection(
     let routed = TowerToHyperService::new(router);
     let service = service_fn(move |req| {
         let (stats, stop) = (Arc::clone(&stats), Arc::clone(&stop));
-        let response = conformance::admit(req).map(|req| routed.call(req));
+        let response = crate::twin::conformance::admit(req).map(|req| routed.call(req));
         async move {
             let _in_flight = stop.request_started();
             let resp = match response {
