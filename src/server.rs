@@ -20,7 +20,7 @@ use may::net::TcpListener;
 
 use crate::config::HttpLimits;
 use crate::http::conn::{self, Service};
-use crate::http::router::{Found, Router};
+use crate::http::router::Router;
 use crate::http::{Request, Response};
 use crate::shutdown::Stop;
 use crate::stats::HttpStats;
@@ -115,23 +115,14 @@ impl RouteLimits {
 }
 
 impl<S: Send + Sync + 'static> Service for App<S> {
+    fn refuses(&self, req: &Request) -> Option<Response> {
+        self.router.resolve(&req.method, &req.path).err()
+    }
+
     fn call(&self, req: &Request) -> Response {
-        let route = match self.router.find(&req.method, &req.path) {
-            Found::Route(route) => route,
-            Found::NotFound => {
-                return Response::error(404, format!("no route for {} {}", req.method, req.path))
-            }
-            Found::MethodNotAllowed(allowed) => {
-                let allowed = allowed.join(", ");
-                return Response::error(
-                    405,
-                    format!(
-                        "{} is not allowed on {}: use {allowed}",
-                        req.method, req.path
-                    ),
-                )
-                .header("Allow", allowed);
-            }
+        let route = match self.router.resolve(&req.method, &req.path) {
+            Ok(route) => route,
+            Err(refused) => return refused,
         };
         let _turn = match self.limits.enter(route.label) {
             Ok(turn) => turn,

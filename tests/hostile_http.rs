@@ -92,22 +92,23 @@ fn malformed_request_lines_and_headers_get_a_400_and_a_close() {
         b"GET\r\n\r\n",
         b"GET /\r\n\r\n",
         b"GET / HTTP/1.1 extra\r\n\r\n",
-        b"G ET / HTTP/1.1\r\n\r\n",
-        b"GET  / HTTP/1.1\r\n\r\n",
+        b"G ET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET  / HTTP/1.1\r\nHost: x\r\n\r\n",
         b"\x00\x01\x02\x03\r\n\r\n",
-        b"\xff\xfe / HTTP/1.1\r\n\r\n",
-        b"GET http://example.com/ HTTP/1.1\r\n\r\n",
-        b"GET / HTTP/1.1\r\nNo colon here\r\n\r\n",
-        b"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
-        b"GET / HTTP/1.1\r\n: empty name\r\n\r\n",
-        b"GET / HTTP/1.1\r\nX: \x00\r\n\r\n",
-        b"GET / HTTP/1.1\r\nX: \xff\xfe\r\n\r\n",
-        b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
-        b"POST / HTTP/1.1\r\nContent-Length: 1 2\r\n\r\n",
-        b"POST / HTTP/1.1\r\nContent-Length: 0x10\r\n\r\n",
-        b"POST / HTTP/1.1\r\nContent-Length: +5\r\n\r\n",
-        b"POST / HTTP/1.1\r\nContent-Length:\r\n\r\n",
-        b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        b"\xff\xfe / HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /a%zz HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: x\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\n: empty name\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nX: \x00\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nX: \xff\xfe\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1 2\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0x10\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
     ];
     for req in cases {
         let bytes = raw(app.addr(), req);
@@ -136,11 +137,11 @@ fn limits_hold_exactly_at_their_edge() {
     let l = HttpLimits::default();
     // max_headers headers pass; one more is a 431.
     let headers = |n: usize| -> String { (0..n).map(|i| format!("X-{i}: 1\r\n")).collect() };
-    let req = |h: String| format!("GET /hello HTTP/1.1\r\n{h}Connection: close\r\n\r\n");
-    // "Connection: close" is one of the headers.
-    let ok = parse(&raw(app.addr(), req(headers(l.max_headers - 1)).as_bytes())).unwrap();
+    let req = |h: String| format!("GET /hello HTTP/1.1\r\nHost: x\r\n{h}Connection: close\r\n\r\n");
+    // "Host" and "Connection: close" are two of the headers.
+    let ok = parse(&raw(app.addr(), req(headers(l.max_headers - 2)).as_bytes())).unwrap();
     assert_eq!(ok.status, 200, "{}", ok.body);
-    let over = parse(&raw(app.addr(), req(headers(l.max_headers)).as_bytes())).unwrap();
+    let over = parse(&raw(app.addr(), req(headers(l.max_headers - 1)).as_bytes())).unwrap();
     assert_eq!(over.status, 431, "{}", over.body);
 
     // A head of exactly max_header_bytes passes; one byte more is a 431.
@@ -159,9 +160,10 @@ fn limits_hold_exactly_at_their_edge() {
 
     // A body of exactly max_body_bytes is read (and the route answers); one more is 413.
     let post = |len: usize| {
-        let mut v =
-            format!("POST /hello HTTP/1.1\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n")
-                .into_bytes();
+        let mut v = format!(
+            "POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+        )
+        .into_bytes();
         v.resize(v.len() + len, b'b');
         v
     };
@@ -182,7 +184,7 @@ fn slowloris_heads_get_a_408_within_the_header_timeout_while_others_are_served()
             thread::spawn(move || {
                 let mut s = connect(addr);
                 let start = Instant::now();
-                s.write_all(b"GET /hello HTTP/1.1\r\n").unwrap();
+                s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n").unwrap();
                 let mut reader = s.try_clone().unwrap();
                 let dribbler = thread::spawn(move || {
                     while s.write_all(b"X").is_ok() && start.elapsed() < Duration::from_secs(5) {
@@ -222,7 +224,7 @@ fn a_body_that_never_arrives_or_dribbles_gets_a_408_within_the_body_timeout() {
     // Three bytes of ten, then nothing.
     let mut s = connect(app.addr());
     let start = Instant::now();
-    s.write_all(b"POST /hello HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc")
+    s.write_all(b"POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
         .unwrap();
     let (bytes, closed) = read_until_closed(&mut s);
     let r = parse(&bytes).expect("a 408");
@@ -242,7 +244,7 @@ fn a_body_that_never_arrives_or_dribbles_gets_a_408_within_the_body_timeout() {
     // One body byte every 100 ms: each read is quick, the whole body is not.
     let mut s = connect(app.addr());
     let start = Instant::now();
-    s.write_all(b"POST /hello HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
+    s.write_all(b"POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
         .unwrap();
     let mut writer = s.try_clone().unwrap();
     let dribbler = thread::spawn(move || {
@@ -272,7 +274,7 @@ fn a_pipelined_flood_that_is_never_read_is_closed_by_the_write_timeout_in_bounde
     s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
     // Up to 64 MiB of pipelined `GET /stats` (a ~2 KiB answer each), never reading.
     const FLOOD: usize = 64 << 20;
-    let block: Vec<u8> = b"GET /stats HTTP/1.1\r\n\r\n".repeat(64 * 1024 / 23);
+    let block: Vec<u8> = b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n".repeat(64 * 1024 / 23);
     let writer = thread::spawn(move || {
         let mut sent = 0;
         while sent < FLOOD {
@@ -321,7 +323,9 @@ fn a_pipelined_flood_read_slowly_is_answered_in_full_and_in_order() {
         } else {
             ""
         };
-        flood.extend_from_slice(format!("GET /hello?n={i} HTTP/1.1\r\n{close}\r\n").as_bytes());
+        flood.extend_from_slice(
+            format!("GET /hello?n={i} HTTP/1.1\r\nHost: x\r\n{close}\r\n").as_bytes(),
+        );
     }
     let rss_before = rss_bytes();
     let mut s = connect(app.addr());
@@ -367,7 +371,7 @@ fn clients_that_vanish_mid_response_leave_the_server_serving() {
     let long_path = format!("/{}", "a".repeat(15 * 1024));
     for _ in 0..50 {
         let mut s = connect(addr);
-        s.write_all(format!("GET {long_path} HTTP/1.1\r\n\r\n").as_bytes())
+        s.write_all(format!("GET {long_path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
             .unwrap();
         let mut ten = [0u8; 10];
         s.read_exact(&mut ten).unwrap();
@@ -377,7 +381,7 @@ fn clients_that_vanish_mid_response_leave_the_server_serving() {
     let gone: Vec<_> = (0..10)
         .map(|_| {
             let mut s = connect(addr);
-            s.write_all(b"GET /widgets?sleep=0.3 HTTP/1.1\r\n\r\n")
+            s.write_all(b"GET /widgets?sleep=0.3 HTTP/1.1\r\nHost: x\r\n\r\n")
                 .unwrap();
             s
         })
@@ -411,7 +415,8 @@ fn idle_keep_alive_connections_close_after_the_idle_timeout() {
             let mut s = connect(app.addr());
             // Half made one request and stay for more; half never said anything.
             if i % 2 == 0 {
-                s.write_all(b"GET /hello HTTP/1.1\r\n\r\n").unwrap();
+                s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .unwrap();
             }
             s
         })
@@ -449,7 +454,8 @@ fn connections_over_max_connections_get_a_503_and_a_close() {
     let mut held: Vec<TcpStream> = (0..MAX)
         .map(|_| {
             let mut s = connect(app.addr());
-            s.write_all(b"GET /hello HTTP/1.1\r\n\r\n").unwrap();
+            s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
             let mut buf = vec![0u8; 4096];
             let n = s.read(&mut buf).unwrap();
             assert_eq!(parse(&buf[..n]).unwrap().status, 200);
@@ -458,7 +464,8 @@ fn connections_over_max_connections_get_a_503_and_a_close() {
         .collect();
     for _ in 0..3 {
         let mut s = connect(app.addr());
-        s.write_all(b"GET /hello HTTP/1.1\r\n\r\n").unwrap();
+        s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let (bytes, _) = read_until_closed(&mut s);
         let r = parse(&bytes).expect("a 503, not a reset");
         assert_eq!(r.status, 503, "{}", r.body);

@@ -53,7 +53,7 @@ fn pipelined_requests_are_answered_in_order() {
     let app = serve(|_| {});
     let bytes = raw(
         app.addr(),
-        b"GET /hello HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\nConnection: close\r\n\r\n",
+        b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     );
     let (a, n) = parse_one(&bytes).unwrap();
     let (b, m) = parse_one(&bytes[n..]).unwrap();
@@ -69,7 +69,7 @@ fn head_requests_get_the_length_without_the_body() {
     let app = serve(|_| {});
     let bytes = raw(
         app.addr(),
-        b"HEAD /hello HTTP/1.1\r\nConnection: close\r\n\r\n",
+        b"HEAD /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     );
     let text = String::from_utf8(bytes).unwrap();
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
@@ -83,29 +83,33 @@ fn head_requests_get_the_length_without_the_body() {
 fn bad_requests_get_a_4xx_and_the_server_goes_on() {
     let app = serve(|_| {});
     let many: String = (0..100).map(|i| format!("X-{i}: 1\r\n")).collect();
-    let huge = format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(64 * 1024));
+    let huge = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
     let cases: Vec<(Vec<u8>, u16, &str)> = vec![
         (b"NONSENSE\r\n\r\n".to_vec(), 400, "malformed"),
         (
-            format!("GET / HTTP/1.1\r\n{many}\r\n").into_bytes(),
+            format!("GET / HTTP/1.1\r\nHost: x\r\n{many}\r\n").into_bytes(),
             431,
             "too many request headers",
         ),
         (huge.into_bytes(), 431, "too large"),
         (
-            b"POST /widgets HTTP/1.1\r\nContent-Length: ten\r\n\r\n".to_vec(),
+            b"POST /widgets HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n".to_vec(),
             400,
             "Content-Length",
         ),
         (
-            b"POST /widgets HTTP/1.1\r\nContent-Length: 999999999\r\n\r\n".to_vec(),
+            b"POST /widgets HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n".to_vec(),
             413,
             "body too large",
         ),
         (
-            b"POST /widgets HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(),
+            b"POST /widgets HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                .to_vec(),
             501,
-            "Content-Length",
+            "not supported",
         ),
         (
             b"GET / HTTP/2.0\r\n\r\n".to_vec(),

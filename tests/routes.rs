@@ -138,7 +138,7 @@ fn healthz_hello_unknown_paths_and_wrong_methods() {
     assert!(r.body.contains("/nope"));
     let raw = common::raw(
         app.addr(),
-        b"POST /widgets HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        b"POST /widgets HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     );
     let r = common::parse(&raw).unwrap();
     assert_eq!(r.status, 405);

@@ -91,7 +91,16 @@ fn every_route_answers_like_the_fiber_server() {
         "/deep?frame=70000",
         "/nope",
         "/twitter/nope",
-        "/widgets/",
+        // HTTP/1.1 conformance (docs/HTTP.md): one trailing slash, absolute-form,
+        // percent-escapes decoded only where safe.
+        "/widgets/?sleep=0",
+        "/twitter/",
+        "/widgets/http/",
+        "http://x/hello",
+        "/he%6Clo",
+        "/widgets%2Fhttp",
+        "/hello%00",
+        "/hello%zz",
     ];
     for path in gets {
         let f = get(fibers.addr(), path);
@@ -101,10 +110,26 @@ fn every_route_answers_like_the_fiber_server() {
     for request in [
         "POST /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         "DELETE /twitter HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n",
+        "GET /hello HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n",
+        "GET /hello HTTP/1.0\r\n\r\n",
+        "OPTIONS * HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        "GET /hello HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        "GET /hello HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     ] {
         let f = send(fibers.addr(), request);
         let t = send(twin.addr(), request);
         assert_eq!(essence(&t), essence(&f), "{request:?}");
+    }
+    // Refused by hyper itself, whose 400s carry no body: the status is the same.
+    for request in [
+        "GET /hello HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "GET /hello HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "GET /hello HTTP/1.1\r\nHost : t\r\n\r\n",
+    ] {
+        let f = send(fibers.addr(), request);
+        let t = send(twin.addr(), request);
+        assert_eq!((t.status, f.status), (400, 400), "{request:?}");
     }
     // HEAD: GET's status and headers, no body.
     let head = b"HEAD /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";

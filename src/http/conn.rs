@@ -3,11 +3,19 @@
 //!
 //! One may coroutine runs this per client connection. It reads with timeouts that
 //! end every wait: `idle_timeout` between requests (sliced, so a shutdown is noticed
-//! quickly), `header_timeout` for a head once its first byte arrived (slowloris), the
-//! same again for the whole body once the head is in (a dribbled body), and
-//! `write_timeout` per write. Every timeout given to may goes through
-//! [`io_timeout`] (may loses sub-millisecond timers). Pipelined requests are answered in order from the buffer,
-//! which never grows past one head plus one body.
+//! quickly), `header_timeout` for a head once its first byte arrived (slowloris),
+//! `body_timeout` for the whole body once the head is in (a dribbled body, whether
+//! Content-Length or chunked), and `write_timeout` per write. Every timeout given to
+//! may goes through [`io_timeout`] (may loses sub-millisecond timers). Pipelined
+//! requests are answered in order from the buffer, which never holds more than one
+//! head, one chunk-size line or trailer section, and one read past them; a body is
+//! at most `max_body_bytes`.
+//!
+//! `Expect: 100-continue`: before reading a body the client waits for, the service
+//! is asked whether it would refuse the request anyway ([`Service::refuses`]: 404,
+//! 405); if so that answer goes out at once and the connection closes (the client may
+//! or may not send the body), else `100 Continue` goes out. A Content-Length over the
+//! cap is refused by the parser (413) before any of the body is read.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -16,7 +24,8 @@ use std::time::{Duration, Instant};
 use may::net::TcpStream;
 
 use crate::config::HttpLimits;
-use crate::http::request::{parse_head, Request};
+use crate::http::chunked;
+use crate::http::request::{parse_head, Framing, Request};
 use crate::http::response::Response;
 use crate::http::{io_timeout, HttpError};
 use crate::shutdown::Stop;
@@ -25,8 +34,17 @@ use crate::stats::HttpStats;
 /// What handles a request: routing and running handlers is the server's business.
 pub trait Service: Send + Sync + 'static {
     fn call(&self, req: &Request) -> Response;
+
+    /// The answer `call` would give without running a handler (404, 405), asked
+    /// before the body of an `Expect: 100-continue` request is read; `None` if the
+    /// request would run.
+    fn refuses(&self, _req: &Request) -> Option<Response> {
+        None
+    }
 }
 
+/// The interim response to `Expect: 100-continue`.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 /// How often an idle connection looks at the shutdown flag.
 const IDLE_POLL: Duration = Duration::from_millis(200);
 /// Bytes asked of the socket per read.
@@ -59,19 +77,31 @@ pub fn serve<S: Service + ?Sized>(
             }
             Err(ReadError::Io) => return,
         };
-        let total = head.head_len + head.body_len;
+        buf.drain(..head.head_len);
+        let mut req = head.request;
+        if head.framing != Framing::Length(0) && req.expects_continue() && buf.is_empty() {
+            if let Some(refused) = service.refuses(&req) {
+                stats.response(refused.status);
+                out.clear();
+                refused.write_to(&mut out, req.minor_version, false, req.method == "HEAD");
+                send_and_close(&mut stream, &out);
+                return;
+            }
+            if stream.write_all(CONTINUE).is_err() {
+                return;
+            }
+        }
         // The whole body gets `body_timeout` from the end of the head, not per read.
         let body_deadline = Instant::now() + limits.body_timeout;
-        if let Err(e) = fill(&mut stream, &mut buf, total, body_deadline) {
-            if e.kind() == io::ErrorKind::TimedOut {
+        match read_body(&mut stream, &mut buf, head.framing, limits, body_deadline) {
+            Ok(body) => req.body = body,
+            Err(ReadError::Http(e)) => {
                 stats.protocol_error();
-                send_error_and_close(&mut stream, &HttpError::BodyTimeout, stats);
+                send_error_and_close(&mut stream, &e, stats);
+                return;
             }
-            return;
+            Err(ReadError::Io) => return,
         }
-        let mut req = head.request;
-        req.body = buf[head.head_len..total].to_vec();
-        buf.drain(..total);
 
         let keep_alive = req.wants_keep_alive() && !stop.is_stopping();
         let _in_flight = stop.request_started();
@@ -137,6 +167,42 @@ fn read_head(
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
             Err(_) => return Err(ReadError::Io),
+        }
+    }
+}
+
+/// Read the body framed by `framing` from the front of `buf` (which starts right
+/// after the head) and the stream, removing it from `buf`; bytes after it stay.
+fn read_body(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    framing: Framing,
+    limits: &HttpLimits,
+    deadline: Instant,
+) -> Result<Vec<u8>, ReadError> {
+    let timed_out = |e: io::Error| match e.kind() {
+        io::ErrorKind::TimedOut => ReadError::Http(HttpError::BodyTimeout),
+        _ => ReadError::Io,
+    };
+    match framing {
+        Framing::Length(len) => {
+            fill(stream, buf, len, deadline).map_err(timed_out)?;
+            Ok(buf.drain(..len).collect())
+        }
+        Framing::Chunked => {
+            let mut decoder = chunked::Decoder::default();
+            while !decoder.feed(buf, limits).map_err(ReadError::Http)? {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(ReadError::Http(HttpError::BodyTimeout));
+                }
+                match read_some(stream, buf, left) {
+                    Ok(0) => return Err(ReadError::Io),
+                    Ok(_) => {}
+                    Err(e) => return Err(timed_out(e)),
+                }
+            }
+            Ok(decoder.into_body())
         }
     }
 }

@@ -7,12 +7,15 @@
 //! parses Content-Length with `unwrap()`. We keep its shape (one coroutine per
 //! connection, a tiny handler signature) and own the connection loop.
 
+pub mod chunked;
 pub mod client;
 pub mod conn;
+pub mod date;
 pub mod listener;
 pub mod request;
 pub mod response;
 pub mod router;
+pub mod target;
 
 pub use request::Request;
 pub use response::Response;
@@ -45,17 +48,20 @@ pub enum HttpError {
     TooManyHeaders { limit: usize },
     /// The head is longer than `max_header_bytes` (431).
     HeadTooLarge { limit: usize },
+    /// The request line alone is longer than `max_header_bytes` (414).
+    UriTooLong { limit: usize },
     /// The body is longer than `max_body_bytes` (413).
     BodyTooLarge { limit: usize },
-    /// A `Transfer-Encoding` other than identity (501).
+    /// A `Transfer-Encoding` list ending in chunked with a coding we do not decode
+    /// before it, such as `gzip, chunked` (501).
     UnsupportedTransferEncoding(String),
     /// A well-formed `HTTP/x.y` version other than HTTP/1.0 or HTTP/1.1 (505); a
     /// request line that is not `METHOD /target HTTP/x.y` at all is `Malformed`.
     Version,
     /// The head did not arrive within `header_timeout` (408).
     HeadTimeout,
-    /// The body announced by Content-Length did not arrive within `header_timeout`
-    /// of the head's end (408).
+    /// The body (Content-Length or chunked) did not arrive within `body_timeout` of
+    /// the head's end (408).
     BodyTimeout,
 }
 
@@ -66,6 +72,7 @@ impl HttpError {
             HttpError::Malformed(_) => 400,
             HttpError::TooManyHeaders { .. } | HttpError::HeadTooLarge { .. } => 431,
             HttpError::BodyTooLarge { .. } => 413,
+            HttpError::UriTooLong { .. } => 414,
             HttpError::UnsupportedTransferEncoding(_) => 501,
             HttpError::Version => 505,
             HttpError::HeadTimeout | HttpError::BodyTimeout => 408,
@@ -84,6 +91,11 @@ impl fmt::Display for HttpError {
                 f,
                 "request line and headers are too large: at most {limit} bytes are accepted"
             ),
+            HttpError::UriTooLong { limit } => write!(
+                f,
+                "the request line is too long: at most {limit} bytes are accepted; \
+                 send long data in a body"
+            ),
             HttpError::BodyTooLarge { limit } => {
                 write!(
                     f,
@@ -92,13 +104,13 @@ impl fmt::Display for HttpError {
             }
             HttpError::UnsupportedTransferEncoding(te) => write!(
                 f,
-                "Transfer-Encoding '{te}' is not supported: send the body with Content-Length"
+                "Transfer-Encoding '{te}' is not supported: send the body chunked or with Content-Length"
             ),
             HttpError::Version => write!(f, "only HTTP/1.0 and HTTP/1.1 are spoken here"),
             HttpError::HeadTimeout => write!(f, "the request head did not arrive in time"),
             HttpError::BodyTimeout => write!(
                 f,
-                "the request body did not arrive in time: send all of Content-Length promptly"
+                "the request body did not arrive in time: send all of it (Content-Length or chunked) promptly"
             ),
         }
     }

@@ -2,17 +2,20 @@
 //!
 //! The parser only looks at bytes already read; reading them (with timeouts) is the
 //! connection loop's job (`conn.rs`). Everything a client controls is bounded by
-//! [`HttpLimits`]: header count, head size, body size.
+//! [`HttpLimits`]: header count, head size, body size. The target and Host rules are
+//! in `target.rs`, the chunked coding in `chunked.rs`.
 
 use crate::config::HttpLimits;
-use crate::http::HttpError;
+use crate::http::{target, HttpError};
 
 /// One request, fully read (head and body).
 #[derive(Clone, Debug)]
 pub struct Request {
     /// `GET`, `POST`, ... as sent.
     pub method: String,
-    /// The path, without the query string, not percent-decoded.
+    /// The path, without the query string, normalized (`target.rs`): unreserved
+    /// escapes decoded, other escapes as sent, one trailing slash dropped; `*` for
+    /// `OPTIONS *`.
     pub path: String,
     /// The raw query string (after `?`), empty if none.
     pub query: String,
@@ -20,7 +23,7 @@ pub struct Request {
     pub minor_version: u8,
     /// Header names (lower-cased) and values, in the order sent.
     pub headers: Vec<(String, String)>,
-    /// The body (only `Content-Length` bodies are accepted).
+    /// The body (from `Content-Length` or the chunked coding).
     pub body: Vec<u8>,
 }
 
@@ -54,6 +57,14 @@ impl Request {
         })
     }
 
+    /// Whether the client waits for `100 Continue` before it sends the body.
+    pub fn expects_continue(&self) -> bool {
+        self.minor_version >= 1
+            && self
+                .header("expect")
+                .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+    }
+
     /// Whether the client asked to keep the connection open after this request:
     /// HTTP/1.1 keeps it unless `Connection: close`; HTTP/1.0 closes it unless
     /// `Connection: keep-alive`.
@@ -73,14 +84,30 @@ impl Request {
     }
 }
 
-/// The head of a request: everything but the body, and how long the body is.
+/// How the body of a request is framed (RFC 9112 section 6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// `Content-Length` bytes (0 without the header), at most `max_body_bytes`.
+    Length(usize),
+    /// `Transfer-Encoding: chunked`, decoded by `chunked.rs`.
+    Chunked,
+}
+
+/// The head of a request: everything but the body, and how the body is framed.
 #[derive(Debug)]
 pub struct Head {
     pub request: Request,
     /// Bytes the head took in the buffer.
     pub head_len: usize,
-    /// Bytes of body that follow it.
-    pub body_len: usize,
+    /// How the body that follows it is framed.
+    pub framing: Framing,
+}
+
+impl Head {
+    /// Whether a body follows the head.
+    pub fn has_body(&self) -> bool {
+        self.framing != Framing::Length(0)
+    }
 }
 
 /// Parse a request head from the start of `buf`.
@@ -93,9 +120,7 @@ pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpE
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if buf.len() > limits.max_header_bytes {
-                return Err(HttpError::HeadTooLarge {
-                    limit: limits.max_header_bytes,
-                });
+                return Err(too_large(buf, limits));
             }
             return Ok(None);
         }
@@ -108,49 +133,87 @@ pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpE
         Err(e) => return Err(HttpError::Malformed(e.to_string())),
     };
     if head_len > limits.max_header_bytes {
-        return Err(HttpError::HeadTooLarge {
-            limit: limits.max_header_bytes,
-        });
+        return Err(too_large(buf, limits));
     }
     // httparse fills these three on Complete.
     let method = req.method.unwrap_or_default().to_string();
-    let target = req.path.unwrap_or_default();
     let minor_version = req.version.unwrap_or(1);
-    if !target.starts_with('/') {
-        return Err(HttpError::Malformed(format!(
-            "request target '{target}' must be an absolute path starting with '/'"
-        )));
-    }
+    let target = target::parse(&method, req.path.unwrap_or_default())?;
     let mut out = Vec::with_capacity(req.headers.len());
     for h in req.headers.iter() {
         let value = std::str::from_utf8(h.value)
             .map_err(|_| HttpError::Malformed(format!("header '{}' is not valid UTF-8", h.name)))?;
         out.push((h.name.to_ascii_lowercase(), value.trim().to_string()));
     }
-    let (path, query) = split_target(target);
+    let hosts: Vec<&str> = out
+        .iter()
+        .filter(|(n, _)| n == "host")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    target::check_host(minor_version, &hosts)?;
     let request = Request {
         method,
-        path,
-        query,
+        path: target.path,
+        query: target.query,
         minor_version,
         headers: out,
         body: Vec::new(),
     };
-    let body_len = body_length(&request, limits)?;
+    let framing = framing(&request, limits)?;
     Ok(Some(Head {
         request,
         head_len,
-        body_len,
+        framing,
     }))
 }
 
-/// The body length from `Content-Length`; chunked bodies are refused (501), and
-/// conflicting or non-numeric lengths are a 400 (they are how requests get smuggled).
-fn body_length(req: &Request, limits: &HttpLimits) -> Result<usize, HttpError> {
-    if let Some(te) = req.header("transfer-encoding") {
-        if !te.eq_ignore_ascii_case("identity") {
-            return Err(HttpError::UnsupportedTransferEncoding(te.to_string()));
+/// A head over `max_header_bytes`: 414 when the request line alone is (RFC 9112
+/// section 3: a target longer than the server parses MUST get a 414), else 431.
+fn too_large(buf: &[u8], limits: &HttpLimits) -> HttpError {
+    let limit = limits.max_header_bytes;
+    match buf.iter().position(|&b| b == b'\n') {
+        Some(line) if line <= limit => HttpError::HeadTooLarge { limit },
+        _ => HttpError::UriTooLong { limit },
+    }
+}
+
+/// How the body is framed. Every ambiguity is a 400 after which the connection
+/// closes, because ambiguous framing is how requests get smuggled past a proxy:
+/// Transfer-Encoding together with Content-Length (RFC 9112 section 6.3 lets a server
+/// reject it; we do, rather than guess which one a proxy in front believed),
+/// Transfer-Encoding in HTTP/1.0, a coding list that does not end in `chunked`, and
+/// conflicting or non-numeric lengths. A known list we cannot decode (`gzip, chunked`)
+/// is a 501.
+fn framing(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
+    let codings: Vec<&str> = req
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "transfer-encoding")
+        .flat_map(|(_, v)| v.split(','))
+        .map(str::trim)
+        .collect();
+    if !codings.is_empty() {
+        let te = codings.join(", ");
+        if req.minor_version == 0 {
+            return Err(HttpError::Malformed(format!(
+                "Transfer-Encoding '{te}' in an HTTP/1.0 request: send Content-Length"
+            )));
         }
+        if req.header("content-length").is_some() {
+            return Err(HttpError::Malformed(
+                "both Content-Length and Transfer-Encoding: send only one of them".into(),
+            ));
+        }
+        let chunked = |c: &&str| c.eq_ignore_ascii_case("chunked");
+        return match codings.iter().rposition(chunked) {
+            Some(last) if last + 1 == codings.len() && codings.len() == 1 => Ok(Framing::Chunked),
+            Some(last) if last + 1 == codings.len() && !codings[..last].iter().any(chunked) => {
+                Err(HttpError::UnsupportedTransferEncoding(te))
+            }
+            _ => Err(HttpError::Malformed(format!(
+                "Transfer-Encoding '{te}' must end in chunked, once: the body's end is unknown"
+            ))),
+        };
     }
     let mut lengths = req
         .headers
@@ -158,7 +221,7 @@ fn body_length(req: &Request, limits: &HttpLimits) -> Result<usize, HttpError> {
         .filter(|(n, _)| n == "content-length")
         .map(|(_, v)| v.as_str());
     let Some(first) = lengths.next() else {
-        return Ok(0);
+        return Ok(Framing::Length(0));
     };
     if lengths.any(|other| other != first) {
         return Err(HttpError::Malformed(
@@ -178,7 +241,7 @@ fn body_length(req: &Request, limits: &HttpLimits) -> Result<usize, HttpError> {
             limit: limits.max_body_bytes,
         });
     }
-    Ok(len)
+    Ok(Framing::Length(len))
 }
 
 /// httparse reports any request line it cannot split as a version error (`G ET /
@@ -190,7 +253,7 @@ fn version_error(buf: &[u8]) -> HttpError {
     let parts: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
     let well_formed = parts.len() == 3
         && !parts[0].is_empty()
-        && parts[1].starts_with(b"/")
+        && !parts[1].is_empty()
         && matches!(parts[2], [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
             if major.is_ascii_digit() && minor.is_ascii_digit());
     if well_formed {
@@ -259,8 +322,7 @@ mod tests {
 
     #[test]
     fn a_complete_head_parses_with_query_and_headers() {
-        let raw =
-            b"GET /widgets?sleep=0.25&q=rails+3 HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n";
+        let raw = b"GET http://x/widgets/?sleep=0.25&q=rails+3 HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n";
         let head = parse_head(raw, &limits()).unwrap().unwrap();
         assert_eq!(head.head_len, raw.len());
         assert_eq!(head.request.path, "/widgets");
@@ -272,10 +334,12 @@ mod tests {
     #[test]
     fn keep_alive_defaults_differ_between_1_0_and_1_1() {
         let p = |raw: &[u8]| parse_head(raw, &limits()).unwrap().unwrap().request;
-        assert!(p(b"GET / HTTP/1.1\r\n\r\n").wants_keep_alive());
+        assert!(p(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").wants_keep_alive());
         assert!(!p(b"GET / HTTP/1.0\r\n\r\n").wants_keep_alive());
         assert!(p(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").wants_keep_alive());
-        assert!(!p(b"GET / HTTP/1.1\r\nConnection: foo, close\r\n\r\n").wants_keep_alive());
+        assert!(
+            !p(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: foo, close\r\n\r\n").wants_keep_alive()
+        );
     }
 
     #[test]
@@ -294,7 +358,7 @@ mod tests {
     #[test]
     fn hostile_heads_are_refused_with_the_right_error() {
         let l = limits();
-        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+        let mut many = b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec();
         for i in 0..=l.max_headers {
             many.extend_from_slice(format!("X-{i}: 1\r\n").as_bytes());
         }
@@ -305,9 +369,16 @@ mod tests {
         ));
         for raw in [
             &b"GARBAGE\r\n\r\n"[..],
-            b"GET / HTTP/1.1\r\nContent-Length: ten\r\n\r\n",
-            b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
-            b"GET * HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            b"GET * HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET / HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"GET /%00 HTTP/1.1\r\nHost: x\r\n\r\n",
         ] {
             assert!(
                 matches!(parse_head(raw, &l), Err(HttpError::Malformed(_))),
@@ -317,15 +388,23 @@ mod tests {
         }
         assert!(matches!(
             parse_head(
-                b"POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n",
+                b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n",
                 &l
             ),
             Err(HttpError::BodyTooLarge { .. })
         ));
         assert!(matches!(
-            parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &l),
+            parse_head(
+                b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                &l
+            ),
             Err(HttpError::UnsupportedTransferEncoding(_))
         ));
+        let chunked = parse_head(
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n",
+            &l,
+        );
+        assert_eq!(chunked.unwrap().unwrap().framing, Framing::Chunked);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! A response as handlers build it, and its serialization with the right
-//! connection headers.
+//! connection headers and a `Date` (cached per second, `date.rs`).
 
 use std::io::Write;
 
@@ -7,7 +7,8 @@ use std::io::Write;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Response {
     pub status: u16,
-    /// Headers besides Content-Length, Connection and Date, which are written for you.
+    /// Headers besides Content-Length, Connection and Date: [`Response::write_to`]
+    /// (the fiber server) and hyper (the twin) add those three.
     pub headers: Vec<(&'static str, String)>,
     pub body: Vec<u8>,
 }
@@ -54,8 +55,9 @@ impl Response {
         self
     }
 
-    /// Serialize into `out`. `keep_alive` decides the Connection header;
-    /// `minor_version` is the request's (an HTTP/1.0 client gets an explicit keep-alive).
+    /// Serialize into `out` with Content-Length and Date. `keep_alive` decides the
+    /// Connection header; `minor_version` is the request's (an HTTP/1.0 client gets an
+    /// explicit keep-alive).
     pub fn write_to(
         &self,
         out: &mut Vec<u8>,
@@ -71,6 +73,9 @@ impl Response {
             reason(self.status),
             self.body.len()
         );
+        out.extend_from_slice(b"Date: ");
+        out.extend_from_slice(&crate::http::date::now());
+        out.extend_from_slice(b"\r\n");
         for (name, value) in &self.headers {
             let _ = write!(out, "{name}: {value}\r\n");
         }
@@ -89,12 +94,14 @@ impl Response {
 /// The reason phrase of the status codes we send.
 pub fn reason(status: u16) -> &'static str {
     match status {
+        100 => "Continue",
         200 => "OK",
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
         413 => "Payload Too Large",
+        414 => "URI Too Long",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         501 => "Not Implemented",
@@ -118,7 +125,10 @@ mod tests {
             r.write_to(&mut out, minor, ka, false);
             String::from_utf8(out).unwrap()
         };
-        assert!(s(1, true).starts_with("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n"));
+        assert!(s(1, true).starts_with("HTTP/1.1 200 OK\r\nContent-Length: 6\r\nDate: "));
+        let date = s(1, true)[42..].split("\r\n").next().unwrap().to_string();
+        assert_eq!(date.len(), crate::http::date::LEN, "{date}");
+        assert!(date.ends_with(" GMT"), "{date}");
         assert!(!s(1, true).contains("Connection"));
         assert!(s(1, false).contains("Connection: close\r\n"));
         assert!(s(0, true).contains("Connection: keep-alive\r\n"));

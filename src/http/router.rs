@@ -1,7 +1,10 @@
 //! Routes by method and exact path, with sub-routers mounted at a prefix.
 //!
 //! A route carries a label (its name in stats and stack reports) and a handler of any
-//! type `H`, so the fiber server and examples can use plain function pointers.
+//! type `H`, so the fiber server and examples can use plain function pointers. Paths
+//! arrive normalized (`target.rs`: `/widgets/` is `/widgets`), so routes match exactly.
+
+use crate::http::{target, Response};
 
 /// One route: method, full path, label, handler.
 #[derive(Clone)]
@@ -91,6 +94,45 @@ impl<H> Router<H> {
         }
     }
 
+    /// The route for `method` and `path`, or the response that refuses the request:
+    /// 404, 405 with `Allow`, or for `OPTIONS *` a 200 naming every method served.
+    pub fn resolve(&self, method: &str, path: &str) -> Result<&Route<H>, Response> {
+        match self.find(method, path) {
+            Found::Route(route) => Ok(route),
+            Found::NotFound if path == "*" => Err(target::options_star(&self.methods())),
+            Found::NotFound => Err(Response::error(
+                404,
+                format!("no route for {method} {path}"),
+            )),
+            Found::MethodNotAllowed(allowed) => {
+                let allowed = allowed.join(", ");
+                Err(Response::error(
+                    405,
+                    format!("{method} is not allowed on {path}: use {allowed}"),
+                )
+                .header("Allow", allowed))
+            }
+        }
+    }
+
+    /// Every method some route answers, HEAD included where GET is (for `OPTIONS *`).
+    fn methods(&self) -> String {
+        let mut methods: Vec<&str> = Vec::new();
+        for r in &self.routes {
+            let with_head: &[&str] = if r.method == "GET" {
+                &["GET", "HEAD"]
+            } else {
+                &[r.method]
+            };
+            for m in with_head {
+                if !methods.contains(m) {
+                    methods.push(m);
+                }
+            }
+        }
+        methods.join(", ")
+    }
+
     /// Every route, in the order added (for reports).
     pub fn routes(&self) -> &[Route<H>] {
         &self.routes
@@ -115,5 +157,9 @@ mod tests {
         assert!(matches!(r.find("GET", "/twitter/x"), Found::Route(x) if x.label == "twitter_x"));
         assert!(matches!(r.find("POST", "/widgets"), Found::MethodNotAllowed(m) if m == ["GET"]));
         assert!(matches!(r.find("GET", "/nope"), Found::NotFound));
+        let options = r.resolve("OPTIONS", "*").err().unwrap();
+        assert_eq!(options.status, 200);
+        assert_eq!(options.headers[1], ("Allow", "GET, HEAD".to_string()));
+        assert_eq!(r.resolve("POST", "/widgets").err().unwrap().status, 405);
     }
 }

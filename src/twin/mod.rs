@@ -19,6 +19,7 @@
 //! number of tokio worker threads.
 
 pub mod client;
+pub mod conformance;
 pub mod db;
 pub mod deep;
 pub mod health;

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! accept loop (task) --spawn--> connection task: hyper http1 (keep-alive, HTTP/1.0
-//!     closes unless asked, header timeout) -> axum router -> limit::run -> handler
+//!     closes unless asked, header timeout) -> conformance::admit (Host, target)
+//!     -> axum router -> limit::run -> handler
 //! ```
 //! The same limits as the fiber server where hyper has them: open connections (503 and
 //! close past `max_connections`), header count and size, header timeout. Shutdown is a
@@ -143,10 +144,13 @@ async fn serve_connection(
     let routed = TowerToHyperService::new(router);
     let service = service_fn(move |req| {
         let (stats, stop) = (Arc::clone(&stats), Arc::clone(&stop));
-        let response = routed.call(req);
+        let response = crate::twin::conformance::admit(req).map(|req| routed.call(req));
         async move {
             let _in_flight = stop.request_started();
-            let resp = response.await?;
+            let resp = match response {
+                Ok(routed) => routed.await?,
+                Err(refused) => axum::response::IntoResponse::into_response(refused),
+            };
             stats.response(resp.status().as_u16());
             Ok::<_, std::convert::Infallible>(resp)
         }
@@ -154,6 +158,9 @@ async fn serve_connection(
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .keep_alive(true)
+        // Answer a client that shut down its sending side after its request, as the
+        // fiber server does (hyper's default drops the request on that EOF).
+        .half_close(true)
         .header_read_timeout(limits.header_timeout)
         .max_headers(limits.max_headers)
         .max_buf_size(limits.max_header_bytes.max(MIN_BUF))

@@ -1,0 +1,202 @@
+//! The request target (RFC 9112 section 3.2) and Host rules, shared by both runtimes:
+//! the fiber parser calls these on the raw target, the twin's conformance layer on
+//! the URI hyper parsed, so a path routes the same on both.
+//!
+//! - origin-form `/a/b?q` is the usual; absolute-form `http://host/a/b?q` (which a
+//!   server MUST accept) is routed by its path; asterisk-form `*` only with OPTIONS;
+//!   authority-form (CONNECT) is refused, as this is no proxy.
+//! - The path is normalized before routing: percent-escapes of unreserved characters
+//!   (`A-Z a-z 0-9 - . _ ~`) are decoded, as RFC 3986 section 6.2.2.2 allows; every
+//!   other escape stays as sent, so `%2F` never becomes a path separator; `%00` and
+//!   broken escapes (`%zz`, `%4`) are a 400. Routes match exactly, so a decoded `.`
+//!   cannot climb out of anything.
+//! - One trailing slash is dropped (`/widgets/` routes as `/widgets`): the original
+//!   demo was driven by `ab .../widgets/`, and ab follows no redirects.
+//! - An HTTP/1.1 request MUST carry exactly one Host (RFC 9112 section 3.2): else 400.
+
+use crate::http::{HttpError, Response};
+
+/// The methods `OPTIONS *` announces when the server does not say otherwise.
+pub const DEFAULT_ALLOW: &str = "GET, HEAD";
+
+/// A request target reduced to what routing needs.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The normalized path, or `*` for `OPTIONS *`.
+    pub path: String,
+    /// The raw query (after `?`), empty if none.
+    pub query: String,
+}
+
+/// Parse and normalize `target` as sent with `method`.
+pub fn parse(method: &str, target: &str) -> Result<Target, HttpError> {
+    if target == "*" {
+        return if method == "OPTIONS" {
+            Ok(Target {
+                path: "*".into(),
+                query: String::new(),
+            })
+        } else {
+            Err(HttpError::Malformed(format!(
+                "the target '*' is only for OPTIONS, not {method}"
+            )))
+        };
+    }
+    let origin = match strip_scheme(target) {
+        // absolute-form: the path after the authority, `/` when there is none.
+        Some(rest) => match rest.find(['/', '?']) {
+            Some(at) if rest.as_bytes()[at] == b'/' => &rest[at..],
+            Some(at) => return parse(method, &format!("/{}", &rest[at..])),
+            None => "/",
+        },
+        None => target,
+    };
+    if !origin.starts_with('/') {
+        return Err(HttpError::Malformed(format!(
+            "request target '{target}' must be a path starting with '/' (or http://host/path)"
+        )));
+    }
+    let (path, query) = origin.split_once('?').unwrap_or((origin, ""));
+    Ok(Target {
+        path: normalize_path(path)?,
+        query: query.to_string(),
+    })
+}
+
+/// `http://` or `https://` (any case) cut off, or `None` if `target` has no scheme.
+fn strip_scheme(target: &str) -> Option<&str> {
+    ["http://", "https://"].iter().find_map(|scheme| {
+        let head = target.get(..scheme.len())?;
+        head.eq_ignore_ascii_case(scheme)
+            .then(|| &target[scheme.len()..])
+    })
+}
+
+/// Decode escapes of unreserved characters, keep the rest, refuse `%00` and broken
+/// escapes, and drop one trailing slash (not the root's).
+pub fn normalize_path(path: &str) -> Result<String, HttpError> {
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'%' {
+            // A whole UTF-8 character, so that non-ASCII paths pass through unchanged.
+            let len = path[i..].chars().next().map_or(1, char::len_utf8);
+            out.push_str(&path[i..i + len]);
+            i += len;
+            continue;
+        }
+        let escape = bytes.get(i + 1..i + 3).unwrap_or_default();
+        let value = match escape {
+            [h, l] => hex(*h).zip(hex(*l)).map(|(h, l)| h << 4 | l),
+            _ => None,
+        };
+        match value {
+            None => {
+                return Err(HttpError::Malformed(format!(
+                    "the path '{path}' has a broken percent-escape: write '%' as '%25'"
+                )))
+            }
+            Some(0) => {
+                return Err(HttpError::Malformed(format!(
+                    "the path '{path}' contains %00 (NUL), which no route has"
+                )))
+            }
+            Some(b) if b.is_ascii_alphanumeric() || b"-._~".contains(&b) => out.push(b as char),
+            Some(_) => out.push_str(&path[i..i + 3]),
+        }
+        i += 3;
+    }
+    if out.len() > 1 && out.ends_with('/') {
+        out.pop();
+    }
+    Ok(out)
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// An HTTP/1.1 request needs exactly one Host header; HTTP/1.0 may go without. Any
+/// Host sent must be a `host[:port]` (RFC 3986 characters, no `/`, `@`, space).
+pub fn check_host(minor_version: u8, hosts: &[&str]) -> Result<(), HttpError> {
+    if minor_version >= 1 && hosts.len() != 1 {
+        return Err(HttpError::Malformed(format!(
+            "an HTTP/1.1 request needs exactly one Host header, this one has {}",
+            hosts.len()
+        )));
+    }
+    let valid = |b: u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]%".contains(&b);
+    match hosts.iter().find(|h| !h.bytes().all(valid)) {
+        Some(bad) => Err(HttpError::Malformed(format!(
+            "the Host header '{bad}' is not a host[:port]"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The answer to `OPTIONS *`: what the server as a whole allows.
+pub fn options_star(allow: &str) -> Response {
+    Response::text(200, "").header("Allow", allow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(t: &str) -> Result<String, u16> {
+        parse("GET", t).map(|t| t.path).map_err(|e| e.status())
+    }
+
+    #[test]
+    fn the_three_forms_a_server_accepts() {
+        assert_eq!(
+            parse("GET", "/a?b=c").unwrap(),
+            Target {
+                path: "/a".into(),
+                query: "b=c".into()
+            }
+        );
+        assert_eq!(path("http://x/hello"), Ok("/hello".into()));
+        assert_eq!(path("HTTP://x:80/hello/"), Ok("/hello".into()));
+        assert_eq!(path("https://x"), Ok("/".into()));
+        assert_eq!(parse("GET", "http://x?q=1").unwrap().query, "q=1");
+        assert_eq!(parse("OPTIONS", "*").unwrap().path, "*");
+        assert_eq!(path("*"), Err(400));
+        assert_eq!(path("x:443"), Err(400));
+        assert_eq!(path("ftp://x/y"), Err(400));
+    }
+
+    #[test]
+    fn only_unreserved_escapes_are_decoded() {
+        assert_eq!(path("/he%6C%6Co"), Ok("/hello".into()));
+        assert_eq!(path("/%7E%2d%2E_"), Ok("/~-._".into()));
+        assert_eq!(path("/widgets%2Fhttp"), Ok("/widgets%2Fhttp".into()));
+        assert_eq!(path("/a%20b"), Ok("/a%20b".into()));
+        assert_eq!(path("/ü"), Ok("/ü".into()));
+        for bad in ["/a%00", "/a%zz", "/a%4", "/a%", "/%%41"] {
+            assert_eq!(path(bad), Err(400), "{bad}");
+        }
+    }
+
+    #[test]
+    fn one_trailing_slash_is_dropped() {
+        assert_eq!(path("/widgets/"), Ok("/widgets".into()));
+        assert_eq!(path("/widgets/http/"), Ok("/widgets/http".into()));
+        assert_eq!(path("/"), Ok("/".into()));
+        assert_eq!(path("//"), Ok("/".into()));
+        assert_eq!(path("/a//"), Ok("/a/".into()));
+    }
+
+    #[test]
+    fn host_is_required_once_in_1_1_only() {
+        assert!(check_host(1, &["x"]).is_ok());
+        assert!(check_host(1, &["[::1]:8080"]).is_ok());
+        assert!(check_host(1, &[""]).is_ok());
+        assert!(check_host(0, &[]).is_ok());
+        assert!(check_host(1, &[]).is_err());
+        assert!(check_host(1, &["x", "x"]).is_err());
+        assert!(check_host(0, &["a b"]).is_err());
+        assert!(check_host(1, &["x/y"]).is_err());
+    }
+}
