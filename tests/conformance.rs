@@ -19,9 +19,7 @@ const BODY_TIMEOUT: Duration = Duration::from_millis(600);
 const SLACK: Duration = Duration::from_millis(1500);
 
 fn config(tweak: impl FnOnce(&mut ServeConfig)) -> ServeConfig {
-    let url = fiber_mysql::launcher::test_database_opts()
-        .unwrap_or_else(|e| panic!("no test database: {e}"))
-        .url();
+    let url = common::database_url();
     let mut cfg = ServeConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         fibers: 50,

@@ -401,9 +401,7 @@ fn every_request_both_runtimes_accept_gets_the_same_status_from_both() {
     let seed = seed();
     let n = iters().map_or(DEFAULT_PARITY, |i| (i / 200).max(DEFAULT_PARITY));
     eprintln!("fuzz parity: seed {seed} (FIBERSTACK_FUZZ_SEED), {n} requests to each runtime");
-    let url = fiber_mysql::launcher::test_database_opts()
-        .unwrap_or_else(|e| panic!("no test database: {e}"))
-        .url();
+    let url = common::database_url();
     let mut cfg = ServeConfig {
         database_url: Some(url),
         ..common::config()

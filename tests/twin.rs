@@ -14,21 +14,13 @@ use std::time::{Duration, Instant};
 use common::{concurrent_gets, get, parse, raw, Resp};
 use fiberstack::config::ServeConfig;
 
-/// The shared test database (FIBERSTACK_TEST_DATABASE_URL, or one private MariaDB for
-/// this test binary), so both servers read the same rows.
-fn database_url() -> String {
-    fiber_mysql::testing::test_database_opts()
-        .unwrap_or_else(|e| panic!("no test database: {e}"))
-        .url()
-}
-
 fn config(tweak: impl FnOnce(&mut ServeConfig)) -> ServeConfig {
     let mut cfg = ServeConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         fibers: 50,
         db_pool: 20,
         workers: 2,
-        database_url: Some(database_url()),
+        database_url: Some(common::database_url()),
         ..ServeConfig::default()
     };
     tweak(&mut cfg);
@@ -329,7 +321,7 @@ fn the_binary_serves_the_twin_and_an_overflow_kills_it() {
         .args(["serve", "--runtime", "async", "--bind", "127.0.0.1:0"])
         .args(["--db-pool", "2"])
         // Not in argv: the URL holds a password, and argv shows in `ps`.
-        .env("DATABASE_URL", database_url())
+        .env("DATABASE_URL", common::database_url())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -25,6 +25,14 @@ pub fn config() -> ServeConfig {
     }
 }
 
+/// The URL of one database both runtimes can share: FIBERSTACK_TEST_DATABASE_URL, or
+/// one private MariaDB for this test binary (fiber_mysql's `testing` fixture).
+pub fn database_url() -> String {
+    fiber_mysql::testing::test_database_opts()
+        .unwrap_or_else(|e| panic!("no test database: {e}"))
+        .url()
+}
+
 /// Start the demo with `config()` changed by `tweak`.
 pub fn serve(tweak: impl FnOnce(&mut ServeConfig)) -> Running {
     let mut cfg = config();
