@@ -14,8 +14,7 @@ use fiber_pool::{FiberPool, PoolConfig, RunError};
 use crate::app::{self, AppState};
 use crate::config::{ByteSize, DEFAULT_STACK_SIZE};
 use crate::http::router::Found;
-use crate::http::Request;
-use crate::server::Handler;
+use crate::http::{Handler, Request};
 
 /// The requests the report drives: every built-in route, and `/deep` at several depths.
 pub const PROBES: &[&str] = &[

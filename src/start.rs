@@ -14,7 +14,8 @@ use crate::app::{self, AppState};
 use crate::config::{ByteSize, ServeConfig};
 use crate::http::client::{HttpClient, Url};
 use crate::http::listener;
-use crate::server::{self, App, Drained, RouteLimits, Server};
+use crate::server::{self, App, RouteLimits, Server};
+use crate::shutdown::Drained;
 use crate::stats::HttpStats;
 
 /// A running demo.

@@ -4,8 +4,7 @@
 
 use crate::app::{upstream_error, AppState};
 use crate::http::client::{ClientError, ClientResponse, Url};
-use crate::http::{Request, Response, Router};
-use crate::server::Handler;
+use crate::http::{Handler, Request, Response, Router};
 
 /// The sub-app's routes, written without knowing where they are mounted.
 pub fn router() -> Router<Handler<AppState>> {

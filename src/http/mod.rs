@@ -9,11 +9,14 @@
 
 pub mod client;
 pub mod conn;
+pub mod handler;
 pub mod listener;
+pub mod refusal;
 pub mod request;
 pub mod response;
 pub mod router;
 
+pub use handler::Handler;
 pub use request::Request;
 pub use response::Response;
 pub use router::Router;

@@ -18,7 +18,7 @@ use axum::middleware::Next;
 use futures_util::FutureExt;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::http::Response;
+use crate::http::{refusal, Response};
 use crate::twin::Shared;
 
 /// Why a request did not get a slot.
@@ -158,10 +158,8 @@ pub async fn run(
         Ok(permit) => permit,
         Err(refused) => {
             let resp = match refused {
-                Refused::Busy { size, queue } => {
-                    crate::server::queue_full("task slots", size, queue)
-                }
-                Refused::Timeout { wait } => crate::server::wait_timed_out("task slot", wait),
+                Refused::Busy { size, queue } => refusal::queue_full("task slots", size, queue),
+                Refused::Timeout { wait } => refusal::wait_timed_out("task slot", wait),
             };
             log_5xx(&method, route.label, resp.status, &resp.body);
             return resp.into_response();

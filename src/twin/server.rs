@@ -25,8 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::HttpLimits;
-use crate::server::Drained;
-use crate::shutdown::Stop;
+use crate::shutdown::{Drained, Stop};
 use crate::stats::HttpStats;
 
 /// hyper's smallest read buffer; the head limit cannot go below it.
@@ -171,7 +170,7 @@ async fn serve_connection(
 
 /// Answer a connection over the limit with a 503 and close it.
 async fn reject(mut stream: TcpStream, max: usize) {
-    let out = crate::server::over_limit(max);
+    let out = crate::http::refusal::over_limit(max);
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
 }
 

@@ -10,7 +10,7 @@ use mysql_async::prelude::Queryable;
 
 use crate::app;
 use crate::config::ServeConfig;
-use crate::server::Drained;
+use crate::shutdown::Drained;
 use crate::start::{database, own_address, own_urls, Database, StartError};
 use crate::stats::HttpStats;
 use crate::twin::{client, db, limit, router, server, TwinState};
