@@ -23,13 +23,11 @@
 static ALLOCATOR: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 pub mod app;
-pub mod bench;
-pub mod cli;
 pub mod config;
 pub mod http;
 pub mod server;
 pub mod shutdown;
-pub mod stack_report;
+pub mod stack_use;
 pub mod start;
 pub mod stats;
 pub mod twin;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{get, serve};
 use fiberstack::config::DEFAULT_STACK_SIZE;
-use fiberstack::stack_report::{measure, PROBES};
+use fiberstack::stack_use::{measure, PROBES};
 
 /// Headroom every built-in route keeps at the default stack size.
 const HEADROOM: f64 = 4.0;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{ByteSize, Runtime, ServeConfig};
-use crate::start;
+use fiberstack::config::{ByteSize, Runtime, ServeConfig};
+use fiberstack::start;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -131,7 +131,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => args.to_config().and_then(|cfg| serve(&cfg)),
-        Command::StackReport(args) => args.to_config().and_then(|cfg| stack_report(&cfg)),
+        Command::StackReport(args) => args
+            .to_config()
+            .and_then(|cfg| crate::stack_report::run(&cfg)),
         Command::Mariadb { max_connections } => mariadb(max_connections),
         Command::Bench(args) => crate::bench::run(&args),
     };
@@ -146,7 +148,7 @@ pub fn main() -> ExitCode {
 
 /// Signals that stop the server; registered before anything starts, so that a signal
 /// during start-up is not lost (and the private MariaDB is still cleaned up).
-fn stop_signals() -> Result<signal_hook::iterator::Signals, String> {
+pub fn stop_signals() -> Result<signal_hook::iterator::Signals, String> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .map_err(|e| format!("cannot install signal handlers: {e}"))
@@ -164,7 +166,7 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
             running.shutdown(cfg.shutdown_grace)
         }
         Runtime::Async => {
-            let running = crate::twin::start(cfg).map_err(|e| e.to_string())?;
+            let running = fiberstack::twin::start(cfg).map_err(|e| e.to_string())?;
             println!("{}", running.banner(cfg));
             let signal = wait_for_stop(&mut signals);
             stopping(signal, running.server.stop_state().in_flight(), cfg);
@@ -194,29 +196,6 @@ fn stopping(signal: &str, in_flight: usize, cfg: &ServeConfig) {
         "fiberstack: got {signal}, finishing {in_flight} in-flight requests (up to {:?})",
         cfg.shutdown_grace
     );
-}
-
-/// `fiberstack stack-report`: start the demo, measure every route, print the table.
-pub fn stack_report(cfg: &ServeConfig) -> Result<(), String> {
-    if cfg.runtime != Runtime::Fibers {
-        return Err("stack-report measures fiber stacks: use --runtime fibers".into());
-    }
-    let mut cfg = cfg.clone();
-    cfg.bind = "127.0.0.1:0".parse().expect("a literal address");
-    let _signals = stop_signals()?;
-    let running = start::start(&cfg).map_err(|e| e.to_string())?;
-    let state = std::sync::Arc::clone(&running.state);
-    let rows = fiber_pool::carrier::go(move || {
-        crate::stack_report::measure(&state, crate::stack_report::PROBES)
-    })
-    .join()
-    .map_err(|_| "the stack report panicked".to_string())??;
-    println!(
-        "{}",
-        crate::stack_report::render(&rows, crate::stack_report::build_kind())
-    );
-    running.shutdown(Duration::from_secs(5));
-    Ok(())
 }
 
 /// `fiberstack mariadb`: a private MariaDB for tests or experiments.

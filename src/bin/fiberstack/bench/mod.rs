@@ -33,7 +33,7 @@ use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
 use crate::bench::process::{RssSampler, ServerProcess};
 use crate::bench::report::{Row, Sample};
 use crate::bench::scenario::{Load, Scenario};
-use crate::config::Runtime;
+use fiberstack::config::Runtime;
 
 /// File descriptors a server needs beyond its client and MySQL connections.
 const FD_SLACK: usize = 200;
