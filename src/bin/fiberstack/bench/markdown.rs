@@ -34,7 +34,7 @@ pub fn markdown(
         md,
         "Machine: {} cores ({cpu}); the load tools, both servers and MariaDB share them. \
          Server workers: {}. Took {:.0} s.\n",
-        crate::bench::default_workers(),
+        fiberstack::config::cores(),
         args.workers,
         took.as_secs_f64()
     );
@@ -62,7 +62,7 @@ pub fn markdown(
                 duration_secs,
             } => format!(
                 "`wrk -t{} -c{concurrency} -d{duration_secs}s --latency --timeout {}`",
-                load::WRK_THREADS.min(concurrency),
+                load::wrk_threads(concurrency),
                 load::WRK_TIMEOUT
             ),
         };

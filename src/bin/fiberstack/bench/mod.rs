@@ -57,15 +57,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub only: Option<String>,
     /// Worker threads of each server (may or tokio).
-    #[arg(long, default_value_t = default_workers())]
+    #[arg(long, default_value_t = fiberstack::config::cores())]
     pub workers: usize,
     /// Where the results directory is created.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
-}
-
-pub fn default_workers() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 /// What a finished run produced.
