@@ -11,6 +11,7 @@ pub mod client;
 pub mod conn;
 pub mod handler;
 pub mod listener;
+pub mod query;
 pub mod refusal;
 pub mod request;
 pub mod response;
