@@ -26,6 +26,7 @@ pub mod app;
 pub mod config;
 pub mod http;
 pub mod server;
+pub mod setup;
 pub mod shutdown;
 pub mod stack_use;
 pub mod start;

@@ -10,8 +10,8 @@ use mysql_async::prelude::Queryable;
 
 use crate::app;
 use crate::config::ServeConfig;
+use crate::setup::{database, fail, own_address, own_urls, Database, StartError};
 use crate::shutdown::Drained;
-use crate::start::{database, own_address, own_urls, Database, StartError};
 use crate::stats::HttpStats;
 use crate::twin::{client, db, limit, router, server, TwinState};
 
@@ -27,10 +27,6 @@ pub struct Running {
     /// Where MySQL is, for the start-up line (password redacted).
     pub db_where: String,
     runtime: tokio::runtime::Runtime,
-}
-
-fn fail(msg: impl Into<String>) -> StartError {
-    StartError(msg.into())
 }
 
 /// Start everything `cfg` describes, on a runtime of `cfg.workers` tokio workers.
