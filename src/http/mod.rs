@@ -10,6 +10,7 @@
 pub mod client;
 pub mod conn;
 pub mod handler;
+pub mod html;
 pub mod listener;
 pub mod query;
 pub mod refusal;

@@ -25,6 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::HttpLimits;
+use crate::http::listener;
 use crate::shutdown::{Drained, Stop};
 use crate::stats::HttpStats;
 
@@ -40,19 +41,12 @@ pub struct Server {
 }
 
 /// Bind `addr` (tokio sets no SO_REUSEPORT, so a taken port is an error) with the
-/// same message as the fiber server's listener. The backlog is tokio's 1024, the
-/// same as may's.
+/// same message as the fiber server's listener, and `backlog` connections queued in
+/// the kernel (`HttpLimits::listen_backlog`, as on fibers).
 pub async fn bind(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
-    let listener = TcpListener::bind(addr).await.map_err(|e| {
-        if e.kind() == io::ErrorKind::AddrInUse {
-            io::Error::new(
-                e.kind(),
-                format!("{addr} is already in use: stop the other server or pass another --bind"),
-            )
-        } else {
-            io::Error::new(e.kind(), format!("cannot bind {addr}: {e}"))
-        }
-    })?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| listener::bind_error(addr, e))?;
     // tokio listens with 1024, like may: raise it to the same configured backlog as
     // the fiber server (`HttpLimits::listen_backlog`), so both meet a connection storm alike.
     socket2::SockRef::from(&listener)
