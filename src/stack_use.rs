@@ -32,7 +32,7 @@ pub const PROBES: &[&str] = &[
 /// The stack the peak is measured on: far more than any probe needs.
 const MEASURE_STACK: usize = 4 << 20;
 /// Step between the candidate sizes tried for the smallest stack.
-const STEP: usize = 4096;
+pub const STEP: usize = 4096;
 /// How far above the measured peak the search for the smallest stack goes.
 const SEARCH_SPAN: usize = 256 * 1024;
 
