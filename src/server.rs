@@ -20,7 +20,8 @@ use may::net::TcpListener;
 
 use crate::config::HttpLimits;
 use crate::http::conn::{self, Service};
-use crate::http::refusal::{over_limit, queue_full, wait_timed_out};
+use crate::http::listener;
+use crate::http::refusal::{over_limit, queue_full, wait_timed_out, OVER_LIMIT_WRITE_TIMEOUT};
 use crate::http::router::{Found, Router};
 use crate::http::{Handler, Request, Response};
 use crate::shutdown::{Drained, Stop};
@@ -190,6 +191,9 @@ fn target(req: &Request) -> String {
     }
 }
 
+/// How long `shutdown`'s wake-up connection to the accept loop may take (loopback).
+const WAKE_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// A running server: its address, and the handle that stops it.
 pub struct Server {
     addr: SocketAddr,
@@ -234,7 +238,7 @@ fn accept_loop(
                 }
                 // Out of file descriptors and the like: say so, back off, go on.
                 eprintln!("fiberstack: accept failed: {e}");
-                may::coroutine::sleep(Duration::from_millis(10));
+                may::coroutine::sleep(listener::ACCEPT_RETRY_PAUSE);
                 continue;
             }
         };
@@ -291,7 +295,7 @@ fn pending(listener: &TcpListener) -> bool {
 
 /// Answer a connection over the limit with a 503 and close it.
 fn reject(mut stream: may::net::TcpStream, max: usize) {
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = stream.set_write_timeout(Some(OVER_LIMIT_WRITE_TIMEOUT));
     conn::send_and_close(&mut stream, &over_limit(max));
 }
 
@@ -335,6 +339,6 @@ impl Server {
                 SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
             });
         }
-        let _ = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1));
+        let _ = std::net::TcpStream::connect_timeout(&addr, WAKE_CONNECT_TIMEOUT);
     }
 }

@@ -27,6 +27,29 @@ pub fn fail(msg: impl Into<String>) -> StartError {
     StartError(msg.into())
 }
 
+/// Where MySQL start-up failed, each step worded once for both runtimes.
+#[derive(Clone, Copy, Debug)]
+pub enum DbStep {
+    /// Opening the pool's `--db-pool` connections.
+    OpenPool,
+    /// Taking a connection to create the schema.
+    Reach,
+    /// Creating the demo schema.
+    Schema,
+}
+
+/// The [`StartError`] for a MySQL failure at `step`.
+pub fn db_failed(step: DbStep, cfg: &ServeConfig, e: impl fmt::Display) -> StartError {
+    fail(match step {
+        DbStep::OpenPool => format!(
+            "cannot open the MySQL pool (--db-pool {}): {e}",
+            cfg.db_pool
+        ),
+        DbStep::Reach => format!("cannot reach MySQL: {e}"),
+        DbStep::Schema => format!("cannot create the demo schema: {e}"),
+    })
+}
+
 /// Where MySQL is: an external server named by the URL, or a private MariaDB started
 /// here (sized for the pool). Shared by both runtimes.
 pub struct Database {
@@ -69,7 +92,12 @@ pub fn database(cfg: &ServeConfig) -> Result<Database, StartError> {
 
 /// `/widgets` at this server's own address (for `/widgets/http`), and the upstream of
 /// `/twitter`: `--upstream`, resolved once here, or this server's own search API.
-pub fn own_urls(cfg: &ServeConfig, bound: SocketAddr) -> Result<(Url, Url), StartError> {
+/// `bound` is the listener's `local_addr()`.
+pub fn own_urls(
+    cfg: &ServeConfig,
+    bound: std::io::Result<SocketAddr>,
+) -> Result<(Url, Url), StartError> {
+    let bound = bound.map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
     let own = own_address(bound);
     let self_widgets =
         Url::parse(&format!("http://{own}/widgets")).map_err(|e| fail(e.to_string()))?;

@@ -14,7 +14,9 @@ use crate::config::{ByteSize, ServeConfig};
 use crate::http::client::HttpClient;
 use crate::http::listener;
 use crate::server::{self, App, RouteLimits, Server};
-use crate::setup::{database, fail, own_address, own_urls, Database, StartError};
+use crate::setup::{
+    database, db_failed, fail, own_address, own_urls, Database, DbStep, StartError,
+};
 use crate::shutdown::Drained;
 use crate::stats::HttpStats;
 
@@ -52,28 +54,18 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         driver: cfg.db_driver,
         ..fiber_mysql::PoolConfig::new(opts, cfg.db_pool)
     })
-    .map_err(|e| {
-        fail(format!(
-            "cannot open the MySQL pool (--db-pool {}): {e}",
-            cfg.db_pool
-        ))
-    })?;
+    .map_err(|e| db_failed(DbStep::OpenPool, cfg, e))?;
     {
-        let mut conn = db
-            .get()
-            .map_err(|e| fail(format!("cannot reach MySQL: {e}")))?;
+        let mut conn = db.get().map_err(|e| db_failed(DbStep::Reach, cfg, e))?;
         for sql in app::schema::init_sql() {
             conn.query(&sql)
-                .map_err(|e| fail(format!("cannot create the demo schema: {e}")))?;
+                .map_err(|e| db_failed(DbStep::Schema, cfg, e))?;
         }
     }
 
     let listener = listener::bind_with_backlog(cfg.bind, cfg.http.listen_backlog)
         .map_err(|e| fail(e.to_string()))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
-    let (self_widgets, upstream) = own_urls(cfg, addr)?;
+    let (self_widgets, upstream) = own_urls(cfg, listener.local_addr())?;
     let http_stats = Arc::new(HttpStats::default());
     let state = Arc::new(AppState {
         db,

@@ -11,8 +11,13 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use crate::config::HttpLimits;
+
+/// The pause after a failed accept (out of file descriptors and the like) before the
+/// accept loop tries again: long enough not to spin, short enough to go unnoticed.
+pub const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(10);
 
 /// Bind `addr` for may with the default backlog, refusing a taken port.
 pub fn bind(addr: SocketAddr) -> io::Result<may::net::TcpListener> {

@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use crate::http::Response;
 
+/// Time the 503 to a connection over the limit gets to be written before the
+/// connection is closed anyway (it is small: one write, or a client not reading).
+pub const OVER_LIMIT_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The 503 for a request refused at once: every worker busy, the queue full.
 /// `workers` names them: "fibers", or the twin's "task slots".
 pub fn queue_full(workers: &str, size: usize, queue: usize) -> Response {

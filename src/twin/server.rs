@@ -25,9 +25,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::HttpLimits;
-use crate::http::listener;
+use crate::http::{listener, refusal};
 use crate::shutdown::{Drained, Stop};
 use crate::stats::HttpStats;
+
+/// How often `shutdown` looks whether every connection has closed.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
 
 /// hyper's smallest read buffer; the head limit cannot go below it.
 const MIN_BUF: usize = 8192;
@@ -97,7 +100,7 @@ async fn accept_loop(
                 Err(e) => {
                     // Out of file descriptors and the like: say so, back off, go on.
                     eprintln!("fiberstack: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    tokio::time::sleep(listener::ACCEPT_RETRY_PAUSE).await;
                     continue;
                 }
             },
@@ -164,8 +167,8 @@ async fn serve_connection(
 
 /// Answer a connection over the limit with a 503 and close it.
 async fn reject(mut stream: TcpStream, max: usize) {
-    let out = crate::http::refusal::over_limit(max);
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
+    let out = refusal::over_limit(max);
+    let _ = tokio::time::timeout(refusal::OVER_LIMIT_WRITE_TIMEOUT, stream.write_all(&out)).await;
 }
 
 impl Server {
@@ -186,7 +189,7 @@ impl Server {
         let _ = self.accept.await;
         let deadline = Instant::now() + grace;
         while self.stop.connections() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(DRAIN_POLL).await;
         }
         Drained {
             connections_left: self.stop.connections(),

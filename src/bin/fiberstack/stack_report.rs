@@ -8,6 +8,10 @@ use std::time::Duration;
 use fiberstack::config::{ByteSize, Runtime, ServeConfig, DEFAULT_STACK_SIZE};
 use fiberstack::stack_use::Row;
 
+/// Time the report's own requests get to finish when it stops the demo (none should
+/// be left: the report waits for each).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// `fiberstack stack-report`: start the demo, measure every route, print the table.
 pub fn run(cfg: &ServeConfig) -> Result<(), String> {
     if cfg.runtime != Runtime::Fibers {
@@ -24,7 +28,7 @@ pub fn run(cfg: &ServeConfig) -> Result<(), String> {
     .join()
     .map_err(|_| "the stack report panicked".to_string())??;
     println!("{}", render(&rows, build_kind()));
-    running.shutdown(Duration::from_secs(5));
+    running.shutdown(SHUTDOWN_GRACE);
     Ok(())
 }
 
