@@ -140,9 +140,9 @@ fn names_crate_module(text: &str, module: &str) -> Vec<usize> {
     for (i, &(n, line)) in code.iter().enumerate() {
         for (k, _) in line.match_indices("crate::") {
             let rest = &line[k + "crate::".len()..];
-            let hit = if rest.starts_with('{') {
+            let hit = if let Some(group) = rest.strip_prefix('{') {
                 // A group, maybe over several lines: does a top-level name start with it?
-                let after: Vec<&str> = std::iter::once(&rest[1..])
+                let after: Vec<&str> = std::iter::once(group)
                     .chain(code[i + 1..].iter().map(|(_, l)| *l))
                     .collect();
                 top_level_items(&after.join(" "))
