@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use fiberstack::config::HttpLimits;
-use fiberstack::http::{Request, Response, Router};
-use fiberstack::server::{self, App, Handler};
+use fiberstack::http::{Handler, Request, Response, Router};
+use fiberstack::server::{self, App};
 
 struct Greeter {
     greeting: &'static str,

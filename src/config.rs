@@ -4,13 +4,34 @@
 //! read the same struct, so a limit means the same thing on either runtime.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::str::FromStr;
 use std::time::Duration;
+
+// The defaults a user gets, each named once: `ServeConfig::default()` and the CLI's
+// flags (`--help` shows them) both read these.
 
 /// The fiber stack size used when `--stack-size` is not given. See STACK_SIZES.md for
 /// the measurements behind it.
 pub const DEFAULT_STACK_SIZE: usize = 128 * 1024;
+/// `--bind`: the original demo's port, on loopback only.
+pub const DEFAULT_BIND: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 3000));
+/// `--fibers`: the original demo's 100 fibers.
+pub const DEFAULT_FIBERS: usize = 100;
+/// `--queue`: requests that may wait for a fiber.
+pub const DEFAULT_QUEUE: usize = 1024;
+/// `--fiber-wait`: longest wait for a fiber.
+pub const DEFAULT_FIBER_WAIT: Duration = Duration::from_secs(30);
+/// `--db-pool`: one MySQL connection per fiber, as in the original demo.
+pub const DEFAULT_DB_POOL: usize = DEFAULT_FIBERS;
+/// `--db-wait`: longest wait for a MySQL connection.
+pub const DEFAULT_DB_WAIT: Duration = Duration::from_secs(10);
+/// Longest a single query may run before it is cancelled.
+pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(15);
+/// `--max-connections`: open client connections (under `ulimit -n`, 20000 here).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 15_000;
+/// `--shutdown-grace`: time in-flight requests get after SIGTERM.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Limits of the HTTP/1.x server, per connection and per request.
 #[derive(Clone, Debug)]
@@ -50,7 +71,7 @@ impl Default for HttpLimits {
             body_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(15),
             write_timeout: Duration::from_secs(10),
-            max_connections: 15_000,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             listen_backlog: 4096,
             connection_stack: 32 * 1024,
         }
@@ -167,26 +188,32 @@ impl ServeConfig {
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
-            runtime: Runtime::Fibers,
-            bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
-            fibers: 100,
+            runtime: Runtime::default(),
+            bind: DEFAULT_BIND,
+            fibers: DEFAULT_FIBERS,
             stack_size: DEFAULT_STACK_SIZE,
-            queue: 1024,
-            fiber_wait_timeout: Duration::from_secs(30),
+            queue: DEFAULT_QUEUE,
+            fiber_wait_timeout: DEFAULT_FIBER_WAIT,
             self_call_limit: None,
-            db_pool: 100,
-            db_wait_timeout: Duration::from_secs(10),
+            db_pool: DEFAULT_DB_POOL,
+            db_wait_timeout: DEFAULT_DB_WAIT,
             database_url: None,
             mariadbd: None,
             db_driver: fiber_mysql::Driver::Native,
-            query_timeout: Duration::from_secs(15),
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            query_timeout: DEFAULT_QUERY_TIMEOUT,
+            workers: cores(),
             upstream: None,
-            shutdown_grace: Duration::from_secs(15),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             http: HttpLimits::default(),
             client: ClientLimits::default(),
         }
     }
+}
+
+/// The cores this process may run on: the default number of worker threads (may's or
+/// tokio's), and of the bench's wrk threads. 1 when the system cannot say.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A size in bytes as a user writes it: `65536`, `64k`, `64K`, `64KiB`, `1MiB`, `1m`.

@@ -2,15 +2,24 @@
 //! (`fiber_pool`), and plain blocking-looking code (`db.exec("select sleep(?)")`,
 //! `http.get(url)`) yields to the may scheduler instead of blocking a thread.
 //!
-//! Layout, each layer using only those below it:
+//! The library is the framework and the demo built on it; the tools (`stack-report`,
+//! `bench`) and the command line live in the binary, `src/bin/fiberstack/`.
+//!
+//! Layout, each layer using only those below it (`tests/source_rules.rs` keeps the
+//! directories to it):
 //! ```text
-//! cli.rs (flags -> ServeConfig)  ->  start.rs (fibers, MySQL, schema, listener)
-//!   -> server.rs (accept loop, routing, handlers on fibers; fiber errors -> 5xx)
-//!   -> app/ (one file per route group: widgets, twitter sub-app, upstream, deep, stats, health)
-//!   -> http/ (request parsing, responses, router, connection loop, listener, client)
+//! binary: src/bin/fiberstack/  cli.rs (flags -> ServeConfig), stack_report.rs, bench/
+//!   -> start.rs (fibers, MySQL, schema, listener)  |  twin/start.rs (the async twin's)
+//!        -> setup.rs (what both start-ups share: StartError, the MySQL server, own URLs)
+//!   -> server.rs (accept loop, route limits,    |  twin/ (tokio + axum: server, limit, db,
+//!      handlers on fibers; fiber errors -> 5xx) |  client, one file per route group)
+//!   -> stack_use.rs (each route's fiber stack use: for stack-report and tests/stack.rs)
+//!   -> app/ (one file per route group; the twin shares its pure pieces)
+//!   -> http/ (request, response, router, the handler type, the refusal 503s, query
+//!            strings, HTML escaping, connection loop, listener, client)
+//!   -> config.rs (every limit, named), shutdown.rs, stats.rs
 //!   -> fiber_mysql (MySQL client, pool, private MariaDB)  ->  fiber_pool (guarded fibers)  ->  may
 //! ```
-//! `config.rs` names every limit; `shutdown.rs` and `stats.rs` are shared by the layers.
 
 #![forbid(unsafe_code)]
 
@@ -23,13 +32,12 @@
 static ALLOCATOR: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 pub mod app;
-pub mod bench;
-pub mod cli;
 pub mod config;
 pub mod http;
 pub mod server;
+pub mod setup;
 pub mod shutdown;
-pub mod stack_report;
+pub mod stack_use;
 pub mod start;
 pub mod stats;
 pub mod twin;

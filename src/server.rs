@@ -20,13 +20,12 @@ use may::net::TcpListener;
 
 use crate::config::HttpLimits;
 use crate::http::conn::{self, Service};
+use crate::http::listener;
+use crate::http::refusal::{over_limit, queue_full, wait_timed_out, OVER_LIMIT_WRITE_TIMEOUT};
 use crate::http::router::Router;
-use crate::http::{Request, Response};
-use crate::shutdown::Stop;
+use crate::http::{Handler, Request, Response};
+use crate::shutdown::{Drained, Stop};
 use crate::stats::HttpStats;
-
-/// A route handler: plain, blocking-looking code that runs on a fiber.
-pub type Handler<S> = fn(&S, &Request) -> Response;
 
 /// Routes, the state their handlers share, and the fibers they run on.
 pub struct App<S> {
@@ -174,32 +173,6 @@ fn fiber_error(
     }
 }
 
-/// The 503 for a request refused at once: every worker busy, the queue full. Shared
-/// with the twin, whose workers are "task slots".
-pub fn queue_full(workers: &str, size: usize, queue: usize) -> Response {
-    Response::error(
-        503,
-        format!(
-            "all {size} {workers} are busy and the queue of {queue} waiting requests is full \
-             (--fibers, --queue); try again shortly"
-        ),
-    )
-    .header("Retry-After", "1")
-}
-
-/// The 503 for a request that waited `wait` for a worker in vain (shared with the twin).
-pub fn wait_timed_out(worker: &str, wait: Duration) -> Response {
-    Response::error(
-        503,
-        format!(
-            "no {worker} became free within {} ms (--fiber-wait; --fibers sets how many run \
-             at once); try again shortly",
-            wait.as_millis()
-        ),
-    )
-    .header("Retry-After", "1")
-}
-
 /// The request target as sent: path and query.
 fn target(req: &Request) -> String {
     if req.query.is_empty() {
@@ -209,18 +182,14 @@ fn target(req: &Request) -> String {
     }
 }
 
+/// How long `shutdown`'s wake-up connection to the accept loop may take (loopback).
+const WAKE_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// A running server: its address, and the handle that stops it.
 pub struct Server {
     addr: SocketAddr,
     stop: Arc<Stop>,
     accept: Option<fiber_pool::carrier::JoinHandle<()>>,
-}
-
-/// What a graceful shutdown left behind.
-#[derive(Debug)]
-pub struct Drained {
-    /// Connections still open when the grace period ended (0 = all finished).
-    pub connections_left: usize,
 }
 
 /// Start serving `service` on `listener` in may coroutines; returns at once.
@@ -260,7 +229,7 @@ fn accept_loop(
                 }
                 // Out of file descriptors and the like: say so, back off, go on.
                 eprintln!("fiberstack: accept failed: {e}");
-                may::coroutine::sleep(Duration::from_millis(10));
+                may::coroutine::sleep(listener::ACCEPT_RETRY_PAUSE);
                 continue;
             }
         };
@@ -317,20 +286,8 @@ fn pending(listener: &TcpListener) -> bool {
 
 /// Answer a connection over the limit with a 503 and close it.
 fn reject(mut stream: may::net::TcpStream, max: usize) {
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = stream.set_write_timeout(Some(OVER_LIMIT_WRITE_TIMEOUT));
     conn::send_and_close(&mut stream, &over_limit(max));
-}
-
-/// The bytes a connection over `max` open connections gets (shared with the twin).
-pub fn over_limit(max: usize) -> Vec<u8> {
-    let mut out = Vec::new();
-    Response::error(
-        503,
-        format!("the server has {max} open connections, its limit; try again shortly"),
-    )
-    .header("Retry-After", "1")
-    .write_to(&mut out, 1, false, false);
-    out
 }
 
 impl Server {
@@ -373,6 +330,6 @@ impl Server {
                 SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
             });
         }
-        let _ = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1));
+        let _ = std::net::TcpStream::connect_timeout(&addr, WAKE_CONNECT_TIMEOUT);
     }
 }

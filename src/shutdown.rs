@@ -9,6 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// What a graceful shutdown left behind.
+#[derive(Debug)]
+pub struct Drained {
+    /// Connections still open when the grace period ended (0 = all finished).
+    pub connections_left: usize,
+}
+
 /// Shared by the accept loop, every connection, and whoever stops the server.
 #[derive(Debug, Default)]
 pub struct Stop {

@@ -2,19 +2,22 @@
 //! the listener and the server. The binary and the integration tests both call
 //! [`start`], so what the tests prove is what `fiberstack serve` runs.
 
-use std::fmt;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
+use fiber_mysql::launcher::MariaDb;
 use fiber_pool::FiberPool;
 
 use crate::app::{self, AppState};
 use crate::config::{ByteSize, ServeConfig};
-use crate::http::client::{HttpClient, Url};
+use crate::http::client::HttpClient;
 use crate::http::listener;
-use crate::server::{self, App, Drained, RouteLimits, Server};
+use crate::server::{self, App, RouteLimits, Server};
+use crate::setup::{
+    bound, database, db_failed, fail, own_address, own_urls, Database, DbStep, StartError,
+};
+use crate::shutdown::Drained;
 use crate::stats::HttpStats;
 
 /// A running demo.
@@ -25,22 +28,6 @@ pub struct Running {
     pub mariadb: Option<MariaDb>,
     /// Where MySQL is, for the start-up line (password redacted).
     pub db_where: String,
-}
-
-/// Why the demo could not start; each says which flag to change.
-#[derive(Debug)]
-pub struct StartError(pub String);
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for StartError {}
-
-fn fail(msg: impl Into<String>) -> StartError {
-    StartError(msg.into())
 }
 
 /// Start everything `cfg` describes. Set may's worker count first: may reads it once,
@@ -67,28 +54,18 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         driver: cfg.db_driver,
         ..fiber_mysql::PoolConfig::new(opts, cfg.db_pool)
     })
-    .map_err(|e| {
-        fail(format!(
-            "cannot open the MySQL pool (--db-pool {}): {e}",
-            cfg.db_pool
-        ))
-    })?;
+    .map_err(|e| db_failed(DbStep::OpenPool, cfg, e))?;
     {
-        let mut conn = db
-            .get()
-            .map_err(|e| fail(format!("cannot reach MySQL: {e}")))?;
+        let mut conn = db.get().map_err(|e| db_failed(DbStep::Reach, cfg, e))?;
         for sql in app::schema::init_sql() {
             conn.query(&sql)
-                .map_err(|e| fail(format!("cannot create the demo schema: {e}")))?;
+                .map_err(|e| db_failed(DbStep::Schema, cfg, e))?;
         }
     }
 
     let listener = listener::bind_with_backlog(cfg.bind, cfg.http.listen_backlog)
         .map_err(|e| fail(e.to_string()))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
-    warn_if_exposed(addr);
+    let addr = bound(listener.local_addr())?;
     let (self_widgets, upstream) = own_urls(cfg, addr)?;
     let http_stats = Arc::new(HttpStats::default());
     let state = Arc::new(AppState {
@@ -118,87 +95,6 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         mariadb,
         db_where,
     })
-}
-
-/// Where MySQL is: an external server named by the URL, or a private MariaDB started
-/// here (sized for the pool). Shared by both runtimes.
-pub struct Database {
-    /// The private server, stopped when dropped; `None` for an external one.
-    pub mariadb: Option<MariaDb>,
-    pub opts: fiber_mysql::Opts,
-    /// For the start-up line, password redacted.
-    pub db_where: String,
-}
-
-/// Connect options for `--database-url`, or start the private MariaDB. The launcher
-/// blocks while MariaDB starts: call it at start-up.
-pub fn database(cfg: &ServeConfig) -> Result<Database, StartError> {
-    if let Some(url) = &cfg.database_url {
-        let opts = fiber_mysql::Opts::from_url(url)
-            .map_err(|e| fail(format!("bad --database-url / DATABASE_URL: {e}")))?;
-        let db_where = format!("external {}", opts.url_redacted());
-        return Ok(Database {
-            mariadb: None,
-            opts,
-            db_where,
-        });
-    }
-    let db = MariaDb::start(LaunchConfig {
-        max_connections: cfg.db_pool + CONNECTION_HEADROOM,
-        mariadbd: cfg.mariadbd.clone(),
-        ..LaunchConfig::default()
-    })
-    .map_err(|e| fail(format!("cannot start the private MariaDB: {e}")))?;
-    Ok(Database {
-        opts: db.opts(),
-        db_where: format!(
-            "private MariaDB at {} (pid {})",
-            db.opts().url_redacted(),
-            db.pid()
-        ),
-        mariadb: Some(db),
-    })
-}
-
-/// `/widgets` at this server's own address (for `/widgets/http`), and the upstream of
-/// `/twitter`: `--upstream`, resolved once here, or this server's own search API.
-pub fn own_urls(cfg: &ServeConfig, bound: SocketAddr) -> Result<(Url, Url), StartError> {
-    let own = own_address(bound);
-    let self_widgets =
-        Url::parse(&format!("http://{own}/widgets")).map_err(|e| fail(e.to_string()))?;
-    let upstream = match &cfg.upstream {
-        Some(u) => Url::parse_resolving(u).map_err(|e| fail(format!("bad --upstream: {e}")))?,
-        None => Url::parse(&format!("http://{own}/upstream/search.json?q=rails+3"))
-            .map_err(|e| fail(e.to_string()))?,
-    };
-    Ok((self_widgets, upstream))
-}
-
-/// One line on stderr when the listener is reachable from other machines (both runtimes).
-pub fn warn_if_exposed(addr: SocketAddr) {
-    if let Some(warning) = exposure_warning(addr) {
-        eprintln!("{warning}");
-    }
-}
-
-/// The warning for a listener bound to `addr`, if it is not loopback.
-pub fn exposure_warning(addr: SocketAddr) -> Option<String> {
-    (!addr.ip().is_loopback()).then(|| {
-        format!(
-            "fiberstack: warning: listening on {addr}, not loopback: /deep and /stats are \
-             diagnostic routes (stack overflows on demand, internals) reachable by anyone who \
-             can reach this port"
-        )
-    })
-}
-
-/// An address this machine can connect to for a listener bound at `addr`.
-pub fn own_address(addr: SocketAddr) -> SocketAddr {
-    if addr.ip().is_unspecified() {
-        SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
-    } else {
-        addr
-    }
 }
 
 impl Running {

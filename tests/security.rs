@@ -476,7 +476,7 @@ fn a_cache_home_owned_by_another_user_is_not_used() {
 
 #[test]
 fn a_non_loopback_bind_is_warned_about_the_diagnostic_routes() {
-    use fiberstack::start::exposure_warning;
+    use fiberstack::setup::exposure_warning;
     for exposed in ["0.0.0.0:8080", "[::]:80", "192.168.1.5:3000"] {
         let w = exposure_warning(exposed.parse().unwrap()).expect(exposed);
         assert!(w.contains("/deep") && w.contains("/stats"), "{w}");

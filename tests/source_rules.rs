@@ -5,6 +5,10 @@
 //!   a burst of refused connects (about 1 run in 12 of the outage test under load):
 //!   connects go through `fiber_pool::net::connect` (see that module).
 //! - `unsafe` lives in fiber_pool only: every other crate root forbids it.
+//! - Layers only point down (src/lib.rs draws them): `app/` and `twin/` never import
+//!   a runtime's server or start-up, `http/` imports no layer above it.
+//! - The library is the framework: the tools (`cli`, `bench`, `stack_report`) are
+//!   modules of the binary, not reachable from src/lib.rs.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -105,9 +109,14 @@ fn the_connect_rule_catches_a_may_connect() {
 #[test]
 fn unsafe_code_is_forbidden_outside_fiber_pool() {
     let root = workspace();
-    let roots = rust_files(&root.join("examples"))
-        .into_iter()
-        .chain(["src/lib.rs", "src/main.rs", "fiber_mysql/src/lib.rs"].map(|p| root.join(p)));
+    let roots = rust_files(&root.join("examples")).into_iter().chain(
+        [
+            "src/lib.rs",
+            "src/bin/fiberstack/main.rs",
+            "fiber_mysql/src/lib.rs",
+        ]
+        .map(|p| root.join(p)),
+    );
     for path in roots {
         let text = fs::read_to_string(&path).unwrap();
         assert!(
@@ -116,4 +125,226 @@ fn unsafe_code_is_forbidden_outside_fiber_pool() {
             path.display()
         );
     }
+}
+
+/// Lines of `text` whose code imports or names `crate::<module>`: a path
+/// `crate::module...`, or `module` at the top of a `use crate::{...}` group.
+fn names_crate_module(text: &str, module: &str) -> Vec<usize> {
+    let code: Vec<(usize, &str)> = code_lines(text).collect();
+    let names = |path: &str| {
+        path.trim()
+            .strip_prefix(module)
+            .is_some_and(|rest| !rest.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+    };
+    let mut found = Vec::new();
+    for (i, &(n, line)) in code.iter().enumerate() {
+        for (k, _) in line.match_indices("crate::") {
+            let rest = &line[k + "crate::".len()..];
+            let hit = if let Some(group) = rest.strip_prefix('{') {
+                // A group, maybe over several lines: does a top-level name start with it?
+                let after: Vec<&str> = std::iter::once(group)
+                    .chain(code[i + 1..].iter().map(|(_, l)| *l))
+                    .collect();
+                top_level_items(&after.join(" "))
+                    .iter()
+                    .any(|item| names(item))
+            } else {
+                names(rest)
+            };
+            if hit {
+                found.push(n);
+            }
+        }
+    }
+    found
+}
+
+/// The comma-separated items of a `{...}` group whose opening brace is already read,
+/// up to its closing brace; nested groups stay inside their item.
+fn top_level_items(group: &str) -> Vec<String> {
+    let (mut depth, mut item, mut items) = (0, String::new(), Vec::new());
+    for c in group.chars() {
+        match c {
+            '}' if depth == 0 => break,
+            ',' if depth == 0 => items.push(std::mem::take(&mut item)),
+            _ => {
+                depth += i32::from(c == '{') - i32::from(c == '}');
+                item.push(c);
+            }
+        }
+    }
+    items.push(item);
+    items
+}
+
+/// Each layer, and the layers above it that it must not name.
+const LAYER_RULES: &[(&str, &[&str])] = &[
+    ("src/app", &["server", "start", "twin", "setup"]),
+    ("src/twin", &["server", "start"]),
+    ("src/http", &["server", "start", "setup", "app", "twin"]),
+];
+
+/// `file:line: crate::module` for every upward import in `files` of layer `dir`.
+fn upward_imports(files: &[PathBuf], forbidden: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for path in files {
+        let text = fs::read_to_string(path).unwrap();
+        for module in forbidden {
+            for n in names_crate_module(&text, module) {
+                found.push(format!("{}:{n}: crate::{module}", path.display()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn layers_only_point_down() {
+    let root = workspace();
+    for (dir, forbidden) in LAYER_RULES {
+        let files = rust_files(&root.join(dir));
+        assert!(files.len() >= 3, "{dir}: the scan found the sources");
+        let found = upward_imports(&files, forbidden);
+        assert!(
+            found.is_empty(),
+            "{dir} imports a layer above it (see src/lib.rs's picture; move what both \
+             need below both, as http/handler.rs and http/refusal.rs did):\n{}",
+            found.join("\n")
+        );
+    }
+}
+
+#[test]
+fn the_layer_rule_catches_an_upward_import() {
+    let dir = std::env::temp_dir().join(format!("fiberstack-layer-rule-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("use crate::server::Handler;\n", true),
+        (
+            "use crate::{\n    config::X,\n    server::{self, App},\n};\n",
+            true,
+        ),
+        ("fn f() { crate::server::queue_full(\"x\", 1, 1); }\n", true),
+        (
+            "// crate::server in a comment\nuse crate::http::server_name;\n",
+            false,
+        ),
+        ("use crate::{http::{server, Response}, servers};\n", false),
+    ];
+    for (i, (text, upward)) in cases.iter().enumerate() {
+        let path = dir.join(format!("case{i}.rs"));
+        fs::write(&path, text).unwrap();
+        let found = upward_imports(std::slice::from_ref(&path), &["server"]);
+        assert_eq!(
+            !found.is_empty(),
+            *upward,
+            "case {i}: {text:?} -> {found:?}"
+        );
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The files of the module tree rooted at `root` (a crate root or `mod.rs`), following
+/// `mod name;` declarations; a `#[path]` attribute is an error (the walk could not
+/// follow it, so a tool could hide behind one).
+fn module_tree(root: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files = vec![root.to_path_buf()];
+    let mut i = 0;
+    while i < files.len() {
+        let file = files[i].clone();
+        i += 1;
+        let text = fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let is_dir_root = matches!(
+            file.file_name().and_then(|n| n.to_str()),
+            Some("lib.rs" | "main.rs" | "mod.rs")
+        );
+        let dir = if is_dir_root {
+            file.parent().unwrap().to_path_buf()
+        } else {
+            file.with_extension("")
+        };
+        for (n, line) in code_lines(&text) {
+            let line = line.trim();
+            if line.starts_with("#[path") {
+                return Err(format!("{}:{n}: #[path] hides a module", file.display()));
+            }
+            let decl = line
+                .strip_prefix("pub ")
+                .or_else(|| line.strip_prefix("pub(crate) "))
+                .unwrap_or(line);
+            let Some(name) = decl.strip_prefix("mod ").and_then(|r| r.strip_suffix(';')) else {
+                continue;
+            };
+            let flat = dir.join(format!("{name}.rs"));
+            let nested = dir.join(name).join("mod.rs");
+            files.push(if flat.exists() { flat } else { nested });
+        }
+    }
+    Ok(files)
+}
+
+/// The tools' modules found in the library's tree rooted at `lib`: any file under a
+/// `bin/` folder, or named for a tool.
+fn tools_in_library(lib: &Path) -> Result<Vec<String>, String> {
+    const TOOLS: &[&str] = &["bench", "stack_report", "cli"];
+    let src = lib.parent().unwrap();
+    Ok(module_tree(lib)?
+        .iter()
+        .filter(|f| {
+            let inside = f.strip_prefix(src).unwrap_or(f);
+            inside.iter().any(|part| {
+                let part = Path::new(part).file_stem().and_then(|s| s.to_str());
+                part == Some("bin") || TOOLS.iter().any(|t| part == Some(*t))
+            })
+        })
+        .map(|f| f.display().to_string())
+        .collect())
+}
+
+#[test]
+fn the_tools_are_not_part_of_the_library() {
+    let root = workspace();
+    let lib = module_tree(&root.join("src/lib.rs")).unwrap();
+    assert!(lib.len() > 30, "the walk found the library: {lib:?}");
+    let tools = tools_in_library(&root.join("src/lib.rs")).unwrap();
+    assert!(
+        tools.is_empty(),
+        "the library reaches the binary's tools; declare them in src/bin/fiberstack/main.rs: {tools:?}"
+    );
+    // The binary does reach them: the walk would see them if the library declared them.
+    let bin = module_tree(&root.join("src/bin/fiberstack/main.rs")).unwrap();
+    for tool in ["bench/mod.rs", "bench/load.rs", "stack_report.rs", "cli.rs"] {
+        assert!(
+            bin.iter().any(|f| f.ends_with(tool)),
+            "{tool} not in the binary: {bin:?}"
+        );
+    }
+}
+
+#[test]
+fn the_library_rule_catches_an_exported_tool() {
+    let dir = std::env::temp_dir().join(format!("fiberstack-tool-rule-{}", std::process::id()));
+    fs::create_dir_all(dir.join("bench")).unwrap();
+    fs::write(
+        dir.join("lib.rs"),
+        "pub mod config;\n// mod cli; in a comment\n",
+    )
+    .unwrap();
+    fs::write(dir.join("config.rs"), "").unwrap();
+    fs::write(dir.join("bench/mod.rs"), "pub mod load;\n").unwrap();
+    fs::write(dir.join("bench/load.rs"), "").unwrap();
+    let clean = tools_in_library(&dir.join("lib.rs"));
+    fs::write(dir.join("lib.rs"), "pub mod config;\npub mod bench;\n").unwrap();
+    let exported = tools_in_library(&dir.join("lib.rs"));
+    fs::write(
+        dir.join("lib.rs"),
+        "#[path = \"bench/mod.rs\"]\nmod measuring;\n",
+    )
+    .unwrap();
+    let hidden = tools_in_library(&dir.join("lib.rs"));
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(clean, Ok(vec![]));
+    let exported = exported.unwrap();
+    assert_eq!(exported.len(), 2, "{exported:?}");
+    assert!(hidden.unwrap_err().contains("#[path]"));
 }

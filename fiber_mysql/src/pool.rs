@@ -91,15 +91,19 @@ pub struct PoolConfig {
     pub connect_parallelism: usize,
 }
 
+/// Connections opened at once at start: MariaDB's `back_log` overflows when hundreds
+/// of connects arrive together. The async twin's mysql_async pool uses it too.
+pub const CONNECT_PARALLELISM: usize = 32;
+
 impl PoolConfig {
-    /// `size` native connections, 5 s wait timeout, 32 parallel opens.
+    /// `size` native connections, 5 s wait timeout, [`CONNECT_PARALLELISM`] parallel opens.
     pub fn new(opts: Opts, size: usize) -> PoolConfig {
         PoolConfig {
             opts,
             size,
             wait_timeout: Duration::from_secs(5),
             driver: Driver::Native,
-            connect_parallelism: 32,
+            connect_parallelism: CONNECT_PARALLELISM,
         }
     }
 }

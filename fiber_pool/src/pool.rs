@@ -9,7 +9,6 @@
 //! `Outcome`: done (the value was written into the carrier's frame),
 //! panicked, or overflowed (the signal handler reset it).
 
-use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
@@ -169,7 +168,7 @@ impl FiberPool {
                     unsafe { out.write(Some(v)) };
                     Outcome::Done
                 }
-                Err(payload) => Outcome::Panicked(panic_message(payload)),
+                Err(payload) => Outcome::Panicked(crate::error::panic_message(&*payload)),
             }
         };
         // SAFETY: `body` borrows `value` (through `out`) and whatever `job`
@@ -245,14 +244,4 @@ impl FiberPool {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Held only for a take or a put: never poisoned half-way.
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    if let Some(s) = payload.downcast_ref::<&'static str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic with a non-string payload".to_owned()
-    }
 }

@@ -18,8 +18,7 @@ use fiber_mysql::PooledConn;
 use fiber_pool::{FiberPool, Lent};
 
 use crate::http::client::{ClientError, HttpClient, Url};
-use crate::http::{Response, Router};
-use crate::server::Handler;
+use crate::http::{Handler, Response, Router};
 use crate::stats::HttpStats;
 
 /// What the handlers share.

@@ -4,8 +4,8 @@
 
 use crate::app::{upstream_error, AppState};
 use crate::http::client::{ClientError, ClientResponse, Url};
-use crate::http::{Request, Response, Router};
-use crate::server::Handler;
+use crate::http::html::escape_html;
+use crate::http::{Handler, Request, Response, Router};
 
 /// The sub-app's routes, written without knowing where they are mounted.
 pub fn router() -> Router<Handler<AppState>> {
@@ -51,22 +51,6 @@ pub fn render(body: &[u8]) -> Result<String, String> {
         .map(|t| escape_html(&t.text))
         .collect::<Vec<_>>()
         .join("</br>"))
-}
-
-/// Escape text for HTML: upstream text is data, never markup.
-pub fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -11,8 +11,13 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use crate::config::HttpLimits;
+
+/// The pause after a failed accept (out of file descriptors and the like) before the
+/// accept loop tries again: long enough not to spin, short enough to go unnoticed.
+pub const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(10);
 
 /// Bind `addr` for may with the default backlog, refusing a taken port.
 pub fn bind(addr: SocketAddr) -> io::Result<may::net::TcpListener> {
@@ -23,18 +28,7 @@ pub fn bind(addr: SocketAddr) -> io::Result<may::net::TcpListener> {
 /// `backlog` connections queued in the kernel.
 pub fn bind_with_backlog(addr: SocketAddr, backlog: i32) -> io::Result<may::net::TcpListener> {
     if addr.port() != 0 {
-        std::net::TcpListener::bind(addr).map_err(|e| {
-            if e.kind() == io::ErrorKind::AddrInUse {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "{addr} is already in use: stop the other server or pass another --bind"
-                    ),
-                )
-            } else {
-                io::Error::new(e.kind(), format!("cannot bind {addr}: {e}"))
-            }
-        })?;
+        std::net::TcpListener::bind(addr).map_err(|e| bind_error(addr, e))?;
     }
     let listener = may::net::TcpListener::bind(addr)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {addr}: {e}")))?;
@@ -43,4 +37,17 @@ pub fn bind_with_backlog(addr: SocketAddr, backlog: i32) -> io::Result<may::net:
         .listen(backlog)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     Ok(listener)
+}
+
+/// A failed bind of `addr` as the user reads it: a taken port names the flag to change
+/// (shared with the twin's listener).
+pub fn bind_error(addr: SocketAddr, e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::AddrInUse {
+        io::Error::new(
+            e.kind(),
+            format!("{addr} is already in use: stop the other server or pass another --bind"),
+        )
+    } else {
+        io::Error::new(e.kind(), format!("cannot bind {addr}: {e}"))
+    }
 }

@@ -11,12 +11,17 @@ pub mod chunked;
 pub mod client;
 pub mod conn;
 pub mod date;
+pub mod handler;
+pub mod html;
 pub mod listener;
+pub mod query;
+pub mod refusal;
 pub mod request;
 pub mod response;
 pub mod router;
 pub mod target;
 
+pub use handler::Handler;
 pub use request::Request;
 pub use response::Response;
 pub use router::Router;

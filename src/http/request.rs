@@ -51,10 +51,7 @@ impl Request {
 
     /// The first value of query parameter `name`, form-decoded (`+` is a space).
     pub fn query_param(&self, name: &str) -> Option<String> {
-        self.query.split('&').find_map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (form_decode(k) == name).then(|| form_decode(v))
-        })
+        crate::http::query::query_param(&self.query, name)
     }
 
     /// Whether the client waits for `100 Continue` before it sends the body.

@@ -12,14 +12,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fiber_mysql::pool::CONNECT_PARALLELISM;
 use fiber_mysql::Error;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use mysql_async::prelude::{FromRow, Queryable};
 use mysql_async::{Params, PoolConstraints, PoolOpts};
-
-/// Connections opened at once at start: MariaDB's `back_log` overflows when hundreds
-/// of connects arrive together (fiber_mysql uses the same number).
-pub const CONNECT_PARALLELISM: usize = 32;
 
 /// What the pool counts, for `/stats`.
 #[derive(Debug, Default)]

@@ -10,12 +10,13 @@
 use axum::extract::{RawQuery, State};
 
 use crate::app::deep::{level, parse};
+use crate::http::query::query_param;
 use crate::http::Response;
-use crate::twin::{query_param, Shared};
+use crate::twin::Shared;
 
 /// `GET /deep?depth=N&frame=B`.
 pub async fn deep(State(_state): State<Shared>, RawQuery(query): RawQuery) -> Response {
-    let q = query.as_deref();
+    let q = query.as_deref().unwrap_or_default();
     let (depth, frame) = match parse(
         query_param(q, "depth").as_deref(),
         query_param(q, "frame").as_deref(),

@@ -7,7 +7,6 @@
 //! its permit, so a slot is given back however the handler ends. A handler that panics
 //! is caught here and answered 500, as the fiber pool answers a panicking fiber.
 
-use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +17,7 @@ use axum::middleware::Next;
 use futures_util::FutureExt;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::http::Response;
+use crate::http::{refusal, Response};
 use crate::twin::Shared;
 
 /// Why a request did not get a slot.
@@ -158,10 +157,8 @@ pub async fn run(
         Ok(permit) => permit,
         Err(refused) => {
             let resp = match refused {
-                Refused::Busy { size, queue } => {
-                    crate::server::queue_full("task slots", size, queue)
-                }
-                Refused::Timeout { wait } => crate::server::wait_timed_out("task slot", wait),
+                Refused::Busy { size, queue } => refusal::queue_full("task slots", size, queue),
+                Refused::Timeout { wait } => refusal::wait_timed_out("task slot", wait),
             };
             log_5xx(&method, route.label, resp.status, &resp.body);
             return resp.into_response();
@@ -177,7 +174,7 @@ pub async fn run(
             limit.panics.fetch_add(1, Ordering::Relaxed);
             let failed = fiber_pool::RunError::Panicked {
                 label: route.label,
-                message: panic_message(&*panic),
+                message: fiber_pool::error::panic_message(&*panic),
             };
             Response::error(500, format!("route {} failed: {failed}", route.label)).into_response()
         }
@@ -204,16 +201,6 @@ fn log_5xx(method: &axum::http::Method, label: &str, status: u16, body: &[u8]) {
         "fiberstack: {method} {label} -> {status}: {}",
         String::from_utf8_lossy(body).trim_end()
     );
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_string()
-    }
 }
 
 #[cfg(test)]

@@ -38,7 +38,6 @@ use axum::routing::{get, MethodRouter};
 use axum::Router;
 
 use crate::http::client::Url;
-use crate::http::request::form_decode;
 use crate::http::Response;
 use crate::stats::HttpStats;
 
@@ -116,15 +115,6 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     .header("Allow", ALLOWED)
 }
 
-/// The first value of query parameter `name`, form-decoded; the same rule as
-/// [`crate::http::Request::query_param`].
-pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    query?.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (form_decode(k) == name).then(|| form_decode(v))
-    })
-}
-
 /// Handlers build the fiber server's [`Response`], so bodies, content types and error
 /// texts are the same by construction; this turns one into hyper's.
 impl axum::response::IntoResponse for Response {
@@ -143,23 +133,5 @@ impl axum::response::IntoResponse for Response {
             }
         }
         resp
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::query_param;
-
-    #[test]
-    fn query_params_decode_like_the_fiber_request() {
-        let req = crate::http::Request::get("/x?q=rails+3&sleep=0.5&e=%41");
-        for name in ["q", "sleep", "e", "missing"] {
-            assert_eq!(
-                query_param(Some(&req.query), name),
-                req.query_param(name),
-                "{name}"
-            );
-        }
-        assert_eq!(query_param(None, "q"), None);
     }
 }

@@ -26,9 +26,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::HttpLimits;
-use crate::server::Drained;
-use crate::shutdown::Stop;
+use crate::http::{listener, refusal};
+use crate::shutdown::{Drained, Stop};
 use crate::stats::HttpStats;
+
+/// How often `shutdown` looks whether every connection has closed.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
 
 /// hyper's smallest read buffer; the head limit cannot go below it.
 const MIN_BUF: usize = 8192;
@@ -42,19 +45,12 @@ pub struct Server {
 }
 
 /// Bind `addr` (tokio sets no SO_REUSEPORT, so a taken port is an error) with the
-/// same message as the fiber server's listener. The backlog is tokio's 1024, the
-/// same as may's.
+/// same message as the fiber server's listener, and `backlog` connections queued in
+/// the kernel (`HttpLimits::listen_backlog`, as on fibers).
 pub async fn bind(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
-    let listener = TcpListener::bind(addr).await.map_err(|e| {
-        if e.kind() == io::ErrorKind::AddrInUse {
-            io::Error::new(
-                e.kind(),
-                format!("{addr} is already in use: stop the other server or pass another --bind"),
-            )
-        } else {
-            io::Error::new(e.kind(), format!("cannot bind {addr}: {e}"))
-        }
-    })?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| listener::bind_error(addr, e))?;
     // tokio listens with 1024, like may: raise it to the same configured backlog as
     // the fiber server (`HttpLimits::listen_backlog`), so both meet a connection storm alike.
     socket2::SockRef::from(&listener)
@@ -105,7 +101,7 @@ async fn accept_loop(
                 Err(e) => {
                     // Out of file descriptors and the like: say so, back off, go on.
                     eprintln!("fiberstack: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    tokio::time::sleep(listener::ACCEPT_RETRY_PAUSE).await;
                     continue;
                 }
             },
@@ -178,8 +174,8 @@ async fn serve_connection(
 
 /// Answer a connection over the limit with a 503 and close it.
 async fn reject(mut stream: TcpStream, max: usize) {
-    let out = crate::server::over_limit(max);
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
+    let out = refusal::over_limit(max);
+    let _ = tokio::time::timeout(refusal::OVER_LIMIT_WRITE_TIMEOUT, stream.write_all(&out)).await;
 }
 
 impl Server {
@@ -200,7 +196,7 @@ impl Server {
         let _ = self.accept.await;
         let deadline = Instant::now() + grace;
         while self.stop.connections() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(DRAIN_POLL).await;
         }
         Drained {
             connections_left: self.stop.connections(),

@@ -10,13 +10,17 @@ use mysql_async::prelude::Queryable;
 
 use crate::app;
 use crate::config::ServeConfig;
-use crate::server::Drained;
-use crate::start::{database, own_address, own_urls, Database, StartError};
+use crate::setup::{
+    bound, database, db_failed, fail, own_address, own_urls, Database, DbStep, StartError,
+};
+use crate::shutdown::Drained;
 use crate::stats::HttpStats;
 use crate::twin::{client, db, limit, router, server, TwinState};
 
 /// Longest wait for the MySQL pool to close at shutdown.
 const DB_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait for the runtime's tasks to end once the server has drained.
+const RUNTIME_STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A running twin. Dropping it without [`Running::shutdown`] stops the runtime abruptly.
 pub struct Running {
@@ -27,10 +31,6 @@ pub struct Running {
     /// Where MySQL is, for the start-up line (password redacted).
     pub db_where: String,
     runtime: tokio::runtime::Runtime,
-}
-
-fn fail(msg: impl Into<String>) -> StartError {
-    StartError(msg.into())
 }
 
 /// Start everything `cfg` describes, on a runtime of `cfg.workers` tokio workers.
@@ -52,34 +52,23 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
     let (server, state) = runtime.block_on(async {
         let db = db::Pool::open(&opts, cfg.db_pool, cfg.db_wait_timeout, cfg.query_timeout)
             .await
-            .map_err(|e| {
-                fail(format!(
-                    "cannot open the MySQL pool (--db-pool {}): {e}",
-                    cfg.db_pool
-                ))
-            })?;
+            .map_err(|e| db_failed(DbStep::OpenPool, cfg, e))?;
         {
             let mut conn = db
                 .get()
                 .await
-                .map_err(|e| fail(format!("cannot reach MySQL: {e}")))?;
+                .map_err(|e| db_failed(DbStep::Reach, cfg, e))?;
             for sql in app::schema::init_sql() {
-                conn.query_drop(sql).await.map_err(|e| {
-                    fail(format!(
-                        "cannot create the demo schema: {}",
-                        db::to_error(e)
-                    ))
-                })?;
+                conn.query_drop(sql)
+                    .await
+                    .map_err(|e| db_failed(DbStep::Schema, cfg, db::to_error(e)))?;
             }
         }
 
         let listener = server::bind(cfg.bind, cfg.http.listen_backlog)
             .await
             .map_err(|e| fail(e.to_string()))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
-        crate::start::warn_if_exposed(addr);
+        let addr = bound(listener.local_addr())?;
         let (self_widgets, upstream) = own_urls(cfg, addr)?;
         let http_stats = Arc::new(HttpStats::default());
         let state = Arc::new(TwinState {
@@ -144,7 +133,7 @@ impl Running {
             drained
         });
         drop(state);
-        runtime.shutdown_timeout(Duration::from_secs(1));
+        runtime.shutdown_timeout(RUNTIME_STOP_TIMEOUT);
         drop(mariadb);
         drained
     }

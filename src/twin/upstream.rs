@@ -5,12 +5,13 @@ use axum::extract::{RawQuery, State};
 
 use crate::app::db_error;
 use crate::app::upstream::{like_pattern, parse_query, SEARCH_SQL};
+use crate::http::query::query_param;
 use crate::http::Response;
-use crate::twin::{query_param, Shared};
+use crate::twin::Shared;
 
 /// `GET /upstream/search.json?q=rails+3`.
 pub async fn search(State(state): State<Shared>, RawQuery(query): RawQuery) -> Response {
-    let q = match parse_query(query_param(query.as_deref(), "q")) {
+    let q = match parse_query(query_param(query.as_deref().unwrap_or_default(), "q")) {
         Ok(q) => q,
         Err(why) => return Response::error(400, why),
     };

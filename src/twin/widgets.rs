@@ -6,15 +6,17 @@ use axum::extract::{RawQuery, State};
 
 use crate::app::db_error;
 use crate::app::widgets::{parse_sleep, self_call_response, WIDGETS_BODY};
+use crate::http::query::query_param;
 use crate::http::Response;
-use crate::twin::{query_param, Shared};
+use crate::twin::Shared;
 
 /// `GET /widgets[?sleep=S]`: `select sleep(S)` on a pooled connection, then `Oh hai`.
 pub async fn widgets(State(state): State<Shared>, RawQuery(query): RawQuery) -> Response {
-    let secs = match parse_sleep(query_param(query.as_deref(), "sleep").as_deref()) {
-        Ok(s) => s,
-        Err(why) => return Response::error(400, why),
-    };
+    let secs =
+        match parse_sleep(query_param(query.as_deref().unwrap_or_default(), "sleep").as_deref()) {
+            Ok(s) => s,
+            Err(why) => return Response::error(400, why),
+        };
     let result = state
         .db
         .exec::<mysql_async::Row, _>("select sleep(?)", (secs,))

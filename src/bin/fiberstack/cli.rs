@@ -7,8 +7,13 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{ByteSize, Runtime, ServeConfig};
-use crate::start;
+use fiber_mysql::launcher::LaunchConfig;
+use fiberstack::config::{
+    ByteSize, Runtime, ServeConfig, DEFAULT_BIND, DEFAULT_DB_POOL, DEFAULT_DB_WAIT, DEFAULT_FIBERS,
+    DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS, DEFAULT_QUEUE, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_STACK_SIZE,
+};
+use fiberstack::start;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -30,37 +35,47 @@ pub enum Command {
     /// Start a private throwaway MariaDB, print its URL, and keep it until Ctrl-C/SIGTERM.
     Mariadb {
         /// max_connections of the server.
-        #[arg(long, default_value_t = 300)]
+        #[arg(long, default_value_t = LaunchConfig::default().max_connections)]
         max_connections: usize,
     },
     /// Measure the fiber server and its async twin side by side (ab, wrk, one MariaDB).
     Bench(crate::bench::BenchArgs),
 }
 
+/// Most `--fibers`: each reserves address space for its stack (and a mapping: see
+/// STACK_SIZES.md on `vm.max_map_count`).
+const MAX_FIBERS: u64 = 100_000;
+/// Most `--db-pool` connections.
+const MAX_DB_POOL: u64 = 10_000;
+/// Most `--workers` threads.
+const MAX_WORKERS: u64 = 1024;
+/// Longest `--fiber-wait`, `--db-wait` or `--shutdown-grace`: an hour.
+const MAX_WAIT_SECS: f64 = 3600.0;
+
 /// The flags of `fiberstack serve`.
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
     /// fibers (every request on a guarded fiber) or async (the tokio + axum twin).
-    #[arg(long, env = "FIBERSTACK_RUNTIME", default_value = "fibers")]
+    #[arg(long, env = "FIBERSTACK_RUNTIME", default_value_t = Runtime::default())]
     pub runtime: Runtime,
     /// Address to listen on (port 0 picks a free port).
-    #[arg(long, env = "FIBERSTACK_BIND", default_value = "127.0.0.1:3000")]
+    #[arg(long, env = "FIBERSTACK_BIND", default_value_t = DEFAULT_BIND)]
     pub bind: SocketAddr,
     /// Fibers in the pool: requests running handlers at once.
-    #[arg(long, env = "FIBERSTACK_FIBERS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, env = "FIBERSTACK_FIBERS", default_value_t = DEFAULT_FIBERS as u64, value_parser = clap::value_parser!(u64).range(1..=MAX_FIBERS))]
     pub fibers: u64,
     /// Usable stack of each fiber: 65536, 64k, 64KiB, 1MiB.
-    #[arg(long, env = "FIBERSTACK_STACK_SIZE", default_value = "128KiB")]
+    #[arg(long, env = "FIBERSTACK_STACK_SIZE", default_value_t = ByteSize(DEFAULT_STACK_SIZE))]
     pub stack_size: ByteSize,
     /// Requests that may wait for a fiber; more get a 503.
-    #[arg(long, env = "FIBERSTACK_QUEUE", default_value_t = 1024)]
+    #[arg(long, env = "FIBERSTACK_QUEUE", default_value_t = DEFAULT_QUEUE)]
     pub queue: usize,
     /// Most /widgets/http requests at once (default: half the fibers), so that the
     /// calls they make back into this server always find a fiber.
     #[arg(long, env = "FIBERSTACK_SELF_CALL_LIMIT", value_parser = clap::value_parser!(u64).range(1..))]
     pub self_call_limit: Option<u64>,
     /// MySQL connections in the pool.
-    #[arg(long, env = "FIBERSTACK_DB_POOL", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, env = "FIBERSTACK_DB_POOL", default_value_t = DEFAULT_DB_POOL as u64, value_parser = clap::value_parser!(u64).range(1..=MAX_DB_POOL))]
     pub db_pool: u64,
     /// An external server, mysql://user:pass@host:port/db; without it a private MariaDB starts.
     #[arg(long, env = "DATABASE_URL")]
@@ -69,25 +84,25 @@ pub struct ServeArgs {
     #[arg(long, env = "FIBERSTACK_MARIADBD")]
     pub mariadbd: Option<std::path::PathBuf>,
     /// MySQL driver: native (coroutine-native) or threads (the mysql crate, a thread per connection).
-    #[arg(long, env = "FIBERSTACK_DB_DRIVER", default_value = "native")]
+    #[arg(long, env = "FIBERSTACK_DB_DRIVER", default_value_t = fiber_mysql::Driver::default())]
     pub db_driver: fiber_mysql::Driver,
     /// may worker threads (default: the number of cores).
-    #[arg(long, env = "FIBERSTACK_WORKERS", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, env = "FIBERSTACK_WORKERS", value_parser = clap::value_parser!(u64).range(1..=MAX_WORKERS))]
     pub workers: Option<u64>,
     /// The JSON API /twitter reads (default: this server's /upstream/search.json?q=rails+3).
     #[arg(long, env = "FIBERSTACK_UPSTREAM")]
     pub upstream: Option<String>,
     /// Seconds a request may wait for a fiber before a 503.
-    #[arg(long, env = "FIBERSTACK_FIBER_WAIT", default_value_t = 30.0)]
+    #[arg(long, env = "FIBERSTACK_FIBER_WAIT", default_value_t = DEFAULT_FIBER_WAIT.as_secs_f64())]
     pub fiber_wait: f64,
     /// Seconds a request may wait for a MySQL connection before a 503.
-    #[arg(long, env = "FIBERSTACK_DB_WAIT", default_value_t = 10.0)]
+    #[arg(long, env = "FIBERSTACK_DB_WAIT", default_value_t = DEFAULT_DB_WAIT.as_secs_f64())]
     pub db_wait: f64,
     /// Most open client connections; more are answered 503.
-    #[arg(long, env = "FIBERSTACK_MAX_CONNECTIONS", default_value_t = 15_000)]
+    #[arg(long, env = "FIBERSTACK_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C.
-    #[arg(long, env = "FIBERSTACK_SHUTDOWN_GRACE", default_value_t = 15.0)]
+    #[arg(long, env = "FIBERSTACK_SHUTDOWN_GRACE", default_value_t = DEFAULT_SHUTDOWN_GRACE.as_secs_f64())]
     pub shutdown_grace: f64,
 }
 
@@ -95,10 +110,12 @@ impl ServeArgs {
     /// The configuration these flags describe.
     pub fn to_config(&self) -> Result<ServeConfig, String> {
         let secs = |flag: &str, v: f64| {
-            if v.is_finite() && (0.0..=3600.0).contains(&v) {
+            if v.is_finite() && (0.0..=MAX_WAIT_SECS).contains(&v) {
                 Ok(Duration::from_secs_f64(v))
             } else {
-                Err(format!("--{flag} must be seconds from 0 to 3600, got {v}"))
+                Err(format!(
+                    "--{flag} must be seconds from 0 to {MAX_WAIT_SECS}, got {v}"
+                ))
             }
         };
         let mut cfg = ServeConfig {
@@ -131,7 +148,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => args.to_config().and_then(|cfg| serve(&cfg)),
-        Command::StackReport(args) => args.to_config().and_then(|cfg| stack_report(&cfg)),
+        Command::StackReport(args) => args
+            .to_config()
+            .and_then(|cfg| crate::stack_report::run(&cfg)),
         Command::Mariadb { max_connections } => mariadb(max_connections),
         Command::Bench(args) => crate::bench::run(&args),
     };
@@ -146,7 +165,7 @@ pub fn main() -> ExitCode {
 
 /// Signals that stop the server; registered before anything starts, so that a signal
 /// during start-up is not lost (and the private MariaDB is still cleaned up).
-fn stop_signals() -> Result<signal_hook::iterator::Signals, String> {
+pub fn stop_signals() -> Result<signal_hook::iterator::Signals, String> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .map_err(|e| format!("cannot install signal handlers: {e}"))
@@ -164,7 +183,7 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
             running.shutdown(cfg.shutdown_grace)
         }
         Runtime::Async => {
-            let running = crate::twin::start(cfg).map_err(|e| e.to_string())?;
+            let running = fiberstack::twin::start(cfg).map_err(|e| e.to_string())?;
             println!("{}", running.banner(cfg));
             let signal = wait_for_stop(&mut signals);
             stopping(signal, running.server.stop_state().in_flight(), cfg);
@@ -196,29 +215,6 @@ fn stopping(signal: &str, in_flight: usize, cfg: &ServeConfig) {
     );
 }
 
-/// `fiberstack stack-report`: start the demo, measure every route, print the table.
-pub fn stack_report(cfg: &ServeConfig) -> Result<(), String> {
-    if cfg.runtime != Runtime::Fibers {
-        return Err("stack-report measures fiber stacks: use --runtime fibers".into());
-    }
-    let mut cfg = cfg.clone();
-    cfg.bind = "127.0.0.1:0".parse().expect("a literal address");
-    let _signals = stop_signals()?;
-    let running = start::start(&cfg).map_err(|e| e.to_string())?;
-    let state = std::sync::Arc::clone(&running.state);
-    let rows = fiber_pool::carrier::go(move || {
-        crate::stack_report::measure(&state, crate::stack_report::PROBES)
-    })
-    .join()
-    .map_err(|_| "the stack report panicked".to_string())??;
-    println!(
-        "{}",
-        crate::stack_report::render(&rows, crate::stack_report::build_kind())
-    );
-    running.shutdown(Duration::from_secs(5));
-    Ok(())
-}
-
 /// `fiberstack mariadb`: a private MariaDB for tests or experiments.
 pub fn mariadb(max_connections: usize) -> Result<(), String> {
     let mut signals = stop_signals()?;
@@ -233,4 +229,49 @@ pub fn mariadb(max_connections: usize) -> Result<(), String> {
     signals.forever().next();
     drop(db);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag's default comes from config.rs: `serve` without flags is exactly
+    /// `ServeConfig::default()`.
+    #[test]
+    fn serve_without_flags_is_the_default_config() {
+        // Flags fall back to environment variables: a test run may have them set.
+        // (No other test of this binary reads the environment.)
+        for (name, _) in std::env::vars() {
+            if name.starts_with("FIBERSTACK_") || name == "DATABASE_URL" {
+                std::env::remove_var(name);
+            }
+        }
+        let cli = Cli::try_parse_from(["fiberstack", "serve"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve: {:?}", cli.command)
+        };
+        assert_eq!(
+            format!("{:?}", args.to_config().unwrap()),
+            format!("{:?}", ServeConfig::default())
+        );
+    }
+
+    #[test]
+    fn help_shows_the_defaults_of_config_rs() {
+        let help = <Cli as clap::CommandFactory>::command()
+            .find_subcommand_mut("serve")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for shown in [
+            format!("[default: {}]", ByteSize(DEFAULT_STACK_SIZE)),
+            format!("[default: {DEFAULT_BIND}]"),
+            format!("[default: {DEFAULT_FIBERS}]"),
+            format!("[default: {DEFAULT_QUEUE}]"),
+            format!("[default: {}]", DEFAULT_FIBER_WAIT.as_secs()),
+            format!("[default: {DEFAULT_MAX_CONNECTIONS}]"),
+        ] {
+            assert!(help.contains(&shown), "{shown} not in:\n{help}");
+        }
+    }
 }

@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use fiberstack::http::html::escape_html as escape;
+
 use crate::bench::report::Row;
 
 const WIDTH: f64 = 900.0;
@@ -14,12 +16,6 @@ const GROUP_H: f64 = 58.0;
 const TOP: f64 = 56.0;
 const FIBERS: &str = "#2b7bb9";
 const ASYNC: &str = "#e08a2c";
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
 
 /// The chart for `rows` (rows of one scenario share its name), with `title` on top.
 pub fn svg(rows: &[Row], title: &str) -> String {

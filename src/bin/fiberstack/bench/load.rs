@@ -9,8 +9,6 @@ use std::time::Duration;
 
 use crate::bench::scenario::Load;
 
-/// wrk's threads: one per core of this 2-core machine.
-pub const WRK_THREADS: usize = 2;
 /// wrk's per-request timeout: longer than a one-second route waits in any queue we
 /// build, so a slow answer is counted as slow, not as an error.
 pub const WRK_TIMEOUT: &str = "10s";
@@ -54,10 +52,16 @@ pub fn command(load: &Load, url: &str) -> Command {
     }
 }
 
-/// `wrk -t2 -c C -d D --latency --timeout 10s URL`.
+/// wrk's threads for `concurrency` connections: one per core wrk may run on (it shares
+/// them with the servers; see BENCHMARKS.md), and no more than the connections.
+pub fn wrk_threads(concurrency: usize) -> usize {
+    fiberstack::config::cores().min(concurrency.max(1))
+}
+
+/// `wrk -tT -c C -d D --latency --timeout 10s URL`, T from [`wrk_threads`].
 pub fn wrk(concurrency: usize, duration: Duration, url: &str) -> Command {
     let mut cmd = Command::new("wrk");
-    cmd.arg(format!("-t{}", WRK_THREADS.min(concurrency.max(1))))
+    cmd.arg(format!("-t{}", wrk_threads(concurrency)))
         .arg(format!("-c{concurrency}"))
         .arg(format!("-d{}s", duration.as_secs().max(1)))
         .arg("--latency")

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use crate::bench::bounds::median;
 use crate::bench::load::LoadResult;
-use crate::config::Runtime;
+use fiberstack::config::Runtime;
 
 /// One round's measurement of one scenario on one runtime.
 #[derive(Clone, Debug)]

@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::bench::scenario::Settings;
-use crate::config::Runtime;
+use fiberstack::config::Runtime;
 
 /// Longest wait for a server's start-up line (opening 5000 MySQL connections included).
 pub const START_TIMEOUT: Duration = Duration::from_secs(120);

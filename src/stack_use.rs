@@ -1,23 +1,20 @@
-//! `fiberstack stack-report`: how much fiber stack each built-in route really uses,
-//! the smallest stack that serves it, and the headroom at the default size.
+//! How much fiber stack each route of the demo really uses, and the smallest stack that
+//! serves it: the measuring behind `fiberstack stack-report` (which prints it) and
+//! `tests/stack.rs` (which holds the routes to their headroom).
 //!
-//! It starts the whole demo (private MariaDB and all), then runs each route's handler
-//! on single-fiber pools: one with a roomy stack that measures the high-water mark,
-//! then stacks growing a step at a time from the measured peak, until one serves the
-//! route without overflowing. The handlers do their real I/O (MySQL,
-//! HTTP back to the running server), so the figures include those code paths.
-
-use std::fmt::Write as _;
+//! Each route's handler runs against a running demo's state on single-fiber pools: one
+//! with a roomy stack that measures the high-water mark, then stacks growing a step at
+//! a time from the measured peak, until one serves the route without overflowing. The
+//! handlers do their real I/O (MySQL, HTTP back to the running server), so the figures
+//! include those code paths.
 
 use fiber_pool::{FiberPool, PoolConfig, RunError};
 
 use crate::app::{self, AppState};
-use crate::config::{ByteSize, DEFAULT_STACK_SIZE};
 use crate::http::router::Found;
-use crate::http::Request;
-use crate::server::Handler;
+use crate::http::{Handler, Request};
 
-/// The requests the report drives: every built-in route, and `/deep` at several depths.
+/// The requests the report and the tests drive: every built-in route, and `/deep` at several depths.
 pub const PROBES: &[&str] = &[
     "/widgets?sleep=0",
     "/widgets/http",
@@ -35,7 +32,7 @@ pub const PROBES: &[&str] = &[
 /// The stack the peak is measured on: far more than any probe needs.
 const MEASURE_STACK: usize = 4 << 20;
 /// Step between the candidate sizes tried for the smallest stack.
-const STEP: usize = 4096;
+pub const STEP: usize = 4096;
 /// How far above the measured peak the search for the smallest stack goes.
 const SEARCH_SPAN: usize = 256 * 1024;
 
@@ -125,51 +122,4 @@ fn run(
     req: &Request,
 ) -> Result<crate::http::Response, RunError> {
     pool.run(label, || handler(state, req))
-}
-
-/// The report as a Markdown table.
-pub fn render(rows: &[Row], build: &str) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Fiber stack use per route ({build} build; default --stack-size {}):\n",
-        ByteSize(DEFAULT_STACK_SIZE)
-    );
-    let _ = writeln!(
-        out,
-        "| request | route | peak stack bytes | smallest stack that serves it | headroom at {} |",
-        ByteSize(DEFAULT_STACK_SIZE)
-    );
-    let _ = writeln!(out, "|---|---|---:|---:|---:|");
-    for r in rows {
-        let _ = writeln!(
-            out,
-            "| `{}` | {} | {} | {} | {} |",
-            r.target,
-            r.label,
-            r.peak,
-            r.smallest
-                .map_or("not found".to_string(), |s| ByteSize(s).to_string()),
-            headroom(r.headroom(DEFAULT_STACK_SIZE)),
-        );
-    }
-    out
-}
-
-/// `7.6x`, or `0.97x` below 10 so that "does not fit" never rounds to `1.0x`.
-fn headroom(h: f64) -> String {
-    if h < 10.0 {
-        format!("{:.2}x", (h * 100.0).floor() / 100.0)
-    } else {
-        format!("{h:.1}x")
-    }
-}
-
-/// "release" or "debug": the build this binary is.
-pub fn build_kind() -> &'static str {
-    if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    }
 }

@@ -1,0 +1,241 @@
+//! `fiberstack bench`, the orchestration: the fiber server and its async twin, measured
+//! side by side in one run, by the same load tools, against identical private MariaDBs.
+//!
+//! ```text
+//! tools and open files checked (preflight.rs); results/<time> named (calendar.rs)
+//! for each round:                          (A/B order flips every round)
+//!   for each settings group (scenario.rs):
+//!     for each runtime: a fresh MariaDB (max_connections for the group's pool),
+//!       start `fiberstack serve --runtime X` (process.rs), idle RSS,
+//!       for each scenario: warm up, then ab or wrk (load.rs) while sampling RSS and CPU
+//!       stop it (SIGTERM)                  (a progress line on stderr: progress.rs)
+//! medians over rounds, bounds (bounds.rs) -> table (report.rs), chart (chart.rs),
+//!   Markdown (markdown.rs) -> results/<time>/bench.md, bench.svg, server logs
+//! ```
+//! The client and the servers share this machine's cores: what one takes the other
+//! does not have, and the numbers say so only together.
+
+pub mod bounds;
+pub mod calendar;
+pub mod chart;
+pub mod load;
+pub mod markdown;
+pub mod preflight;
+pub mod process;
+pub mod progress;
+pub mod report;
+pub mod scenario;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use clap::Args;
+use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
+use fiberstack::config::Runtime;
+
+use crate::bench::process::{RssSampler, ServerProcess};
+use crate::bench::progress::Progress;
+use crate::bench::report::{Row, Sample};
+use crate::bench::scenario::Scenario;
+
+/// The flags of `fiberstack bench`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Rounds of A/B alternation; the table shows the median of each number
+    /// (default 3, or 1 with --quick).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=50))]
+    pub rounds: Option<u64>,
+    /// A smoke run: small loads and short sleeps, seconds in all.
+    #[arg(long)]
+    pub quick: bool,
+    /// Seconds of each wrk run (not for --quick).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=600))]
+    pub duration: u64,
+    /// Only the scenarios whose name contains this (ab-c5, ab-c220, hello-64, hello-256,
+    /// widgets-http-100, widgets-1000, widgets-5000).
+    #[arg(long)]
+    pub only: Option<String>,
+    /// Worker threads of each server (may or tokio).
+    #[arg(long, default_value_t = fiberstack::config::cores())]
+    pub workers: usize,
+    /// Where the results directory is created.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+}
+
+/// What a finished run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    pub dir: PathBuf,
+    pub rows: Vec<Row>,
+    pub table: String,
+}
+
+/// `fiberstack bench`: run, print the table, write the files.
+pub fn run(args: &BenchArgs) -> Result<(), String> {
+    let outcome = bench(args)?;
+    println!("{}", outcome.table);
+    for line in report::memory_lines(&outcome.rows) {
+        println!("{line}");
+    }
+    println!("\nwritten: {}", outcome.dir.display());
+    Ok(())
+}
+
+/// Run every scenario `args` selects and write the results.
+pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
+    let mut scenarios = if args.quick {
+        scenario::quick()
+    } else {
+        scenario::full(args.duration)
+    };
+    if let Some(only) = &args.only {
+        scenarios.retain(|s| s.name.contains(only.as_str()));
+        if scenarios.is_empty() {
+            return Err(format!("no scenario name contains '{only}'"));
+        }
+    }
+    preflight::check_tools(&scenarios)?;
+    preflight::check_open_files(&scenarios)?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let dir = args.out.join(calendar::timestamp(SystemTime::now()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+
+    let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 }) as usize;
+    let groups = scenario::groups(&scenarios);
+    let total = rounds * 2 * scenarios.len();
+    let mut progress = Progress::new(total);
+    let mut samples: HashMap<(&'static str, Runtime), Vec<Sample>> = HashMap::new();
+    let mut banners: Vec<String> = Vec::new();
+    let started = Instant::now();
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [Runtime::Fibers, Runtime::Async]
+        } else {
+            [Runtime::Async, Runtime::Fibers]
+        };
+        for (settings, list) in &groups {
+            for runtime in order {
+                let log = dir.join(format!("server-{runtime}.log"));
+                // A fresh MariaDB for every server: one that just carried another
+                // group's thousands of connections and sleeps slowed what ran next.
+                let db = fresh_database(settings.db_pool)?;
+                let server =
+                    ServerProcess::start(&exe, runtime, &db.url(), *settings, args.workers, &log)?;
+                if round == 0
+                    && !banners
+                        .iter()
+                        .any(|b| b.contains(&format!("runtime {runtime}")))
+                {
+                    banners.push(server.banner.clone());
+                }
+                // Let start-up allocations settle before the idle reading.
+                std::thread::sleep(Duration::from_millis(300));
+                let idle_kib = server.rss_kib().unwrap_or(0);
+                for s in list {
+                    progress.step(&format!(
+                        "round {}/{rounds} {runtime:<6} {} c={} {}",
+                        round + 1,
+                        s.path,
+                        s.load.concurrency(),
+                        s.load.describe()
+                    ));
+                    if let Err(e) = server.wait_idle(Duration::from_secs(20)) {
+                        eprintln!("bench: before {} on {runtime}: {e}", s.name);
+                    }
+                    let sample = measure(&server, s, idle_kib);
+                    if let Err(e) = &sample.result {
+                        eprintln!("bench: {} on {runtime} failed: {e}", s.name);
+                    }
+                    samples.entry((s.name, runtime)).or_default().push(sample);
+                }
+                server.stop()?;
+                drop(db);
+            }
+        }
+    }
+    progress.done(started.elapsed());
+
+    let mut rows = Vec::new();
+    for s in &scenarios {
+        for runtime in [Runtime::Fibers, Runtime::Async] {
+            let list = samples
+                .get(&(s.name, runtime))
+                .map_or(&[][..], Vec::as_slice);
+            rows.push(Row::from_samples(
+                runtime,
+                s.name,
+                &s.path,
+                s.load.concurrency(),
+                s.load.describe(),
+                list,
+                s.route_secs.map(|secs| bounds::bound_rps(&s.load, secs)),
+                s.memory_per_request,
+            ));
+        }
+    }
+    report::fill_ratios(&mut rows);
+    let table = report::text_table(&rows);
+    let title = format!(
+        "fiberstack bench: fibers vs async, median of {rounds} round{}{}",
+        if rounds == 1 { "" } else { "s" },
+        if args.quick { " (--quick)" } else { "" }
+    );
+    let md = markdown::markdown(
+        &title,
+        args,
+        &scenarios,
+        &rows,
+        &samples,
+        &banners,
+        started.elapsed(),
+    );
+    write(&dir.join("bench.md"), &md)?;
+    write(&dir.join("bench.svg"), &chart::svg(&rows, &title))?;
+    Ok(Outcome { dir, rows, table })
+}
+
+/// A private MariaDB sized for a pool of `db_pool` (from the template datadir: about
+/// 0.2 s).
+fn fresh_database(db_pool: usize) -> Result<MariaDb, String> {
+    MariaDb::start(LaunchConfig {
+        max_connections: db_pool + CONNECTION_HEADROOM,
+        ..LaunchConfig::default()
+    })
+    .map_err(|e| format!("cannot start a private MariaDB: {e}"))
+}
+
+/// One scenario on a running server: warm-up, then the load while RSS and CPU are
+/// sampled.
+fn measure(server: &ServerProcess, s: &Scenario, idle_kib: u64) -> Sample {
+    let url = format!("http://{}{}", server.addr, s.path);
+    if s.warmup_secs > 0 {
+        let _ = load::wrk(
+            s.load.concurrency(),
+            Duration::from_secs(s.warmup_secs),
+            &url,
+        )
+        .output();
+    }
+    let cpu_before = server.cpu_secs();
+    let sampler = RssSampler::start(server.pid());
+    let t0 = Instant::now();
+    let result = load::run(&s.load, &url);
+    let wall = t0.elapsed().as_secs_f64();
+    let peak_kib = sampler.finish();
+    let cpu_pct = match (cpu_before, server.cpu_secs()) {
+        (Some(a), Some(b)) if wall > 0.0 => (b - a) / wall * 100.0,
+        _ => f64::NAN,
+    };
+    Sample {
+        result,
+        idle_kib,
+        peak_kib,
+        cpu_pct,
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}

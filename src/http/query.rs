@@ -1,0 +1,31 @@
+//! Reading a query string: one rule for both runtimes. The fiber server's
+//! [`Request::query_param`](crate::http::Request::query_param) and the async twin's
+//! handlers (axum's raw query) both call [`query_param`], so `?q=rails+3` means the
+//! same on either.
+
+use crate::http::request::form_decode;
+
+/// The first value of parameter `name` in `query` (the part after `?`), form-decoded
+/// (`+` is a space, `%41` is `A`); a name without `=` has the empty value.
+pub fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (form_decode(k) == name).then(|| form_decode(v))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_param;
+
+    #[test]
+    fn the_first_value_form_decoded() {
+        let q = "q=rails+3&sleep=0.5&e=%41&flag&q=second";
+        assert_eq!(query_param(q, "q").as_deref(), Some("rails 3"));
+        assert_eq!(query_param(q, "sleep").as_deref(), Some("0.5"));
+        assert_eq!(query_param(q, "e").as_deref(), Some("A"));
+        assert_eq!(query_param(q, "flag").as_deref(), Some(""));
+        assert_eq!(query_param(q, "missing"), None);
+        assert_eq!(query_param("", "q"), None);
+    }
+}
