@@ -39,6 +39,14 @@ use crate::bench::progress::Progress;
 use crate::bench::report::{Row, Sample};
 use crate::bench::scenario::Scenario;
 
+/// Rounds of a full run, and of a `--quick` one, unless `--rounds` says otherwise.
+const ROUNDS: u64 = 3;
+const QUICK_ROUNDS: u64 = 1;
+/// Time a fresh server gets to settle its start-up allocations before its idle RSS is read.
+const SETTLE: Duration = Duration::from_millis(300);
+/// Longest wait for what the previous scenario left in flight to finish (`wait_idle`).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// The flags of `fiberstack bench`.
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -102,7 +110,9 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
     let dir = args.out.join(calendar::timestamp(SystemTime::now()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
 
-    let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 }) as usize;
+    let rounds = args
+        .rounds
+        .unwrap_or(if args.quick { QUICK_ROUNDS } else { ROUNDS }) as usize;
     let groups = scenario::groups(&scenarios);
     let total = rounds * 2 * scenarios.len();
     let mut progress = Progress::new(total);
@@ -131,7 +141,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                     banners.push(server.banner.clone());
                 }
                 // Let start-up allocations settle before the idle reading.
-                std::thread::sleep(Duration::from_millis(300));
+                std::thread::sleep(SETTLE);
                 let idle_kib = server.rss_kib().unwrap_or(0);
                 for s in list {
                     progress.step(&format!(
@@ -141,7 +151,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                         s.load.concurrency(),
                         s.load.describe()
                     ));
-                    if let Err(e) = server.wait_idle(Duration::from_secs(20)) {
+                    if let Err(e) = server.wait_idle(IDLE_TIMEOUT) {
                         eprintln!("bench: before {} on {runtime}: {e}", s.name);
                     }
                     let sample = measure(&server, s, idle_kib);
