@@ -261,9 +261,10 @@ fn a_bad_content_length_panics_the_connection() {
 /// `/deep` past the stack. On a fiber: a 500, and the server goes on. On may_minihttp
 /// the recursion runs on the connection's own may stack: generator's guard-page handler
 /// prints "coroutine has overflowed its stack", the request is never answered, and
-/// the process either exits (may's `exit(1)`, or a signal: release builds) or keeps the
-/// dead coroutine's connection open for ever (debug builds). Either way the client
-/// gets no answer: the raw form of the original warning.
+/// the process either exits (a release build: may prints "stack overflow detected" and
+/// calls `exit(1)`, checked by hand with `target/release/fiberstack`) or keeps the dead
+/// coroutine's connection open for ever (a debug build, which `cargo test` runs).
+/// Either way the client gets no answer: the raw form of the original warning.
 #[test]
 fn deep_overflow_kills_minihttp_where_fibers_answer_500() {
     let deep = "/deep?depth=3000&frame=1024";
