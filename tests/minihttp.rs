@@ -129,6 +129,22 @@ fn mini_get(addr: SocketAddr, path: &str) -> Resp {
     parse(&out).unwrap()
 }
 
+/// `raw` gets no answer: the connection is closed, and minihttp's stderr says `why`.
+fn dropped_without_a_word(mini: &Mini, raw: &[u8], why: &str) {
+    let (out, ending) = exchange(mini.addr, raw);
+    assert_eq!(
+        (out.as_slice(), ending),
+        (&b""[..], Ending::Closed),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    assert!(
+        poll(Duration::from_secs(5), || mini.stderr().contains(why)),
+        "no {why} in: {}",
+        mini.stderr()
+    );
+}
+
 fn status(bytes: &[u8]) -> Option<u16> {
     parse(bytes).map(|r| r.status)
 }
@@ -209,20 +225,7 @@ fn a_17th_header_drops_the_connection() {
     let (out, ending) = exchange(mini.addr, &with_headers(16));
     assert_eq!(status(&out), Some(200), "{}", String::from_utf8_lossy(&out));
     assert_eq!(ending, Ending::LeftOpen);
-    let (out, ending) = exchange(mini.addr, &with_headers(17));
-    assert_eq!(
-        (out.as_slice(), ending),
-        (&b""[..], Ending::Closed),
-        "{}",
-        String::from_utf8_lossy(&out)
-    );
-    assert!(
-        poll(Duration::from_secs(5), || mini
-            .stderr()
-            .contains("TooManyHeaders")),
-        "{}",
-        mini.stderr()
-    );
+    dropped_without_a_word(&mini, &with_headers(17), "TooManyHeaders");
     let (out, _) = exchange(fibers.addr(), &with_headers(17));
     assert_eq!(status(&out), Some(200), "{}", String::from_utf8_lossy(&out));
 }
@@ -235,20 +238,7 @@ fn a_bad_content_length_panics_the_connection() {
     let mini = Mini::start(&[]);
     let fibers = common::serve(|_| {});
     let bad = b"GET /hello HTTP/1.1\r\nHost: t\r\nContent-Length: abc\r\n\r\n";
-    let (out, ending) = exchange(mini.addr, bad);
-    assert_eq!(
-        (out.as_slice(), ending),
-        (&b""[..], Ending::Closed),
-        "{}",
-        String::from_utf8_lossy(&out)
-    );
-    assert!(
-        poll(Duration::from_secs(5), || mini
-            .stderr()
-            .contains("panicked")),
-        "no panic in: {}",
-        mini.stderr()
-    );
+    dropped_without_a_word(&mini, bad, "panicked");
     assert_eq!(
         mini_get(mini.addr, "/hello").status,
         200,

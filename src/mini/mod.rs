@@ -17,7 +17,7 @@ use fiber_mysql::launcher::MariaDb;
 use may_minihttp::HttpServer;
 
 use crate::config::{ByteSize, ServeConfig};
-use crate::setup::{bound, database, db_failed, fail, own_address, Database, DbStep, StartError};
+use crate::setup::{bound, fail, fiber_mysql_pool, own_address, StartError};
 
 pub use service::{MiniService, MiniState};
 
@@ -44,77 +44,55 @@ pub struct Running {
 /// asked for it).
 pub fn ignored_flags(cfg: &ServeConfig) -> Vec<String> {
     let d = ServeConfig::default();
-    let mut out = Vec::new();
-    let mut note = |set: bool, flag: &str, why: &str| {
-        if set {
-            out.push(format!("--{flag} ignored: {why}"));
-        }
-    };
-    note(
-        cfg.stack_size != d.stack_size,
-        "stack-size",
-        "handlers run on the connection's may coroutine, whose stack is may's default",
-    );
-    note(
-        cfg.fibers != d.fibers,
-        "fibers",
-        "there is no fiber pool: every connection runs its handler at once",
-    );
-    note(
-        cfg.queue != d.queue,
-        "queue",
-        "there is no fiber pool to queue for",
-    );
-    note(
-        cfg.fiber_wait_timeout != d.fiber_wait_timeout,
-        "fiber-wait",
-        "there is no fiber pool to wait for",
-    );
-    note(
-        cfg.self_call_limit.is_some(),
-        "self-call-limit",
-        "there is no /widgets/http route",
-    );
-    note(
-        cfg.upstream.is_some(),
-        "upstream",
-        "there is no /twitter route",
-    );
-    note(
-        cfg.http.max_connections != d.http.max_connections,
-        "max-connections",
-        "may_minihttp accepts every connection",
-    );
-    note(
-        cfg.shutdown_grace != d.shutdown_grace,
-        "shutdown-grace",
-        "may_minihttp has no graceful shutdown",
-    );
-    out
+    let no_pool = "there is no fiber pool";
+    [
+        (
+            cfg.stack_size != d.stack_size,
+            "stack-size",
+            "handlers run on the connection's may coroutine, whose stack is may's default",
+        ),
+        (
+            cfg.fibers != d.fibers,
+            "fibers",
+            "there is no fiber pool: every connection runs its handler at once",
+        ),
+        (cfg.queue != d.queue, "queue", no_pool),
+        (
+            cfg.fiber_wait_timeout != d.fiber_wait_timeout,
+            "fiber-wait",
+            no_pool,
+        ),
+        (
+            cfg.self_call_limit.is_some(),
+            "self-call-limit",
+            "there is no /widgets/http route",
+        ),
+        (
+            cfg.upstream.is_some(),
+            "upstream",
+            "there is no /twitter route",
+        ),
+        (
+            cfg.http.max_connections != d.http.max_connections,
+            "max-connections",
+            "may_minihttp accepts every connection",
+        ),
+        (
+            cfg.shutdown_grace != d.shutdown_grace,
+            "shutdown-grace",
+            "may_minihttp has no graceful shutdown",
+        ),
+    ]
+    .into_iter()
+    .filter(|(set, _, _)| *set)
+    .map(|(_, flag, why)| format!("--{flag} ignored: {why}"))
+    .collect()
 }
 
 /// Start MySQL (private or external), the schema and may_minihttp on `cfg.bind`.
 pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
     may::config().set_workers(cfg.workers);
-    let Database {
-        mariadb,
-        mut opts,
-        db_where,
-    } = database(cfg)?;
-    opts.query_timeout = Some(cfg.query_timeout);
-    let db = fiber_mysql::Pool::new(fiber_mysql::PoolConfig {
-        wait_timeout: cfg.db_wait_timeout,
-        driver: cfg.db_driver,
-        ..fiber_mysql::PoolConfig::new(opts, cfg.db_pool)
-    })
-    .map_err(|e| db_failed(DbStep::OpenPool, cfg, e))?;
-    {
-        let mut conn = db.get().map_err(|e| db_failed(DbStep::Reach, cfg, e))?;
-        for sql in crate::app::schema::init_sql() {
-            conn.query(&sql)
-                .map_err(|e| db_failed(DbStep::Schema, cfg, e))?;
-        }
-    }
+    let (db, mariadb, db_where) = fiber_mysql_pool(cfg)?;
     let state = Arc::new(MiniState::new(db, cfg.db_wait_timeout));
     let (addr, accept) = listen(cfg.bind, MiniService::new(Arc::clone(&state)))?;
     Ok(Running {

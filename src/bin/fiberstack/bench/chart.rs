@@ -85,12 +85,15 @@ fn not_run(row: &Row) -> Option<String> {
     Some(format!("not run: {}", why.split(':').next().unwrap_or(why)))
 }
 
-fn heading(rows: &[&Row]) -> (String, String) {
+/// The group of one scenario's `rows`, headed by its route and load.
+fn group(rows: &[&Row], bars: Vec<Bar>, lines: Vec<(f64, &'static str)>) -> Group {
     let first = rows[0];
-    (
-        first.route.clone(),
-        format!("c={} {}", first.concurrency, first.load),
-    )
+    Group {
+        title: first.route.clone(),
+        subtitle: format!("c={} {}", first.concurrency, first.load),
+        bars,
+        lines,
+    }
 }
 
 fn rps_panel(rows: &[Row]) -> Panel {
@@ -128,13 +131,7 @@ fn rps_panel(rows: &[Row]) -> Panel {
             let lines = bounds.map_or(Vec::new(), |b| {
                 vec![(b.expected / top, "5 3"), (b.ceiling / top, "1 3")]
             });
-            let (title, subtitle) = heading(&g);
-            Group {
-                title,
-                subtitle,
-                bars,
-                lines,
-            }
+            group(&g, bars, lines)
         })
         .collect();
     Panel {
@@ -168,13 +165,7 @@ fn latency_panel(rows: &[Row]) -> Panel {
                     }),
                 })
                 .collect();
-            let (title, subtitle) = heading(&g);
-            Group {
-                title,
-                subtitle,
-                bars,
-                lines: Vec::new(),
-            }
+            group(&g, bars, Vec::new())
         })
         .collect();
     Panel {
@@ -214,13 +205,7 @@ fn memory_panel(rows: &[Row]) -> Option<Panel> {
                     }),
                 })
                 .collect();
-            let (title, subtitle) = heading(&g);
-            Group {
-                title,
-                subtitle,
-                bars,
-                lines: Vec::new(),
-            }
+            group(&g, bars, Vec::new())
         })
         .collect();
     Some(Panel {
