@@ -38,7 +38,7 @@ pub enum Command {
         #[arg(long, default_value_t = LaunchConfig::default().max_connections)]
         max_connections: usize,
     },
-    /// Measure the fiber server and its async twin side by side (ab, wrk, one MariaDB).
+    /// Measure fibers, the async twin and raw may_minihttp, pinned apart from ab and wrk.
     Bench(crate::bench::BenchArgs),
 }
 

@@ -36,7 +36,8 @@ impl Load {
     }
 }
 
-/// Server settings a scenario needs: the same on both runtimes.
+/// Server settings a scenario needs: the same on every runtime (minihttp ignores the
+/// fiber pool's, and says so in its log).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
     /// `--fibers` (the twin's concurrency limit).
