@@ -44,12 +44,7 @@ fn server(database_url: &str) -> (Reaped, SocketAddr) {
         .flatten()
         .and_then(Result::ok)
         .unwrap_or_else(|| panic!("fiberstack serve printed no start-up line"));
-    let addr = banner
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {banner:?}"));
+    let addr = common::tools::banner_addr(&banner);
     (child, addr)
 }
 

@@ -2,6 +2,7 @@
 //! Debian package when one is missing, children killed when a test ends, and runs
 //! bounded by a deadline.
 
+use std::net::SocketAddr;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -92,4 +93,14 @@ pub fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// The address in `fiberstack serve`'s start-up line ("listening on http://ADDR ...").
+pub fn banner_addr(banner: &str) -> SocketAddr {
+    banner
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {banner:?}"))
 }
