@@ -196,11 +196,11 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                         s.load.describe()
                     ));
                     if let Err(e) = server.wait_idle(IDLE_TIMEOUT) {
-                        eprintln!("bench: before {} on {runtime}: {e}", s.name);
+                        progress.note(format!("bench: before {} on {runtime}: {e}", s.name));
                     }
                     let sample = measure(&server, s, idle_kib, &split);
                     if let Err(e) = &sample.result {
-                        eprintln!("bench: {} on {runtime} failed: {e}", s.name);
+                        progress.note(format!("bench: {} on {runtime} failed: {e}", s.name));
                     }
                     samples.entry((s.name, runtime)).or_default().push(sample);
                 }
