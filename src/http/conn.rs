@@ -19,8 +19,10 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
+use fiber_pool::net::PollFlags;
 use may::net::TcpStream;
 
 use crate::config::HttpLimits;
@@ -33,13 +35,36 @@ use crate::stats::HttpStats;
 
 /// What handles a request: routing and running handlers is the server's business.
 pub trait Service: Send + Sync + 'static {
-    fn call(&self, req: &Request) -> Response;
+    /// The response to `req`, or `None` when the service found `client` gone before it
+    /// ran anything ([`Client::gone`]): nothing is sent, and the connection closes.
+    fn call(&self, req: &Request, client: &Client<'_>) -> Option<Response>;
 
     /// The answer `call` would give without running a handler (404, 405), asked
     /// before the body of an `Expect: 100-continue` request is read; `None` if the
     /// request would run.
     fn refuses(&self, _req: &Request) -> Option<Response> {
         None
+    }
+}
+
+/// The client of the request being served, to ask whether it is still there.
+#[derive(Clone, Copy)]
+pub struct Client<'a> {
+    socket: BorrowedFd<'a>,
+}
+
+impl Client<'_> {
+    /// Whether the client reset its connection, so no answer can reach it: one poll
+    /// with a zero timeout, no bytes read. Worth its system call only before costly
+    /// work that waited (a request that queued for a fiber).
+    ///
+    /// A client that only shut down its sending side (FIN) is not gone: HTTP lets it
+    /// read the answer, and both runtimes give it one (hyper's `half_close` on the
+    /// twin). A client that closed entirely looks the same until we write, so only a
+    /// reset (POLLHUP/POLLERR: a killed client, a proxy giving up) counts as gone.
+    pub fn gone(&self) -> bool {
+        fiber_pool::net::poll_now(self.socket, PollFlags::empty())
+            .is_ok_and(|ready| ready.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
     }
 }
 
@@ -105,7 +130,13 @@ pub fn serve<S: Service + ?Sized>(
 
         let keep_alive = req.wants_keep_alive() && !stop.is_stopping();
         let _in_flight = stop.request_started();
-        let resp = service.call(&req);
+        let client = Client {
+            socket: stream.inner().as_fd(),
+        };
+        let Some(resp) = service.call(&req, &client) else {
+            stats.abandoned();
+            return;
+        };
         stats.response(resp.status);
         out.clear();
         resp.write_to(
