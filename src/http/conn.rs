@@ -72,8 +72,11 @@ impl Client<'_> {
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 /// How often an idle connection looks at the shutdown flag.
 const IDLE_POLL: Duration = Duration::from_millis(200);
-/// Bytes asked of the socket per read.
+/// Bytes asked of the socket per read once a request is known to be longer.
 const READ_CHUNK: usize = 8 * 1024;
+/// Bytes asked of the socket for the start of a request: a typical head fits (curl's
+/// and wrk's are under 100 bytes, browsers' under 1 KiB); a longer one takes more reads.
+const FIRST_READ: usize = 1024;
 /// After an error response on a connection we close, how long and how much we read
 /// and discard so that the client sees the response instead of a reset.
 const LINGER_TIME: Duration = Duration::from_millis(500);
@@ -81,7 +84,7 @@ const LINGER_BYTES: usize = 256 * 1024;
 
 /// Serve one connection until it closes, errs, or the server stops.
 pub fn serve<S: Service + ?Sized>(
-    mut stream: TcpStream,
+    stream: TcpStream,
     service: &S,
     limits: &HttpLimits,
     stop: &Stop,
@@ -89,15 +92,19 @@ pub fn serve<S: Service + ?Sized>(
 ) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(io_timeout(limits.write_timeout)));
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut out: Vec<u8> = Vec::with_capacity(1024);
+    let mut stream = Socket {
+        stream,
+        armed: None,
+    };
+    // Allocated by the first read, released while the connection idles (`read_head`).
+    let mut buf: Vec<u8> = Vec::new();
     loop {
         let head = match read_head(&mut stream, &mut buf, limits, stop) {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(ReadError::Http(e)) => {
                 stats.protocol_error();
-                send_error_and_close(&mut stream, &e, stats);
+                send_error_and_close(&mut stream.stream, &e, stats);
                 return;
             }
             Err(ReadError::Io) => return,
@@ -107,12 +114,12 @@ pub fn serve<S: Service + ?Sized>(
         if head.framing != Framing::Length(0) && req.expects_continue() && buf.is_empty() {
             if let Some(refused) = service.refuses(&req) {
                 stats.response(refused.status);
-                out.clear();
+                let mut out = Vec::new();
                 refused.write_to(&mut out, req.minor_version, false, req.method == "HEAD");
-                send_and_close(&mut stream, &out);
+                send_and_close(&mut stream.stream, &out);
                 return;
             }
-            if stream.write_all(CONTINUE).is_err() {
+            if stream.stream.write_all(CONTINUE).is_err() {
                 return;
             }
         }
@@ -122,7 +129,7 @@ pub fn serve<S: Service + ?Sized>(
             Ok(body) => req.body = body,
             Err(ReadError::Http(e)) => {
                 stats.protocol_error();
-                send_error_and_close(&mut stream, &e, stats);
+                send_error_and_close(&mut stream.stream, &e, stats);
                 return;
             }
             Err(ReadError::Io) => return,
@@ -131,25 +138,27 @@ pub fn serve<S: Service + ?Sized>(
         let keep_alive = req.wants_keep_alive() && !stop.is_stopping();
         let _in_flight = stop.request_started();
         let client = Client {
-            socket: stream.inner().as_fd(),
+            socket: stream.stream.inner().as_fd(),
         };
         let Some(resp) = service.call(&req, &client) else {
             stats.abandoned();
             return;
         };
         stats.response(resp.status);
-        out.clear();
+        // One buffer, one write; freed with the response, so an idle connection holds
+        // no response bytes.
+        let mut out = Vec::with_capacity(resp.wire_len());
         resp.write_to(
             &mut out,
             req.minor_version,
             keep_alive,
             req.method == "HEAD",
         );
-        if stream.write_all(&out).is_err() {
+        if stream.stream.write_all(&out).is_err() {
             return; // the client went away mid-response: nothing left to do for it
         }
         if !keep_alive {
-            let _ = stream.shutdown(Shutdown::Write);
+            let _ = stream.stream.shutdown(Shutdown::Write);
             return;
         }
     }
@@ -160,10 +169,46 @@ enum ReadError {
     Io,
 }
 
+/// The client's socket and the read timeout last given to may: re-arming it costs a
+/// `setsockopt` (may sets SO_RCVTIMEO besides its own timer), so it is set only when
+/// it changes, which between keep-alive requests it does not (one `IDLE_POLL` slice).
+struct Socket {
+    stream: TcpStream,
+    armed: Option<Duration>,
+}
+
+impl Socket {
+    /// One read of up to `chunk` bytes appended to `buf`; a timeout is `TimedOut`.
+    ///
+    /// `buf` is grown (and the new part zeroed: reading into uninitialised memory would
+    /// need unsafe code) by `chunk` only: [`FIRST_READ`] for the start of a request,
+    /// which holds a typical head, and [`READ_CHUNK`] once more is known to come.
+    fn read_some(
+        &mut self,
+        buf: &mut Vec<u8>,
+        timeout: Duration,
+        chunk: usize,
+    ) -> io::Result<usize> {
+        let timeout = Some(io_timeout(timeout));
+        if self.armed != timeout {
+            self.stream.set_read_timeout(timeout)?;
+            self.armed = timeout;
+        }
+        let start = buf.len();
+        buf.resize(start + chunk, 0);
+        let r = self.stream.read(&mut buf[start..]);
+        buf.truncate(start + *r.as_ref().unwrap_or(&0));
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
+            other => other,
+        }
+    }
+}
+
 /// Read until `buf` holds a complete head. `Ok(None)`: the client closed between
 /// requests, stayed idle past `idle_timeout`, or the server is stopping.
 fn read_head(
-    stream: &mut TcpStream,
+    stream: &mut Socket,
     buf: &mut Vec<u8>,
     limits: &HttpLimits,
     stop: &Stop,
@@ -193,10 +238,20 @@ fn read_head(
                 (limits.idle_timeout - idle).min(IDLE_POLL)
             }
         };
-        match read_some(stream, buf, timeout) {
+        let chunk = if buf.is_empty() {
+            FIRST_READ
+        } else {
+            READ_CHUNK
+        };
+        match stream.read_some(buf, timeout, chunk) {
             Ok(0) => return Ok(None),
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                if buf.is_empty() {
+                    // Idle for a whole slice: hold no buffer while nothing comes.
+                    *buf = Vec::new();
+                }
+            }
             Err(_) => return Err(ReadError::Io),
         }
     }
@@ -205,7 +260,7 @@ fn read_head(
 /// Read the body framed by `framing` from the front of `buf` (which starts right
 /// after the head) and the stream, removing it from `buf`; bytes after it stay.
 fn read_body(
-    stream: &mut TcpStream,
+    stream: &mut Socket,
     buf: &mut Vec<u8>,
     framing: Framing,
     limits: &HttpLimits,
@@ -227,7 +282,7 @@ fn read_body(
                 if left.is_zero() {
                     return Err(ReadError::Http(HttpError::BodyTimeout));
                 }
-                match read_some(stream, buf, left) {
+                match stream.read_some(buf, left, READ_CHUNK) {
                     Ok(0) => return Err(ReadError::Io),
                     Ok(_) => {}
                     Err(e) => return Err(timed_out(e)),
@@ -239,35 +294,17 @@ fn read_body(
 }
 
 /// Read until `buf` holds `total` bytes, or `deadline` passes (`TimedOut`).
-fn fill(
-    stream: &mut TcpStream,
-    buf: &mut Vec<u8>,
-    total: usize,
-    deadline: Instant,
-) -> io::Result<()> {
+fn fill(stream: &mut Socket, buf: &mut Vec<u8>, total: usize, deadline: Instant) -> io::Result<()> {
     while buf.len() < total {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(io::ErrorKind::TimedOut.into());
         }
-        if read_some(stream, buf, left)? == 0 {
+        if stream.read_some(buf, left, READ_CHUNK)? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
     }
     Ok(())
-}
-
-/// One read of up to READ_CHUNK bytes appended to `buf`; a timeout is `TimedOut`.
-fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<usize> {
-    stream.set_read_timeout(Some(io_timeout(timeout)))?;
-    let start = buf.len();
-    buf.resize(start + READ_CHUNK, 0);
-    let r = stream.read(&mut buf[start..]);
-    buf.truncate(start + *r.as_ref().unwrap_or(&0));
-    match r {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
-        other => other,
-    }
 }
 
 /// Answer a protocol error and close, reading a little of what the client still sends
