@@ -2,7 +2,7 @@
 //! handler run on a fiber of the pool.
 //!
 //! ```text
-//! accept loop (may coroutine) --spawn--> connection coroutine (carrier, 32 KiB may stack)
+//! accept loop (may coroutine) --spawn--> connection coroutine (carrier, 16 KiB may stack)
 //!     parse request (conn.rs) -> router -> FiberPool::run(label, handler)
 //!                                              '-> handler on a guarded fiber stack:
 //!                                                  db.query(..), http.get(..) yield to may

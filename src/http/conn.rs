@@ -124,8 +124,15 @@ pub fn serve<S: Service + ?Sized>(
             }
         }
         // The whole body gets `body_timeout` from the end of the head, not per read.
-        let body_deadline = Instant::now() + limits.body_timeout;
-        match read_body(&mut stream, &mut buf, head.framing, limits, body_deadline) {
+        // (A request without a body reads no clock for it.)
+        let body = match head.framing {
+            Framing::Length(0) => Ok(Vec::new()),
+            framing => {
+                let body_deadline = Instant::now() + limits.body_timeout;
+                read_body(&mut stream, &mut buf, framing, limits, body_deadline)
+            }
+        };
+        match body {
             Ok(body) => req.body = body,
             Err(ReadError::Http(e)) => {
                 stats.protocol_error();
@@ -213,7 +220,10 @@ fn read_head(
     limits: &HttpLimits,
     stop: &Stop,
 ) -> Result<Option<crate::http::request::Head>, ReadError> {
-    let idle_since = Instant::now();
+    // Set when a read first times out, backdated by that slice: a keep-alive client
+    // usually sends its next request within the first slice, and then the clock is
+    // not read for the idle time at all.
+    let mut idle_since: Option<Instant> = None;
     let mut head_deadline: Option<Instant> = None;
     loop {
         if !buf.is_empty() {
@@ -231,7 +241,7 @@ fn read_head(
                 if stop.is_stopping() {
                     return Ok(None);
                 }
-                let idle = idle_since.elapsed();
+                let idle = idle_since.map_or(Duration::ZERO, |since| since.elapsed());
                 if idle >= limits.idle_timeout {
                     return Ok(None);
                 }
@@ -247,6 +257,10 @@ fn read_head(
             Ok(0) => return Ok(None),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                idle_since.get_or_insert_with(|| {
+                    let now = Instant::now();
+                    now.checked_sub(timeout).unwrap_or(now)
+                });
                 if buf.is_empty() {
                     // Idle for a whole slice: hold no buffer while nothing comes.
                     *buf = Vec::new();
