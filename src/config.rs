@@ -33,6 +33,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 15_000;
 /// `--shutdown-grace`: time in-flight requests get after SIGTERM.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
+/// `HttpLimits::connection_stack`: bytes of may stack per connection coroutine.
+pub const CONNECTION_STACK: usize = 16 * 1024;
+
 /// Limits of the HTTP/1.x server, per connection and per request.
 #[derive(Clone, Debug)]
 pub struct HttpLimits {
@@ -57,7 +60,11 @@ pub struct HttpLimits {
     /// 1024; Linux caps it at /proc/sys/net/core/somaxconn, 4096 on current kernels).
     pub listen_backlog: i32,
     /// may stack of each connection's coroutine (the carrier a fiber runs on; parsing
-    /// and writing happen there, handlers run on the fiber's own stack).
+    /// and writing happen there, handlers run on the fiber's own stack). Sized from
+    /// measurement (docs/PROFILE.md, may's odd-size stack report): a connection's
+    /// coroutine used at most 782 words (6.1 KiB, answering an overflowed `/deep`),
+    /// 415 (3.3 KiB) for `/hello` and `/widgets`, 265 for a 431; 16 KiB leaves 2.6x.
+    /// Only touched pages are resident, so the size costs address space, not RSS.
     pub connection_stack: usize,
 }
 
@@ -73,7 +80,7 @@ impl Default for HttpLimits {
             write_timeout: Duration::from_secs(10),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             listen_backlog: 4096,
-            connection_stack: 32 * 1024,
+            connection_stack: CONNECTION_STACK,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! handler run on a fiber of the pool.
 //!
 //! ```text
-//! accept loop (may coroutine) --spawn--> connection coroutine (carrier, 32 KiB may stack)
+//! accept loop (may coroutine) --spawn--> connection coroutine (carrier, 16 KiB may stack)
 //!     parse request (conn.rs) -> router -> FiberPool::run(label, handler)
 //!                                              '-> handler on a guarded fiber stack:
 //!                                                  db.query(..), http.get(..) yield to may
@@ -13,13 +13,13 @@
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fiber_pool::{FiberPool, RunError};
 use may::net::TcpListener;
 
 use crate::config::HttpLimits;
-use crate::http::conn::{self, Service};
+use crate::http::conn::{self, Client, Service};
 use crate::http::listener;
 use crate::http::refusal::{over_limit, queue_full, wait_timed_out, OVER_LIMIT_WRITE_TIMEOUT};
 use crate::http::router::Router;
@@ -118,19 +118,30 @@ impl<S: Send + Sync + 'static> Service for App<S> {
         self.router.resolve(&req.method, &req.path).err()
     }
 
-    fn call(&self, req: &Request) -> Response {
+    fn call(&self, req: &Request, client: &Client<'_>) -> Option<Response> {
         let route = match self.router.resolve(&req.method, &req.path) {
             Ok(route) => route,
-            Err(refused) => return refused,
+            Err(refused) => return Some(refused),
         };
+        let asked = Instant::now();
         let _turn = match self.limits.enter(route.label) {
             Ok(turn) => turn,
-            Err(refused) => return refused,
+            Err(refused) => return Some(refused),
         };
         let handler = route.handler;
         let state: &S = &self.state;
-        let resp = match self.fibers.run(route.label, move || handler(state, req)) {
-            Ok(resp) => resp,
+        // A request that waited for its turn or its fiber may have lost its client
+        // meanwhile: then it is not run (the check costs a system call, so a request
+        // that did not wait skips it).
+        let job = move || {
+            if asked.elapsed() >= WAITED && client.gone() {
+                return None;
+            }
+            Some(handler(state, req))
+        };
+        let resp = match self.fibers.run(route.label, job) {
+            Ok(Some(resp)) => resp,
+            Ok(None) => return None,
             Err(e) => fiber_error(route.label, req, e, self.fibers.config()),
         };
         if resp.status >= 500 {
@@ -143,9 +154,13 @@ impl<S: Send + Sync + 'static> Service for App<S> {
                 String::from_utf8_lossy(&resp.body).trim_end()
             );
         }
-        resp
+        Some(resp)
     }
 }
+
+/// How long a request must have waited for its turn and fiber before its client is
+/// checked ([`Client::gone`]); shorter waits are the client's own round trip.
+const WAITED: Duration = Duration::from_millis(1);
 
 /// The response for a request whose fiber could not run or did not finish.
 fn fiber_error(

@@ -10,6 +10,7 @@ pub struct HttpStats {
     accepted: AtomicU64,
     rejected_connections: AtomicU64,
     protocol_errors: AtomicU64,
+    abandoned: AtomicU64,
     by_class: [AtomicU64; 6],
 }
 
@@ -20,6 +21,7 @@ impl Default for HttpStats {
             accepted: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
             by_class: Default::default(),
         }
     }
@@ -34,6 +36,10 @@ impl HttpStats {
     }
     pub fn protocol_error(&self) {
         self.protocol_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Count a request not run because its client had gone (reset) while it waited.
+    pub fn abandoned(&self) {
+        self.abandoned.fetch_add(1, Ordering::Relaxed);
     }
     /// Count a response by its status class (1xx..5xx).
     pub fn response(&self, status: u16) {
@@ -53,6 +59,7 @@ impl HttpStats {
             "accepted_connections": get(&self.accepted),
             "rejected_connections": get(&self.rejected_connections),
             "protocol_errors": get(&self.protocol_errors),
+            "abandoned": get(&self.abandoned),
             "responses": {
                 "2xx": get(&self.by_class[2]),
                 "3xx": get(&self.by_class[3]),

@@ -19,8 +19,10 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
+use fiber_pool::net::PollFlags;
 use may::net::TcpStream;
 
 use crate::config::HttpLimits;
@@ -33,7 +35,9 @@ use crate::stats::HttpStats;
 
 /// What handles a request: routing and running handlers is the server's business.
 pub trait Service: Send + Sync + 'static {
-    fn call(&self, req: &Request) -> Response;
+    /// The response to `req`, or `None` when the service found `client` gone before it
+    /// ran anything ([`Client::gone`]): nothing is sent, and the connection closes.
+    fn call(&self, req: &Request, client: &Client<'_>) -> Option<Response>;
 
     /// The answer `call` would give without running a handler (404, 405), asked
     /// before the body of an `Expect: 100-continue` request is read; `None` if the
@@ -43,12 +47,36 @@ pub trait Service: Send + Sync + 'static {
     }
 }
 
+/// The client of the request being served, to ask whether it is still there.
+#[derive(Clone, Copy)]
+pub struct Client<'a> {
+    socket: BorrowedFd<'a>,
+}
+
+impl Client<'_> {
+    /// Whether the client reset its connection, so no answer can reach it: one poll
+    /// with a zero timeout, no bytes read. Worth its system call only before costly
+    /// work that waited (a request that queued for a fiber).
+    ///
+    /// A client that only shut down its sending side (FIN) is not gone: HTTP lets it
+    /// read the answer, and both runtimes give it one (hyper's `half_close` on the
+    /// twin). A client that closed entirely looks the same until we write, so only a
+    /// reset (POLLHUP/POLLERR: a killed client, a proxy giving up) counts as gone.
+    pub fn gone(&self) -> bool {
+        fiber_pool::net::poll_now(self.socket, PollFlags::empty())
+            .is_ok_and(|ready| ready.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+    }
+}
+
 /// The interim response to `Expect: 100-continue`.
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 /// How often an idle connection looks at the shutdown flag.
 const IDLE_POLL: Duration = Duration::from_millis(200);
-/// Bytes asked of the socket per read.
+/// Bytes asked of the socket per read once a request is known to be longer.
 const READ_CHUNK: usize = 8 * 1024;
+/// Bytes asked of the socket for the start of a request: a typical head fits (curl's
+/// and wrk's are under 100 bytes, browsers' under 1 KiB); a longer one takes more reads.
+const FIRST_READ: usize = 1024;
 /// After an error response on a connection we close, how long and how much we read
 /// and discard so that the client sees the response instead of a reset.
 const LINGER_TIME: Duration = Duration::from_millis(500);
@@ -56,7 +84,7 @@ const LINGER_BYTES: usize = 256 * 1024;
 
 /// Serve one connection until it closes, errs, or the server stops.
 pub fn serve<S: Service + ?Sized>(
-    mut stream: TcpStream,
+    stream: TcpStream,
     service: &S,
     limits: &HttpLimits,
     stop: &Stop,
@@ -64,15 +92,19 @@ pub fn serve<S: Service + ?Sized>(
 ) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(io_timeout(limits.write_timeout)));
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut out: Vec<u8> = Vec::with_capacity(1024);
+    let mut stream = Socket {
+        stream,
+        armed: None,
+    };
+    // Allocated by the first read, released while the connection idles (`read_head`).
+    let mut buf: Vec<u8> = Vec::new();
     loop {
         let head = match read_head(&mut stream, &mut buf, limits, stop) {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(ReadError::Http(e)) => {
                 stats.protocol_error();
-                send_error_and_close(&mut stream, &e, stats);
+                send_error_and_close(&mut stream.stream, &e, stats);
                 return;
             }
             Err(ReadError::Io) => return,
@@ -82,22 +114,29 @@ pub fn serve<S: Service + ?Sized>(
         if head.framing != Framing::Length(0) && req.expects_continue() && buf.is_empty() {
             if let Some(refused) = service.refuses(&req) {
                 stats.response(refused.status);
-                out.clear();
+                let mut out = Vec::new();
                 refused.write_to(&mut out, req.minor_version, false, req.method == "HEAD");
-                send_and_close(&mut stream, &out);
+                send_and_close(&mut stream.stream, &out);
                 return;
             }
-            if stream.write_all(CONTINUE).is_err() {
+            if stream.stream.write_all(CONTINUE).is_err() {
                 return;
             }
         }
         // The whole body gets `body_timeout` from the end of the head, not per read.
-        let body_deadline = Instant::now() + limits.body_timeout;
-        match read_body(&mut stream, &mut buf, head.framing, limits, body_deadline) {
+        // (A request without a body reads no clock for it.)
+        let body = match head.framing {
+            Framing::Length(0) => Ok(Vec::new()),
+            framing => {
+                let body_deadline = Instant::now() + limits.body_timeout;
+                read_body(&mut stream, &mut buf, framing, limits, body_deadline)
+            }
+        };
+        match body {
             Ok(body) => req.body = body,
             Err(ReadError::Http(e)) => {
                 stats.protocol_error();
-                send_error_and_close(&mut stream, &e, stats);
+                send_error_and_close(&mut stream.stream, &e, stats);
                 return;
             }
             Err(ReadError::Io) => return,
@@ -105,20 +144,28 @@ pub fn serve<S: Service + ?Sized>(
 
         let keep_alive = req.wants_keep_alive() && !stop.is_stopping();
         let _in_flight = stop.request_started();
-        let resp = service.call(&req);
+        let client = Client {
+            socket: stream.stream.inner().as_fd(),
+        };
+        let Some(resp) = service.call(&req, &client) else {
+            stats.abandoned();
+            return;
+        };
         stats.response(resp.status);
-        out.clear();
+        // One buffer, one write; freed with the response, so an idle connection holds
+        // no response bytes.
+        let mut out = Vec::with_capacity(resp.wire_len());
         resp.write_to(
             &mut out,
             req.minor_version,
             keep_alive,
             req.method == "HEAD",
         );
-        if stream.write_all(&out).is_err() {
+        if stream.stream.write_all(&out).is_err() {
             return; // the client went away mid-response: nothing left to do for it
         }
         if !keep_alive {
-            let _ = stream.shutdown(Shutdown::Write);
+            let _ = stream.stream.shutdown(Shutdown::Write);
             return;
         }
     }
@@ -129,15 +176,54 @@ enum ReadError {
     Io,
 }
 
+/// The client's socket and the read timeout last given to may: re-arming it costs a
+/// `setsockopt` (may sets SO_RCVTIMEO besides its own timer), so it is set only when
+/// it changes, which between keep-alive requests it does not (one `IDLE_POLL` slice).
+struct Socket {
+    stream: TcpStream,
+    armed: Option<Duration>,
+}
+
+impl Socket {
+    /// One read of up to `chunk` bytes appended to `buf`; a timeout is `TimedOut`.
+    ///
+    /// `buf` is grown (and the new part zeroed: reading into uninitialised memory would
+    /// need unsafe code) by `chunk` only: [`FIRST_READ`] for the start of a request,
+    /// which holds a typical head, and [`READ_CHUNK`] once more is known to come.
+    fn read_some(
+        &mut self,
+        buf: &mut Vec<u8>,
+        timeout: Duration,
+        chunk: usize,
+    ) -> io::Result<usize> {
+        let timeout = Some(io_timeout(timeout));
+        if self.armed != timeout {
+            self.stream.set_read_timeout(timeout)?;
+            self.armed = timeout;
+        }
+        let start = buf.len();
+        buf.resize(start + chunk, 0);
+        let r = self.stream.read(&mut buf[start..]);
+        buf.truncate(start + *r.as_ref().unwrap_or(&0));
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
+            other => other,
+        }
+    }
+}
+
 /// Read until `buf` holds a complete head. `Ok(None)`: the client closed between
 /// requests, stayed idle past `idle_timeout`, or the server is stopping.
 fn read_head(
-    stream: &mut TcpStream,
+    stream: &mut Socket,
     buf: &mut Vec<u8>,
     limits: &HttpLimits,
     stop: &Stop,
 ) -> Result<Option<crate::http::request::Head>, ReadError> {
-    let idle_since = Instant::now();
+    // Set when a read first times out, backdated by that slice: a keep-alive client
+    // usually sends its next request within the first slice, and then the clock is
+    // not read for the idle time at all.
+    let mut idle_since: Option<Instant> = None;
     let mut head_deadline: Option<Instant> = None;
     loop {
         if !buf.is_empty() {
@@ -155,17 +241,31 @@ fn read_head(
                 if stop.is_stopping() {
                     return Ok(None);
                 }
-                let idle = idle_since.elapsed();
+                let idle = idle_since.map_or(Duration::ZERO, |since| since.elapsed());
                 if idle >= limits.idle_timeout {
                     return Ok(None);
                 }
                 (limits.idle_timeout - idle).min(IDLE_POLL)
             }
         };
-        match read_some(stream, buf, timeout) {
+        let chunk = if buf.is_empty() {
+            FIRST_READ
+        } else {
+            READ_CHUNK
+        };
+        match stream.read_some(buf, timeout, chunk) {
             Ok(0) => return Ok(None),
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                idle_since.get_or_insert_with(|| {
+                    let now = Instant::now();
+                    now.checked_sub(timeout).unwrap_or(now)
+                });
+                if buf.is_empty() {
+                    // Idle for a whole slice: hold no buffer while nothing comes.
+                    *buf = Vec::new();
+                }
+            }
             Err(_) => return Err(ReadError::Io),
         }
     }
@@ -174,7 +274,7 @@ fn read_head(
 /// Read the body framed by `framing` from the front of `buf` (which starts right
 /// after the head) and the stream, removing it from `buf`; bytes after it stay.
 fn read_body(
-    stream: &mut TcpStream,
+    stream: &mut Socket,
     buf: &mut Vec<u8>,
     framing: Framing,
     limits: &HttpLimits,
@@ -196,7 +296,7 @@ fn read_body(
                 if left.is_zero() {
                     return Err(ReadError::Http(HttpError::BodyTimeout));
                 }
-                match read_some(stream, buf, left) {
+                match stream.read_some(buf, left, READ_CHUNK) {
                     Ok(0) => return Err(ReadError::Io),
                     Ok(_) => {}
                     Err(e) => return Err(timed_out(e)),
@@ -208,35 +308,17 @@ fn read_body(
 }
 
 /// Read until `buf` holds `total` bytes, or `deadline` passes (`TimedOut`).
-fn fill(
-    stream: &mut TcpStream,
-    buf: &mut Vec<u8>,
-    total: usize,
-    deadline: Instant,
-) -> io::Result<()> {
+fn fill(stream: &mut Socket, buf: &mut Vec<u8>, total: usize, deadline: Instant) -> io::Result<()> {
     while buf.len() < total {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(io::ErrorKind::TimedOut.into());
         }
-        if read_some(stream, buf, left)? == 0 {
+        if stream.read_some(buf, left, READ_CHUNK)? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
     }
     Ok(())
-}
-
-/// One read of up to READ_CHUNK bytes appended to `buf`; a timeout is `TimedOut`.
-fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<usize> {
-    stream.set_read_timeout(Some(io_timeout(timeout)))?;
-    let start = buf.len();
-    buf.resize(start + READ_CHUNK, 0);
-    let r = stream.read(&mut buf[start..]);
-    buf.truncate(start + *r.as_ref().unwrap_or(&0));
-    match r {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
-        other => other,
-    }
 }
 
 /// Answer a protocol error and close, reading a little of what the client still sends

@@ -1,8 +1,6 @@
 //! A response as handlers build it, and its serialization with the right
 //! connection headers and a `Date` (cached per second, `date.rs`).
 
-use std::io::Write;
-
 /// A complete response: status, extra headers, body.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Response {
@@ -55,9 +53,21 @@ impl Response {
         self
     }
 
+    /// Bytes [`Response::write_to`] writes at most: the capacity that makes it one
+    /// allocation.
+    pub fn wire_len(&self) -> usize {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 4)
+            .sum();
+        FIXED_HEAD_BYTES + headers + self.body.len()
+    }
+
     /// Serialize into `out` with Content-Length and Date. `keep_alive` decides the
     /// Connection header; `minor_version` is the request's (an HTTP/1.0 client gets an
-    /// explicit keep-alive).
+    /// explicit keep-alive). Plain byte copies, no formatting machinery: this runs for
+    /// every response (docs/PROFILE.md).
     pub fn write_to(
         &self,
         out: &mut Vec<u8>,
@@ -65,19 +75,20 @@ impl Response {
         keep_alive: bool,
         head_only: bool,
     ) {
-        // Writing into a Vec cannot fail.
-        let _ = write!(
-            out,
-            "HTTP/1.1 {} {}\r\nContent-Length: {}\r\n",
-            self.status,
-            reason(self.status),
-            self.body.len()
-        );
-        out.extend_from_slice(b"Date: ");
+        out.extend_from_slice(b"HTTP/1.1 ");
+        push_decimal(out, usize::from(self.status));
+        out.push(b' ');
+        out.extend_from_slice(reason(self.status).as_bytes());
+        out.extend_from_slice(b"\r\nContent-Length: ");
+        push_decimal(out, self.body.len());
+        out.extend_from_slice(b"\r\nDate: ");
         out.extend_from_slice(&crate::http::date::now());
         out.extend_from_slice(b"\r\n");
         for (name, value) in &self.headers {
-            let _ = write!(out, "{name}: {value}\r\n");
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
         }
         if !keep_alive {
             out.extend_from_slice(b"Connection: close\r\n");
@@ -89,6 +100,25 @@ impl Response {
             out.extend_from_slice(&self.body);
         }
     }
+}
+
+/// The most bytes of a head besides the extra headers: the status line (the longest
+/// reason is 26 bytes), Content-Length (20 digits), Date, Connection and the blank line.
+const FIXED_HEAD_BYTES: usize = 160;
+
+/// `n` in decimal, appended to `out`.
+fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// The reason phrase of the status codes we send.
@@ -133,6 +163,26 @@ mod tests {
         assert!(s(1, false).contains("Connection: close\r\n"));
         assert!(s(0, true).contains("Connection: keep-alive\r\n"));
         assert!(s(0, true).ends_with("\r\n\r\nOh hai"));
+    }
+
+    #[test]
+    fn lengths_are_written_in_decimal_and_fit_the_estimate() {
+        for len in [0, 7, 10, 99, 1000, 123_456] {
+            let r = Response::text(200, "x".repeat(len)).header("Retry-After", "1");
+            let mut out = Vec::new();
+            r.write_to(&mut out, 0, true, false);
+            let s = String::from_utf8(out.clone()).unwrap();
+            assert!(s.contains(&format!("\r\nContent-Length: {len}\r\n")), "{s}");
+            assert!(
+                out.len() <= r.wire_len(),
+                "{} > {}",
+                out.len(),
+                r.wire_len()
+            );
+        }
+        let mut out = Vec::new();
+        Response::error(505, "x").write_to(&mut out, 1, false, false);
+        assert!(out.starts_with(b"HTTP/1.1 505 HTTP Version Not Supported\r\n"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::error::Error as _;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
@@ -15,6 +15,7 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::config::ClientLimits;
 use crate::http::client::{ClientError, ClientResponse, Url};
+use crate::twin::gauge::Held;
 
 /// The client: one per server, shared by every handler.
 pub struct Client {
@@ -22,7 +23,7 @@ pub struct Client {
     limits: ClientLimits,
     requests: AtomicU64,
     errors: AtomicU64,
-    in_flight: AtomicU64,
+    in_flight: AtomicUsize,
 }
 
 impl Client {
@@ -38,14 +39,15 @@ impl Client {
             limits,
             requests: AtomicU64::new(0),
             errors: AtomicU64::new(0),
-            in_flight: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
         }
     }
 
     /// GET `url` and read the whole response, within every limit.
     pub async fn get(&self, url: &Url) -> Result<ClientResponse, ClientError> {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        // Given back even if this future is dropped mid-exchange.
+        let (_in_flight, _) = Held::enter(&self.in_flight);
         let total = self.limits.total_timeout;
         let result = match tokio::time::timeout(total, self.exchange(url)).await {
             Ok(result) => result,
@@ -54,7 +56,6 @@ impl Client {
                 limit: total,
             }),
         };
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
         if result.is_err() {
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -142,7 +143,7 @@ impl Client {
         serde_json::json!({
             "requests": get(&self.requests),
             "errors": get(&self.errors),
-            "in_flight": get(&self.in_flight),
+            "in_flight": self.in_flight.load(Ordering::Relaxed),
         })
     }
 }

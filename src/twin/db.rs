@@ -18,6 +18,8 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 use mysql_async::prelude::{FromRow, Queryable};
 use mysql_async::{Params, PoolConstraints, PoolOpts};
 
+use crate::twin::gauge::Held;
+
 /// What the pool counts, for `/stats`.
 #[derive(Debug, Default)]
 struct Counters {
@@ -127,11 +129,12 @@ impl Pool {
     /// A connection, or [`Error::PoolTimeout`] after `wait_timeout`.
     pub async fn get(&self) -> Result<Conn, Error> {
         let c = &self.counters;
-        c.waiting.fetch_add(1, Ordering::AcqRel);
+        // Given back even if this future is dropped while it waits (a client gone).
+        let (waiting, _) = Held::enter(&c.waiting);
         let started = Instant::now();
         let got = tokio::time::timeout(self.wait_timeout, self.pool.get_conn()).await;
         let waited = started.elapsed();
-        c.waiting.fetch_sub(1, Ordering::AcqRel);
+        drop(waiting);
         c.total_waits.fetch_add(1, Ordering::Relaxed);
         c.total_wait_us
             .fetch_add(waited.as_micros() as u64, Ordering::Relaxed);

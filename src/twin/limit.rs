@@ -4,7 +4,8 @@
 //! A tokio task costs no fixed stack, so the async twin needs no pool to run a handler;
 //! the limit is here so that both servers admit the same load (the original demo's
 //! 100 fibers were a concurrency limit as much as a memory budget). Each request owns
-//! its permit, so a slot is given back however the handler ends. A handler that panics
+//! its permit, and each waiter its place in the queue ([`Held`]), so both are given back
+//! however the request ends, even when its future is dropped mid-wait. A handler that panics
 //! is caught here and answered 500, as the fiber pool answers a panicking fiber.
 
 use std::panic::AssertUnwindSafe;
@@ -18,6 +19,7 @@ use futures_util::FutureExt;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::http::{refusal, Response};
+use crate::twin::gauge::Held;
 use crate::twin::Shared;
 
 /// Why a request did not get a slot.
@@ -90,8 +92,9 @@ impl Limit {
         if let Ok(permit) = self.slots.try_acquire() {
             return Ok(permit);
         }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
+        let (queued, ahead) = Held::enter(&self.waiting);
+        if ahead >= self.queue {
+            drop(queued);
             self.rejected.fetch_add(1, Ordering::Relaxed);
             return Err(Refused::Busy {
                 size: self.size,
@@ -99,7 +102,7 @@ impl Limit {
             });
         }
         let got = tokio::time::timeout(self.wait, self.slots.acquire()).await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        drop(queued);
         match got {
             Ok(Ok(permit)) => Ok(permit),
             // The semaphore is never closed; a closed one would refuse everyone.
@@ -226,5 +229,18 @@ mod tests {
         let json = limit.to_json();
         assert_eq!(json["rejected"], 1);
         assert_eq!(json["timed_out"], 2);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_dropped_mid_wait_leaves_the_queue() {
+        let limit = Limit::new(1, 1, Duration::from_secs(60));
+        let held = limit.acquire().await.unwrap();
+        // The client goes while its request waits: hyper drops the future.
+        let gone = tokio::time::timeout(Duration::from_millis(5), limit.acquire()).await;
+        assert!(gone.is_err(), "the wait must still be pending");
+        assert_eq!(limit.to_json()["queued"], 0, "{}", limit.to_json());
+        drop(held);
+        // The place it held is free: the next waiter is admitted, not refused.
+        assert!(limit.acquire().await.is_ok());
     }
 }

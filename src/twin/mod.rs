@@ -22,6 +22,7 @@ pub mod client;
 pub mod conformance;
 pub mod db;
 pub mod deep;
+pub mod gauge;
 pub mod health;
 pub mod limit;
 pub mod server;
