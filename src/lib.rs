@@ -14,6 +14,7 @@
 //!   -> server.rs (accept loop, route limits,    |  twin/ (tokio + axum: server, limit, db,
 //!      handlers on fibers; fiber errors -> 5xx) |  client, one file per route group)
 //!   -> stack_use.rs (each route's fiber stack use: for stack-report and tests/stack.rs)
+//!   -> logging.rs (the logger: RUST_LOG, line format; the access and 5xx lines)
 //!   -> app/ (one file per route group; the twin shares its pure pieces)
 //!   -> http/ (request, response, router, the handler type, the refusal 503s, query
 //!            strings, HTML escaping, connection loop, listener, client)
@@ -34,6 +35,7 @@ static ALLOCATOR: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 pub mod app;
 pub mod config;
 pub mod http;
+pub mod logging;
 pub mod server;
 pub mod setup;
 pub mod shutdown;
