@@ -8,7 +8,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -18,8 +18,41 @@ use common::get;
 struct Serve {
     child: Child,
     addr: SocketAddr,
-    stderr: Arc<Mutex<Vec<String>>>,
+    stderr: Lines,
+}
+
+/// The lines read so far from a child's pipe, by a thread that ends at its end.
+struct Lines {
+    read: Arc<Mutex<Vec<String>>>,
     reader: Option<JoinHandle<()>>,
+}
+
+impl Lines {
+    fn collect(pipe: impl std::io::Read + Send + 'static) -> Lines {
+        let read = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&read);
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                into.lock().unwrap().push(line);
+            }
+        });
+        Lines {
+            read,
+            reader: Some(reader),
+        }
+    }
+
+    fn first(&self) -> Option<String> {
+        self.read.lock().unwrap().first().cloned()
+    }
+
+    /// Every line, once the pipe has ended.
+    fn all(&mut self) -> Vec<String> {
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.read.lock().unwrap().clone()
+    }
 }
 
 impl Serve {
@@ -39,35 +72,26 @@ impl Serve {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (pipe, lines) = (child.stderr.take().unwrap(), Arc::clone(&stderr));
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
+        let stdout = Lines::collect(child.stdout.take().unwrap());
+        let stderr = Lines::collect(child.stderr.take().unwrap());
+        let mut serve = Serve {
+            child,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            stderr,
+        };
+        // The start-up line says where it listens.
+        let started = common::poll(Duration::from_secs(60), || {
+            stdout.first().is_some() || serve.child.try_wait().unwrap().is_some()
         });
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let banner = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_default();
+        let banner = stdout.first().unwrap_or_default();
         let addr = banner
             .split("http://")
             .nth(1)
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|a| a.parse().ok());
-        let mut serve = Serve {
-            child,
-            addr: "127.0.0.1:1".parse().unwrap(),
-            stderr,
-            reader: Some(reader),
-        };
         match addr {
-            Some(addr) => serve.addr = addr,
-            None => panic!("no start-up line ({banner:?}); stderr: {:?}", serve.stop()),
+            Some(addr) if started => serve.addr = addr,
+            _ => panic!("no start-up line ({banner:?}); stderr: {:?}", serve.stop()),
         }
         serve
     }
@@ -84,11 +108,8 @@ impl Serve {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        // The reader ends at the pipe's end, which the exit closed.
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
-        self.stderr.lock().unwrap().clone()
+        // The exit closed the pipe: the reader ends.
+        self.stderr.all()
     }
 }
 
@@ -97,6 +118,14 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The first of `lines` that contains `text`, or a failure showing them all.
+fn line_with<'a>(lines: &'a [String], text: &str) -> &'a String {
+    lines
+        .iter()
+        .find(|l| l.contains(text))
+        .unwrap_or_else(|| panic!("no line with '{text}': {lines:#?}"))
 }
 
 /// The access lines among `lines`.
@@ -127,10 +156,7 @@ fn every_request_gets_an_access_line_on_both_runtimes_by_default() {
             assert!(line.contains(" INFO "), "{line}");
             assert!(!line.contains("secret"), "no query strings: {line}");
         }
-        let hello = access
-            .iter()
-            .find(|l| l.contains("GET /hello 200 "))
-            .unwrap();
+        let hello = line_with(&lines, "GET /hello 200 ");
         assert!(hello.contains("ms route=hello"), "{hello}");
         assert!(
             access
@@ -145,11 +171,8 @@ fn every_request_gets_an_access_line_on_both_runtimes_by_default() {
         }
         // The server's own lines keep their wording, through the logger.
         for said in ["fiberstack: got SIGTERM, finishing", "fiberstack: stopped"] {
-            let line = lines.iter().find(|l| l.contains(said));
-            assert!(
-                line.is_some_and(|l| starts_with_a_timestamp(l)),
-                "{runtime}: {said}: {lines:#?}"
-            );
+            let line = line_with(&lines, said);
+            assert!(starts_with_a_timestamp(line), "{runtime}: {line}");
         }
     }
 }
@@ -160,10 +183,7 @@ fn access_log_off_writes_none_and_keeps_the_rest() {
     assert_eq!(get(serve.addr, "/hello").status, 200);
     let lines = serve.stop();
     assert!(access_lines(&lines).is_empty(), "{lines:#?}");
-    assert!(
-        lines.iter().any(|l| l.contains("fiberstack: stopped")),
-        "{lines:#?}"
-    );
+    line_with(&lines, "fiberstack: stopped");
 }
 
 #[test]
@@ -171,17 +191,11 @@ fn a_bad_rust_log_directive_is_named_and_the_others_still_apply() {
     let mut serve = Serve::start(&[], &[("RUST_LOG", "may=loud,fiberstack::access=off,info")]);
     assert_eq!(get(serve.addr, "/hello").status, 200);
     let lines = serve.stop();
-    let warning = lines
-        .iter()
-        .find(|l| l.contains("RUST_LOG: ignored 'may=loud'"))
-        .unwrap_or_else(|| panic!("no warning: {lines:#?}"));
+    let warning = line_with(&lines, "RUST_LOG: ignored 'may=loud'");
     assert!(warning.contains(" WARN "), "{warning}");
     // The good directives apply: no access lines, and info lines still come.
     assert!(access_lines(&lines).is_empty(), "{lines:#?}");
-    assert!(
-        lines.iter().any(|l| l.contains("fiberstack: stopped")),
-        "{lines:#?}"
-    );
+    line_with(&lines, "fiberstack: stopped");
 }
 
 #[test]
@@ -214,9 +228,6 @@ fn a_5xx_is_logged_with_its_wording() {
     assert_eq!(get(serve.addr, "/hello").status, 200, "the server goes on");
     let lines = serve.stop();
     let said = "fiberstack: GET deep -> 500: fiber stack overflow in route deep";
-    let line = lines
-        .iter()
-        .find(|l| l.contains(said))
-        .unwrap_or_else(|| panic!("no '{said}': {lines:#?}"));
+    let line = line_with(&lines, said);
     assert!(line.contains(" ERROR "), "{line}");
 }
