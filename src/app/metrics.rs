@@ -269,9 +269,16 @@ const PER_ROUTE: &[PerRoute] = &[
         always: false,
     },
     PerRoute {
+        name: "fiberstack_route_unsafe_overflows_total",
+        kind: Counter,
+        help: "Of the route's overflows, those that struck outside a safe point.",
+        key: "unsafe_overflows",
+        always: false,
+    },
+    PerRoute {
         name: "fiberstack_route_stalls_total",
         kind: Counter,
-        help: "Handlers of the route that stalled their worker thread (0 where stalls are not counted).",
+        help: "Handlers of the route that stalled their worker thread (0 where the server does not count stalls).",
         key: "stalls",
         always: true,
     },
@@ -587,6 +594,11 @@ mod tests {
         assert!(!text.contains("stack_peak"), "{text}");
         assert!(text.contains("fiberstack_route_stalls_total{route=\"hello\"} 0\n"));
         assert!(text.contains("fiberstack_build_info{runtime=\"async\","));
+        // Stalls, where the snapshot counts them, are shown as counted.
+        let mut counted = sample_snapshot();
+        counted["fibers"]["routes"]["hello"]["stalls"] = 3.into();
+        let text = render("fibers", &counted, &http);
+        assert!(text.contains("fiberstack_route_stalls_total{route=\"hello\"} 3\n"));
     }
 
     #[test]
