@@ -267,6 +267,8 @@ fn a_scrape_is_answered_while_every_fiber_is_busy() {
             cfg.queue = 4;
         });
         let addr = server.addr();
+        let completed = "fiberstack_fibers_completed_total";
+        let before = must(&scrape(addr), completed);
         let sleepers: Vec<_> = (0..2)
             .map(|_| std::thread::spawn(move || get(addr, "/widgets?sleep=2").status))
             .collect();
@@ -276,6 +278,9 @@ fn a_scrape_is_answered_while_every_fiber_is_busy() {
             must(&text, "fiberstack_fibers_busy") == 2.0
         });
         assert!(full, "{runtime}: both fibers never busy:\n{text}");
+        // Rendered while both still ran: it waited for no fiber (one that did would
+        // have got the first sleeper's, and shown it completed).
+        assert_eq!(must(&text, completed), before, "{runtime}:\n{text}");
         for s in sleepers {
             assert_eq!(s.join().unwrap(), 200);
         }
