@@ -231,3 +231,22 @@ fn a_5xx_is_logged_with_its_wording() {
     let line = line_with(&lines, said);
     assert!(line.contains(" ERROR "), "{line}");
 }
+
+#[test]
+fn why_serve_failed_is_said_even_with_logging_off() {
+    for rust_log in ["info", "off"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_fiberstack"))
+            // Refused by the fiber pool, after the logger is set up (not by clap).
+            .args(["serve", "--bind", "127.0.0.1:0", "--stack-size", "1k"])
+            .env("RUST_LOG", rust_log)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("fiberstack: bad --fibers, --stack-size or --queue"),
+            "RUST_LOG={rust_log}: {err}"
+        );
+    }
+}

@@ -182,7 +182,13 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            log::error!("fiberstack: {e}");
+            // Why the command failed is never filtered away: with RUST_LOG=off it
+            // still goes to stderr, plainly.
+            if log::log_enabled!(log::Level::Error) {
+                log::error!("fiberstack: {e}");
+            } else {
+                eprintln!("fiberstack: {e}");
+            }
             ExitCode::FAILURE
         }
     }
