@@ -56,12 +56,7 @@ impl Serve {
         let banner = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("a start-up line");
-        let addr = banner
-            .split("http://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {banner:?}"));
+        let addr = common::tools::banner_addr(&banner);
         let (etx, erx) = mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         std::thread::spawn(move || {

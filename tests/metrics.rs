@@ -39,6 +39,8 @@ impl Server {
             Runtime::Async => Server::Twin(Some(
                 fiberstack::twin::start(&cfg).unwrap_or_else(|e| failed(e)),
             )),
+            // The bench's raw baseline serves only what the bench reads.
+            other => panic!("{other} serves no /metrics"),
         }
     }
 

@@ -38,7 +38,7 @@ pub enum Command {
         #[arg(long, default_value_t = LaunchConfig::default().max_connections)]
         max_connections: usize,
     },
-    /// Measure the fiber server and its async twin side by side (ab, wrk, one MariaDB).
+    /// Measure fibers, the async twin and raw may_minihttp, pinned apart from ab and wrk.
     Bench(crate::bench::BenchArgs),
 }
 
@@ -55,7 +55,8 @@ const MAX_WAIT_SECS: f64 = 3600.0;
 /// The flags of `fiberstack serve`.
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
-    /// fibers (every request on a guarded fiber) or async (the tokio + axum twin).
+    /// fibers (every request on a guarded fiber), async (the tokio + axum twin) or
+    /// minihttp (stock may_minihttp on plain may: the bench's raw baseline).
     #[arg(long, env = "FIBERSTACK_RUNTIME", default_value_t = Runtime::default())]
     pub runtime: Runtime,
     /// Address to listen on (port 0 picks a free port).
@@ -206,6 +207,7 @@ pub fn stop_signals() -> Result<signal_hook::iterator::Signals, String> {
 pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
     let mut signals = stop_signals()?;
     let drained = match cfg.runtime {
+        Runtime::Minihttp => return serve_minihttp(cfg, &mut signals),
         Runtime::Fibers => {
             let running = start::start(cfg).map_err(|e| e.to_string())?;
             println!("{}", running.banner(cfg));
@@ -228,6 +230,25 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
         );
     }
     log::info!("fiberstack: stopped");
+    Ok(())
+}
+
+/// `serve --runtime minihttp`: say which flags it ignores, serve until a signal, then
+/// stop MySQL. Open connections are cut: may_minihttp has no graceful shutdown.
+fn serve_minihttp(
+    cfg: &ServeConfig,
+    signals: &mut signal_hook::iterator::Signals,
+) -> Result<(), String> {
+    for line in fiberstack::mini::ignored_flags(cfg) {
+        log::warn!("fiberstack: minihttp: {line}");
+    }
+    let running = fiberstack::mini::start(cfg).map_err(|e| e.to_string())?;
+    println!("{}", running.banner(cfg));
+    let signal = wait_for_stop(signals);
+    log::info!(
+        "fiberstack: got {signal}; minihttp has no graceful shutdown, open connections are cut"
+    );
+    running.shutdown();
     Ok(())
 }
 
