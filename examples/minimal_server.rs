@@ -9,6 +9,7 @@ use std::sync::Arc;
 use fiberstack::config::HttpLimits;
 use fiberstack::http::{Handler, Request, Response, Router};
 use fiberstack::server::{self, App};
+use fiberstack::stats::HttpStats;
 
 struct Greeter {
     greeting: &'static str,
@@ -22,11 +23,13 @@ fn hello(state: &Greeter, req: &Request) -> Response {
 
 fn main() -> std::io::Result<()> {
     let fibers = fiber_pool::FiberPool::new(fiber_pool::PoolConfig::default()).unwrap();
+    let stats: Arc<HttpStats> = Default::default();
     let app = App {
         router: Router::<Handler<Greeter>>::new().get("/hello", "hello", hello),
         state: Arc::new(Greeter { greeting: "Hello" }),
         fibers,
         limits: Default::default(),
+        stats: Arc::clone(&stats),
     };
     // The address to listen on: the first argument, else 127.0.0.1:3001.
     let addr = match std::env::args().nth(1) {
@@ -39,12 +42,7 @@ fn main() -> std::io::Result<()> {
         None => std::net::SocketAddr::from(([127, 0, 0, 1], 3001)),
     };
     let listener = fiberstack::http::listener::bind(addr)?;
-    let server = server::spawn(
-        listener,
-        Arc::new(app),
-        HttpLimits::default(),
-        Default::default(),
-    )?;
+    let server = server::spawn(listener, Arc::new(app), HttpLimits::default(), stats)?;
     println!("listening on http://{}/hello", server.addr());
     server.wait();
     Ok(())

@@ -32,6 +32,9 @@ pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 15_000;
 /// `--shutdown-grace`: time in-flight requests get after SIGTERM.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+/// `--access-log`: on, as Rails and most development servers print each request; the
+/// README says why, and BENCHMARKS.md what it costs.
+pub const DEFAULT_ACCESS_LOG: bool = true;
 
 /// `HttpLimits::connection_stack`: bytes of may stack per connection coroutine.
 pub const CONNECTION_STACK: usize = 16 * 1024;
@@ -186,6 +189,8 @@ pub struct ServeConfig {
     pub upstream: Option<String>,
     /// Time in-flight requests get to finish after SIGTERM.
     pub shutdown_grace: Duration,
+    /// Whether each request gets an access line (at info, target `fiberstack::access`).
+    pub access_log: bool,
     /// HTTP server limits.
     pub http: HttpLimits,
     /// HTTP client limits.
@@ -218,6 +223,7 @@ impl Default for ServeConfig {
             workers: cores(),
             upstream: None,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            access_log: DEFAULT_ACCESS_LOG,
             http: HttpLimits::default(),
             client: ClientLimits::default(),
         }

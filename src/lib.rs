@@ -15,6 +15,7 @@
 //!      handlers on fibers; fiber errors -> 5xx) |  client, one file per route group)
 //!   -> mini/ (`--runtime minihttp`: stock may_minihttp, the bench's raw baseline)
 //!   -> stack_use.rs (each route's fiber stack use: for stack-report and tests/stack.rs)
+//!   -> logging.rs (the logger: RUST_LOG, line format; the access and 5xx lines)
 //!   -> app/ (one file per route group; the twin shares its pure pieces)
 //!   -> http/ (request, response, router, the handler type, the refusal 503s, query
 //!            strings, HTML escaping, connection loop, listener, client)
@@ -35,6 +36,7 @@ static ALLOCATOR: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 pub mod app;
 pub mod config;
 pub mod http;
+pub mod logging;
 pub mod mini;
 pub mod server;
 pub mod setup;

@@ -9,6 +9,10 @@
 //! ```
 //! Fiber errors become responses here: a full queue or a long wait is a 503 with
 //! Retry-After, a stack overflow or a panic a 500 that says what happened and is logged.
+//! Every routed request is counted (route, status, latency: `stats.rs`) and, with
+//! `--access-log on`, gets its access line; both happen here, on the connection's
+//! coroutine after the fiber has finished, never on the fiber (a locking logger there
+//! could be abandoned mid-write by an overflow: STACK_SIZES.md).
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -34,6 +38,9 @@ pub struct App<S> {
     pub fibers: FiberPool,
     /// Admission limits of single routes, checked before a fiber is taken.
     pub limits: RouteLimits,
+    /// The server's counters: each routed request is recorded here (the same handle
+    /// [`spawn`] is given), and its `access_log` says whether requests are logged.
+    pub stats: Arc<HttpStats>,
 }
 
 /// At most `max` requests of one route at once, waiting up to `wait` for a turn;
@@ -44,9 +51,12 @@ pub struct App<S> {
 /// self-calling route could take every fiber, the inner calls would wait for fibers
 /// that only their own callers could free. Limited to a share of the fibers, the
 /// rest stay free for the inner calls, and every request finishes.
+///
+/// A route may also take no fiber at all ([`RouteLimits::on_carrier`]).
 #[derive(Clone, Default)]
 pub struct RouteLimits {
     limits: Vec<(&'static str, Arc<RouteLimit>)>,
+    on_carrier: Vec<&'static str>,
 }
 
 struct RouteLimit {
@@ -90,6 +100,20 @@ impl RouteLimits {
         self
     }
 
+    /// Run route `label`'s handler on the connection's coroutine (the carrier), not on
+    /// a fiber: for short, bounded handlers that take std locks (a fiber must not) and
+    /// must answer even when every fiber is busy, like `/metrics`. Such a handler has
+    /// the carrier's stack (`HttpLimits::connection_stack`) and no overflow recovery.
+    pub fn on_carrier(mut self, label: &'static str) -> Self {
+        self.on_carrier.push(label);
+        self
+    }
+
+    /// Whether route `label` runs on the carrier ([`RouteLimits::on_carrier`]).
+    pub fn runs_on_carrier(&self, label: &str) -> bool {
+        self.on_carrier.contains(&label)
+    }
+
     /// Wait for a turn in `label` (unlimited routes pass at once), or the 503.
     pub fn enter(&self, label: &str) -> Result<Turn, Response> {
         let Some((_, limit)) = self.limits.iter().find(|(l, _)| *l == label) else {
@@ -119,39 +143,21 @@ impl<S: Send + Sync + 'static> Service for App<S> {
     }
 
     fn call(&self, req: &Request, client: &Client<'_>) -> Option<Response> {
-        let route = match self.router.resolve(&req.method, &req.path) {
-            Ok(route) => route,
-            Err(refused) => return Some(refused),
-        };
-        let asked = Instant::now();
-        let _turn = match self.limits.enter(route.label) {
-            Ok(turn) => turn,
-            Err(refused) => return Some(refused),
-        };
-        let handler = route.handler;
-        let state: &S = &self.state;
-        // A request that waited for its turn or its fiber may have lost its client
-        // meanwhile: then it is not run (the check costs a system call, so a request
-        // that did not wait skips it).
-        let job = move || {
-            if asked.elapsed() >= WAITED && client.gone() {
-                return None;
-            }
-            Some(handler(state, req))
-        };
-        let resp = match self.fibers.run(route.label, job) {
-            Ok(Some(resp)) => resp,
-            Ok(None) => return None,
-            Err(e) => fiber_error(route.label, req, e, self.fibers.config()),
-        };
-        if resp.status >= 500 {
-            // Logged here, on the carrier's stack, never on a fiber near its limit.
-            eprintln!(
-                "fiberstack: {} {} -> {}: {}",
-                req.method,
-                route.label,
+        let started = Instant::now();
+        let (resp, label, stack_used) = self.route(req, client)?;
+        // Recorded and logged here, on the carrier's stack, never on a fiber.
+        self.stats.request(label, resp.status, started.elapsed());
+        if let Some(label) = label.filter(|_| resp.status >= 500) {
+            crate::logging::server_error(&req.method, label, resp.status, &resp.body);
+        }
+        if self.stats.access_log() {
+            crate::logging::access(
+                &req.method,
+                &req.path,
                 resp.status,
-                String::from_utf8_lossy(&resp.body).trim_end()
+                started.elapsed(),
+                label,
+                stack_used,
             );
         }
         Some(resp)
@@ -161,6 +167,48 @@ impl<S: Send + Sync + 'static> Service for App<S> {
 /// How long a request must have waited for its turn and fiber before its client is
 /// checked ([`Client::gone`]); shorter waits are the client's own round trip.
 const WAITED: Duration = Duration::from_millis(1);
+
+/// What [`App::route`] gives back: the response, its route's label (`None`: no route
+/// matched) and, when this run was measured, the stack its fiber used.
+type Routed = (Response, Option<&'static str>, Option<usize>);
+
+impl<S: Send + Sync + 'static> App<S> {
+    /// The response to `req`, or `None` when its client left while it waited for its
+    /// turn or fiber (then it is not run).
+    fn route(&self, req: &Request, client: &Client<'_>) -> Option<Routed> {
+        let route = match self.router.resolve(&req.method, &req.path) {
+            Ok(route) => route,
+            Err(refused) => return Some((refused, None, None)),
+        };
+        let label = Some(route.label);
+        let asked = Instant::now();
+        let _turn = match self.limits.enter(route.label) {
+            Ok(turn) => turn,
+            Err(refused) => return Some((refused, label, None)),
+        };
+        let handler = route.handler;
+        let state: &S = &self.state;
+        if self.limits.runs_on_carrier(route.label) {
+            return Some((handler(state, req), label, None));
+        }
+        // A request that waited for its turn or its fiber may have lost its client
+        // meanwhile: then it is not run (the check costs a system call, so a request
+        // that did not wait skips it).
+        let job = move || {
+            if asked.elapsed() >= WAITED && client.gone() {
+                return None;
+            }
+            Some(handler(state, req))
+        };
+        let (ran, stack_used) = self.fibers.run_measured(route.label, job);
+        let resp = match ran {
+            Ok(Some(resp)) => resp,
+            Ok(None) => return None,
+            Err(e) => fiber_error(route.label, req, e, self.fibers.config()),
+        };
+        Some((resp, label, stack_used))
+    }
+}
 
 /// The response for a request whose fiber could not run or did not finish.
 fn fiber_error(
@@ -243,7 +291,7 @@ fn accept_loop(
                     break;
                 }
                 // Out of file descriptors and the like: say so, back off, go on.
-                eprintln!("fiberstack: accept failed: {e}");
+                log::error!("fiberstack: accept failed: {e}");
                 may::coroutine::sleep(listener::ACCEPT_RETRY_PAUSE);
                 continue;
             }
@@ -285,7 +333,7 @@ fn spawn_connection(
         conn::serve(stream, &*service, &limits, &stop, &stats);
     });
     if let Err(e) = spawned {
-        eprintln!("fiberstack: cannot start a connection coroutine: {e}");
+        log::error!("fiberstack: cannot start a connection coroutine: {e}");
     }
 }
 

@@ -118,12 +118,12 @@ pub fn fiber_mysql_pool(
     Ok((db, mariadb, db_where))
 }
 
-/// The address the listener is bound to (`local_addr()`), with one warning on stderr
+/// The address the listener is bound to (`local_addr()`), with one warning in the log
 /// when it is reachable from other machines (see [`exposure_warning`]).
 pub fn bound(local_addr: std::io::Result<SocketAddr>) -> Result<SocketAddr, StartError> {
     let addr = local_addr.map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
     if let Some(warning) = exposure_warning(addr) {
-        eprintln!("{warning}");
+        log::warn!("{warning}");
     }
     Ok(addr)
 }

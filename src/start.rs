@@ -47,7 +47,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         .map_err(|e| fail(e.to_string()))?;
     let addr = bound(listener.local_addr())?;
     let (self_widgets, upstream) = own_urls(cfg, addr)?;
-    let http_stats = Arc::new(HttpStats::default());
+    let http_stats = Arc::new(HttpStats::new(app::route_labels(), cfg.access_log));
     let state = Arc::new(AppState {
         db,
         http: HttpClient::new(cfg.client.clone()),
@@ -56,16 +56,21 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         fibers: fibers.clone(),
         http_stats: Arc::clone(&http_stats),
     });
+    let limits = RouteLimits::default().limit(
+        "widgets_http",
+        cfg.self_call_limit(),
+        cfg.fiber_wait_timeout,
+        "it calls back into this server, so the other fibers stay free for those calls",
+    );
+    let limits = app::CARRIER_ROUTES
+        .iter()
+        .fold(limits, |limits, label| limits.on_carrier(label));
     let service = Arc::new(App {
         router: app::router(),
         state: Arc::clone(&state),
         fibers,
-        limits: RouteLimits::default().limit(
-            "widgets_http",
-            cfg.self_call_limit(),
-            cfg.fiber_wait_timeout,
-            "it calls back into this server, so the other fibers stay free for those calls",
-        ),
+        limits,
+        stats: Arc::clone(&http_stats),
     });
     let server = server::spawn(listener, service, cfg.http.clone(), http_stats)
         .map_err(|e| fail(format!("cannot start the server: {e}")))?;

@@ -1,7 +1,23 @@
-//! Counters of the HTTP server, cheap to bump from any coroutine and read as JSON.
+//! Counters of the HTTP server, cheap to bump from any coroutine and read as JSON or
+//! as Prometheus metrics (`app/metrics.rs`).
+//!
+//! Every counter is an atomic in a table fixed when the server starts: recording a
+//! request takes no lock and allocates nothing, so it is as safe on a fiber's carrier
+//! as in a tokio task, and `/metrics` reads it without stopping anyone.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Upper bounds (seconds) of the request-latency histogram's buckets; the last bucket,
+/// `+Inf`, is implicit. From half a millisecond (`/hello`) to ten seconds (a slow
+/// `/widgets?sleep=`), about 2.5x apart, as Prometheus' own defaults are.
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// The route label of requests that matched no route (404, 405, `OPTIONS *`), and of
+/// any label the table was not built with.
+pub const UNMATCHED: &str = "unmatched";
 
 /// Requests and connections seen by the server since it started.
 #[derive(Debug)]
@@ -12,10 +28,107 @@ pub struct HttpStats {
     protocol_errors: AtomicU64,
     abandoned: AtomicU64,
     by_class: [AtomicU64; 6],
+    /// One entry per route label, [`UNMATCHED`] last; fixed at construction.
+    routes: Box<[RouteStats]>,
+    /// Whether each request also gets an access line (`--access-log`).
+    access_log: bool,
+}
+
+/// What one route's requests did: counts by status class and a latency histogram.
+#[derive(Debug)]
+pub struct RouteStats {
+    pub label: &'static str,
+    by_class: [AtomicU64; 6],
+    /// Requests per latency bucket, NOT cumulative: index `i` counts the requests
+    /// that took more than bucket `i-1` and at most bucket `i`; the last is `+Inf`.
+    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    /// Summed latency, in nanoseconds (wraps after 584 years of summed time).
+    sum_nanos: AtomicU64,
+}
+
+/// A consistent-enough copy of one route's counters, for rendering.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RouteSnapshot {
+    pub label: &'static str,
+    /// Requests by status class: index 1..=5 for 1xx..5xx.
+    pub by_class: [u64; 6],
+    /// Cumulative counts per bucket of [`LATENCY_BUCKETS`], then `+Inf` (= the count).
+    pub cumulative: [u64; LATENCY_BUCKETS.len() + 1],
+    /// Summed latency in seconds.
+    pub sum_secs: f64,
+}
+
+impl RouteSnapshot {
+    /// Requests counted in the histogram.
+    pub fn count(&self) -> u64 {
+        self.cumulative[LATENCY_BUCKETS.len()]
+    }
+}
+
+impl RouteStats {
+    fn new(label: &'static str) -> RouteStats {
+        RouteStats {
+            label,
+            by_class: Default::default(),
+            buckets: Default::default(),
+            sum_nanos: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self, status: u16, took: Duration) {
+        self.by_class[class(status)].fetch_add(1, Ordering::Relaxed);
+        let secs = took.as_secs_f64();
+        let bucket = LATENCY_BUCKETS
+            .iter()
+            .position(|&le| secs <= le)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// The counters now. Each is read once; the histogram's count is the sum of its
+    /// buckets, so buckets and count always agree, whatever runs meanwhile.
+    pub fn snapshot(&self) -> RouteSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut cumulative = [0; LATENCY_BUCKETS.len() + 1];
+        let mut total = 0;
+        for (out, bucket) in cumulative.iter_mut().zip(&self.buckets) {
+            total += get(bucket);
+            *out = total;
+        }
+        RouteSnapshot {
+            label: self.label,
+            by_class: std::array::from_fn(|i| get(&self.by_class[i])),
+            cumulative,
+            sum_secs: get(&self.sum_nanos) as f64 / 1e9,
+        }
+    }
+}
+
+/// The status class of `status`: 1..=5 (anything above 5xx counts as 5xx).
+fn class(status: u16) -> usize {
+    usize::from(status / 100).min(5)
 }
 
 impl Default for HttpStats {
+    /// No route labels (every request counts as [`UNMATCHED`]), access log off: for
+    /// servers that do not show per-route metrics, like the examples'.
     fn default() -> Self {
+        HttpStats::new(std::iter::empty(), false)
+    }
+}
+
+impl HttpStats {
+    /// Counters for the routes labelled `labels` (duplicates are counted once), and
+    /// whether requests get an access line.
+    pub fn new(labels: impl IntoIterator<Item = &'static str>, access_log: bool) -> HttpStats {
+        let mut table: Vec<RouteStats> = Vec::new();
+        for label in labels.into_iter().chain([UNMATCHED]) {
+            if !table.iter().any(|r| r.label == label) {
+                table.push(RouteStats::new(label));
+            }
+        }
         HttpStats {
             started: Instant::now(),
             accepted: AtomicU64::new(0),
@@ -23,11 +136,11 @@ impl Default for HttpStats {
             protocol_errors: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
             by_class: Default::default(),
+            routes: table.into_boxed_slice(),
+            access_log,
         }
     }
-}
 
-impl HttpStats {
     pub fn accepted(&self) {
         self.accepted.fetch_add(1, Ordering::Relaxed);
     }
@@ -43,8 +156,35 @@ impl HttpStats {
     }
     /// Count a response by its status class (1xx..5xx).
     pub fn response(&self, status: u16) {
-        let class = (status / 100).min(5) as usize;
-        self.by_class[class].fetch_add(1, Ordering::Relaxed);
+        self.by_class[class(status)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Count a request that reached the router: its route (`None`: it matched none),
+    /// status and latency. A label the table does not know counts as [`UNMATCHED`].
+    pub fn request(&self, route: Option<&str>, status: u16, took: Duration) {
+        let label = route.unwrap_or(UNMATCHED);
+        // A dozen short labels: a linear scan beats hashing, and needs no lock.
+        let entry = self
+            .routes
+            .iter()
+            .find(|r| r.label == label)
+            .unwrap_or_else(|| self.unmatched());
+        entry.record(status, took);
+    }
+
+    fn unmatched(&self) -> &RouteStats {
+        // `new` always appends UNMATCHED, so the table is never empty.
+        self.routes.last().expect("the table ends with UNMATCHED")
+    }
+
+    /// Every route's counters, in the order the routes were given, [`UNMATCHED`] last.
+    pub fn routes(&self) -> impl Iterator<Item = RouteSnapshot> + '_ {
+        self.routes.iter().map(RouteStats::snapshot)
+    }
+
+    /// Whether each request gets an access line (`--access-log`).
+    pub fn access_log(&self) -> bool {
+        self.access_log
     }
 
     /// Seconds since the server started.
@@ -67,5 +207,54 @@ impl HttpStats {
                 "5xx": get(&self.by_class[5]),
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_land_in_their_route_class_and_bucket() {
+        let stats = HttpStats::new(["hello", "widgets", "hello"], true);
+        let ms = Duration::from_millis;
+        stats.request(Some("hello"), 200, Duration::from_micros(300));
+        stats.request(Some("widgets"), 200, ms(60));
+        stats.request(Some("widgets"), 503, ms(60));
+        stats.request(None, 404, ms(0));
+        stats.request(Some("not-a-route"), 200, ms(20_000));
+        let routes: Vec<RouteSnapshot> = stats.routes().collect();
+        let labels: Vec<&str> = routes.iter().map(|r| r.label).collect();
+        assert_eq!(labels, ["hello", "widgets", UNMATCHED]);
+
+        let hello = &routes[0];
+        assert_eq!(hello.by_class[2], 1);
+        assert_eq!(hello.cumulative[0], 1, "300 us is within the first bucket");
+        assert_eq!(hello.count(), 1);
+
+        let widgets = &routes[1];
+        assert_eq!((widgets.by_class[2], widgets.by_class[5]), (1, 1));
+        let le_50ms = LATENCY_BUCKETS.iter().position(|&b| b == 0.05).unwrap();
+        assert_eq!(widgets.cumulative[le_50ms], 0, "60 ms is above 50 ms");
+        assert_eq!(widgets.cumulative[le_50ms + 1], 2, "and within 100 ms");
+        assert!(
+            (widgets.sum_secs - 0.12).abs() < 1e-9,
+            "{}",
+            widgets.sum_secs
+        );
+
+        let unmatched = &routes[2];
+        assert_eq!(unmatched.by_class[4], 1);
+        assert_eq!(
+            unmatched.by_class[2], 1,
+            "an unknown label counts as unmatched"
+        );
+        assert_eq!(
+            unmatched.cumulative[LATENCY_BUCKETS.len() - 1],
+            1,
+            "20 s is past 10 s"
+        );
+        assert_eq!(unmatched.count(), 2);
+        assert!(stats.access_log());
     }
 }

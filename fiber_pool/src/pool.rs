@@ -122,18 +122,32 @@ impl FiberPool {
         F: FnOnce() -> T + Send,
         T: Send,
     {
+        self.run_measured(label, job).0
+    }
+
+    /// [`run`](Self::run), and the stack bytes this job used when it was one of the
+    /// measured ones (every `measure_every`-th job; `None` for the others, and for a
+    /// job that overflowed or never got a fiber): for an access log line.
+    pub fn run_measured<T, F>(
+        &self,
+        label: &'static str,
+        job: F,
+    ) -> (Result<T, RunError>, Option<usize>)
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
         let inner = &*self.inner;
         let slot_index = match inner.admission.acquire(inner.cfg.wait_timeout) {
             Ok(slot) => slot,
             Err(Denied::Busy) => {
                 inner.counters.rejected();
-                return Err(RunError::Busy {
-                    queue: inner.cfg.queue,
-                });
+                let queue = inner.cfg.queue;
+                return (Err(RunError::Busy { queue }), None);
             }
             Err(Denied::Timeout(waited)) => {
                 inner.counters.timed_out();
-                return Err(RunError::Timeout { waited });
+                return (Err(RunError::Timeout { waited }), None);
             }
         };
         let _release = Release {
@@ -216,7 +230,7 @@ impl FiberPool {
             }
         };
         inner.counters.ran(label, ended, used);
-        result
+        (result, used)
     }
 
     /// A snapshot of the pool's counters.

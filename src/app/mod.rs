@@ -7,6 +7,7 @@
 pub mod dashboard;
 pub mod deep;
 pub mod health;
+pub mod metrics;
 pub mod schema;
 pub mod stats;
 pub mod twitter;
@@ -50,7 +51,19 @@ pub fn router() -> Router<Handler<AppState>> {
         .get("/healthz", "healthz", health::healthz)
         .get("/readyz", "readyz", health::readyz)
         .get("/hello", "hello", health::hello)
+        .get("/metrics", "metrics", metrics::metrics)
         .mount("/twitter", twitter::router())
+}
+
+/// Routes whose handlers run on the connection's coroutine instead of a fiber
+/// (`server::RouteLimits::on_carrier`): `/metrics` reads tables under std locks and
+/// must answer while every fiber is busy.
+pub const CARRIER_ROUTES: &[&str] = &["metrics"];
+
+/// Every route label, in the route table's order: the rows of the per-route request
+/// counters ([`HttpStats::new`]) on both runtimes.
+pub fn route_labels() -> Vec<&'static str> {
+    router().routes().iter().map(|r| r.label).collect()
 }
 
 /// A pooled MySQL connection held safely on a fiber: the checkout lives in a

@@ -60,8 +60,8 @@ fn two(out: &mut [u8], n: u32) {
 
 /// Year, month (1-12) and day (1-31) of the day `days` after 1970-01-01, by Howard
 /// Hinnant's civil-from-days algorithm (eras of 400 years, years starting in March so
-/// that the leap day is the last of the year).
-fn civil_from_days(days: u64) -> (u64, u32, u32) {
+/// that the leap day is the last of the year). Also the log lines' timestamps.
+pub fn civil_from_days(days: u64) -> (u64, u32, u32) {
     let z = days + 719_468; // days since 0000-03-01
     let era = z / 146_097;
     let doe = z % 146_097; // day of the era, 0..=146096

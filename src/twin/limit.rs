@@ -31,6 +31,11 @@ pub enum Refused {
     Timeout { wait: Duration },
 }
 
+/// The label of the route that answered, carried on its response to the connection
+/// task, which counts the request and writes its access line (`server.rs`).
+#[derive(Clone, Copy, Debug)]
+pub struct RouteLabel(pub &'static str);
+
 /// The counters of one route (its label), bumped without a lock.
 #[derive(Debug)]
 pub struct RouteCounts {
@@ -164,7 +169,7 @@ pub async fn run(
                 Refused::Timeout { wait } => refusal::wait_timed_out("task slot", wait),
             };
             log_5xx(&method, route.label, resp.status, &resp.body);
-            return resp.into_response();
+            return labelled(resp.into_response(), route.label);
         }
     };
     route.runs.fetch_add(1, Ordering::Relaxed);
@@ -190,20 +195,27 @@ pub async fn run(
             .await
             .unwrap_or_default();
         log_5xx(&method, route.label, parts.status.as_u16(), &bytes);
-        return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
+        let resp = axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
+        return labelled(resp, route.label);
     }
+    labelled(resp, route.label)
+}
+
+/// `resp` marked as answered by route `label`.
+pub fn labelled(
+    mut resp: axum::response::Response,
+    label: &'static str,
+) -> axum::response::Response {
+    resp.extensions_mut().insert(RouteLabel(label));
     resp
 }
 
 /// Largest 5xx body read for the log.
 const MAX_LOGGED_BODY: usize = 64 * 1024;
 
-/// `fiberstack: GET widgets -> 503: database unavailable: ...`, the fiber server's format.
+/// `fiberstack: GET widgets -> 503: database unavailable: ...`, the fiber server's line.
 fn log_5xx(method: &axum::http::Method, label: &str, status: u16, body: &[u8]) {
-    eprintln!(
-        "fiberstack: {method} {label} -> {status}: {}",
-        String::from_utf8_lossy(body).trim_end()
-    );
+    crate::logging::server_error(method.as_str(), label, status, body);
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! http/client.rs <->  twin/client.rs   hyper-util client, per-phase timeouts, size cap
 //! app/mod.rs     <->  twin/mod.rs      shared state, the route table (axum), error responses
 //! app/widgets.rs <->  twin/widgets.rs  ... and one file per route group, name for name
+//! app/metrics.rs <->  twin/metrics.rs  one renderer, the twin's snapshot
 //! ```
 //!
 //! Route labels, status codes, bodies and error messages are the fiber server's; where
@@ -25,6 +26,7 @@ pub mod deep;
 pub mod gauge;
 pub mod health;
 pub mod limit;
+pub mod metrics;
 pub mod server;
 pub mod start;
 pub mod stats;
@@ -86,6 +88,8 @@ pub fn router(state: Shared) -> Router {
         .route("/healthz", on("healthz", get(health::healthz)))
         .route("/readyz", on("readyz", get(health::readyz)))
         .route("/hello", on("hello", get(health::hello)))
+        // Outside the task-slot limit, as on fibers it takes no fiber (app/metrics.rs).
+        .route("/metrics", get(metrics::metrics))
         .nest("/twitter", twitter::router(&state))
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)

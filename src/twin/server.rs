@@ -29,6 +29,7 @@ use crate::config::HttpLimits;
 use crate::http::{listener, refusal};
 use crate::shutdown::{Drained, Stop};
 use crate::stats::HttpStats;
+use crate::twin::limit::RouteLabel;
 
 /// How often `shutdown` looks whether every connection has closed.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
@@ -100,7 +101,7 @@ async fn accept_loop(
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     // Out of file descriptors and the like: say so, back off, go on.
-                    eprintln!("fiberstack: accept failed: {e}");
+                    log::error!("fiberstack: accept failed: {e}");
                     tokio::time::sleep(listener::ACCEPT_RETRY_PAUSE).await;
                     continue;
                 }
@@ -138,13 +139,22 @@ async fn serve_connection(
 ) {
     let _ = stream.set_nodelay(true);
     let routed = TowerToHyperService::new(router);
-    let service = service_fn(move |req| {
+    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let (stats, stop) = (Arc::clone(&stats), Arc::clone(&stop));
+        let started = Instant::now();
+        // Copied only when an access line will be written.
+        let logged = stats
+            .access_log()
+            .then(|| (req.method().clone(), req.uri().path().to_string()));
         let response = crate::twin::conformance::admit(req).map(|req| routed.call(req));
         async move {
             let _in_flight = stop.request_started();
             let resp = match response {
-                Ok(routed) => routed.await?,
+                Ok(routed) => {
+                    let resp = routed.await?;
+                    observe(&stats, &resp, started, logged);
+                    resp
+                }
                 Err(refused) => axum::response::IntoResponse::into_response(refused),
             };
             stats.response(resp.status().as_u16());
@@ -169,6 +179,23 @@ async fn serve_connection(
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
         }
+    }
+}
+
+/// Count a routed request by its route (the label `limit::run` put on the response;
+/// none: no route matched) and write its access line, as the fiber server does.
+fn observe(
+    stats: &HttpStats,
+    resp: &axum::response::Response,
+    started: Instant,
+    logged: Option<(hyper::Method, String)>,
+) {
+    let status = resp.status().as_u16();
+    let route = resp.extensions().get::<RouteLabel>().map(|r| r.0);
+    let took = started.elapsed();
+    stats.request(route, status, took);
+    if let Some((method, path)) = logged {
+        crate::logging::access(method.as_str(), &path, status, took, route, None);
     }
 }
 

@@ -70,7 +70,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
             .map_err(|e| fail(e.to_string()))?;
         let addr = bound(listener.local_addr())?;
         let (self_widgets, upstream) = own_urls(cfg, addr)?;
-        let http_stats = Arc::new(HttpStats::default());
+        let http_stats = Arc::new(HttpStats::new(app::route_labels(), cfg.access_log));
         let state = Arc::new(TwinState {
             db,
             http: client::Client::new(cfg.client.clone()),

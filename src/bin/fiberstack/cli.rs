@@ -9,9 +9,9 @@ use clap::{Args, Parser, Subcommand};
 
 use fiber_mysql::launcher::LaunchConfig;
 use fiberstack::config::{
-    ByteSize, Runtime, ServeConfig, DEFAULT_BIND, DEFAULT_DB_POOL, DEFAULT_DB_WAIT, DEFAULT_FIBERS,
-    DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS, DEFAULT_QUEUE, DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_STACK_SIZE,
+    ByteSize, Runtime, ServeConfig, DEFAULT_ACCESS_LOG, DEFAULT_BIND, DEFAULT_DB_POOL,
+    DEFAULT_DB_WAIT, DEFAULT_FIBERS, DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS, DEFAULT_QUEUE,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE,
 };
 use fiberstack::start;
 
@@ -105,6 +105,29 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C.
     #[arg(long, env = "FIBERSTACK_SHUTDOWN_GRACE", default_value_t = DEFAULT_SHUTDOWN_GRACE.as_secs_f64())]
     pub shutdown_grace: f64,
+    /// An access line per request on stderr: on or off (what it costs: BENCHMARKS.md).
+    /// RUST_LOG filters it too, as target fiberstack::access.
+    #[arg(long, env = "FIBERSTACK_ACCESS_LOG", default_value = on_off(DEFAULT_ACCESS_LOG),
+          value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub access_log: bool,
+}
+
+/// A switch as the command line writes it.
+const fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// `on` or `off` (also true/false, yes/no, 1/0), else what to write.
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        other => Err(format!("'{other}' is not a switch: write on or off")),
+    }
 }
 
 impl ServeArgs {
@@ -134,6 +157,7 @@ impl ServeArgs {
             fiber_wait_timeout: secs("fiber-wait", self.fiber_wait)?,
             db_wait_timeout: secs("db-wait", self.db_wait)?,
             shutdown_grace: secs("shutdown-grace", self.shutdown_grace)?,
+            access_log: self.access_log,
             ..ServeConfig::default()
         };
         if let Some(w) = self.workers {
@@ -147,6 +171,7 @@ impl ServeArgs {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    fiberstack::logging::init();
     let result = match cli.command {
         Command::Serve(args) => args.to_config().and_then(|cfg| serve(&cfg)),
         Command::StackReport(args) => args
@@ -158,7 +183,13 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fiberstack: {e}");
+            // Why the command failed is never filtered away: with RUST_LOG=off it
+            // still goes to stderr, plainly.
+            if log::log_enabled!(log::Level::Error) {
+                log::error!("fiberstack: {e}");
+            } else {
+                eprintln!("fiberstack: {e}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -193,12 +224,12 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
         }
     };
     if drained.connections_left > 0 {
-        eprintln!(
+        log::warn!(
             "fiberstack: {} connections were still open after the grace period",
             drained.connections_left
         );
     }
-    eprintln!("fiberstack: stopped");
+    log::info!("fiberstack: stopped");
     Ok(())
 }
 
@@ -209,12 +240,12 @@ fn serve_minihttp(
     signals: &mut signal_hook::iterator::Signals,
 ) -> Result<(), String> {
     for line in fiberstack::mini::ignored_flags(cfg) {
-        eprintln!("fiberstack: minihttp: {line}");
+        log::warn!("fiberstack: minihttp: {line}");
     }
     let running = fiberstack::mini::start(cfg).map_err(|e| e.to_string())?;
     println!("{}", running.banner(cfg));
     let signal = wait_for_stop(signals);
-    eprintln!(
+    log::info!(
         "fiberstack: got {signal}; minihttp has no graceful shutdown, open connections are cut"
     );
     running.shutdown();
@@ -230,7 +261,7 @@ fn wait_for_stop(signals: &mut signal_hook::iterator::Signals) -> &'static str {
 }
 
 fn stopping(signal: &str, in_flight: usize, cfg: &ServeConfig) {
-    eprintln!(
+    log::info!(
         "fiberstack: got {signal}, finishing {in_flight} in-flight requests (up to {:?})",
         cfg.shutdown_grace
     );
@@ -278,6 +309,23 @@ mod tests {
     }
 
     #[test]
+    fn access_log_takes_on_or_off_and_says_what_to_write() {
+        let parse = |v: &str| {
+            Cli::try_parse_from(["fiberstack", "serve", "--access-log", v]).map(|cli| {
+                let Command::Serve(args) = cli.command else {
+                    panic!("not serve")
+                };
+                args.access_log
+            })
+        };
+        assert!(parse("on").unwrap());
+        assert!(!parse("off").unwrap());
+        assert!(!parse("OFF").unwrap());
+        let e = parse("loud").unwrap_err().to_string();
+        assert!(e.contains("write on or off"), "{e}");
+    }
+
+    #[test]
     fn help_shows_the_defaults_of_config_rs() {
         let help = <Cli as clap::CommandFactory>::command()
             .find_subcommand_mut("serve")
@@ -291,6 +339,7 @@ mod tests {
             format!("[default: {DEFAULT_QUEUE}]"),
             format!("[default: {}]", DEFAULT_FIBER_WAIT.as_secs()),
             format!("[default: {DEFAULT_MAX_CONNECTIONS}]"),
+            format!("[default: {}]", on_off(DEFAULT_ACCESS_LOG)),
         ] {
             assert!(help.contains(&shown), "{shown} not in:\n{help}");
         }

@@ -64,6 +64,8 @@ impl ServerProcess {
             .args(["--queue", &settings.queue.to_string()])
             .args(["--workers", &workers.to_string()])
             .args(["--shutdown-grace", "5"])
+            // A line per request would fill the log file and measure stderr, not the server.
+            .args(["--access-log", "off"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))

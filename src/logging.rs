@@ -1,0 +1,278 @@
+//! Logs: the logger the binary installs (env_logger behind the `log` facade), and the
+//! lines both servers write: the access line and the 5xx line.
+//!
+//! - `RUST_LOG` is honoured, on top of the defaults `info,may=warn`: a directive it
+//!   gives replaces the default of the same name, so `RUST_LOG=debug` leaves may at
+//!   warn (it logs every socket it registers at info) and `RUST_LOG=fiberstack=debug`
+//!   leaves everything else at info. A bad directive is dropped with a warning naming
+//!   it; the others still apply and logging goes on.
+//! - Lines look like `2026-11-30T20:51:06.123Z INFO  fiberstack: listening on ...`:
+//!   UTC to the millisecond, the level, the message; records of other crates (may's)
+//!   also name their module.
+//! - Access lines (target `fiberstack::access`, at info) are written after the
+//!   response is ready: on the fiber server from the connection's coroutine (the
+//!   carrier), never from the fiber; on the twin from the connection's task.
+//! - Anything that does log on a fiber (may's own records, if `RUST_LOG` lets them
+//!   through) first makes sure the fiber has [`LOG_STACK_MARGIN`] of stack left, so
+//!   that an overflow strikes before the logger takes stderr's lock, not inside it (a
+//!   lock held by abandoned frames stays held: STACK_SIZES.md).
+//!
+//! Why env_logger: it is the logger `RUST_LOG` comes from, small without its default
+//! features (no regex, no colours, our own timestamp: no time crate), and writes each
+//! record with one `write` to stderr, so lines from many threads do not interleave.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use log::{Level, Log, Metadata, Record};
+
+/// The target of access lines: `RUST_LOG=fiberstack::access=off` silences them too.
+pub const ACCESS_TARGET: &str = "fiberstack::access";
+
+/// The filter used when `RUST_LOG` says nothing else.
+pub const DEFAULT_FILTER: &str = "info,may=warn";
+
+/// Stack a log call on a fiber gets before the logger runs: formatting into
+/// env_logger's buffer, and the write to stderr under its lock (debug builds' frames
+/// are several times larger than release builds').
+pub const LOG_STACK_MARGIN: usize = 16 * 1024;
+
+/// Install the logger: [`DEFAULT_FILTER`], then the directives of `RUST_LOG`. Bad
+/// directives are reported through the logger once it is installed. Does nothing if
+/// a logger is already installed.
+pub fn init() {
+    let spec = std::env::var("RUST_LOG").unwrap_or_default();
+    let (good, bad) = split_directives(&spec);
+    let mut builder = env_logger::Builder::new();
+    builder
+        .parse_filters(DEFAULT_FILTER)
+        .parse_filters(&good)
+        .format(format);
+    let logger = builder.build();
+    let max = logger.filter();
+    if log::set_boxed_logger(Box::new(FiberSafe(logger))).is_err() {
+        return;
+    }
+    log::set_max_level(max);
+    for directive in bad {
+        log::warn!(
+            "fiberstack: RUST_LOG: ignored {directive}; the other directives apply \
+             (write directives like info,fiberstack::access=off,may=warn)"
+        );
+    }
+}
+
+/// `spec` split into the directives env_logger accepts (joined again) and a
+/// description of each one it does not.
+pub fn split_directives(spec: &str) -> (String, Vec<String>) {
+    let (mods, filter) = match spec.split_once('/') {
+        Some((mods, filter)) => (mods, Some(filter)),
+        None => (spec, None),
+    };
+    let mut good = Vec::new();
+    let mut bad = Vec::new();
+    for directive in mods.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        match env_filter::Builder::new().try_parse(directive) {
+            Ok(_) => good.push(directive.to_string()),
+            Err(e) => bad.push(format!("'{directive}' ({e})")),
+        }
+    }
+    let mut good = good.join(",");
+    if let Some(filter) = filter {
+        let with_filter = format!("{good}/{filter}");
+        match env_filter::Builder::new().try_parse(&with_filter) {
+            Ok(_) => good = with_filter,
+            Err(e) => bad.push(format!("the filter '/{filter}' ({e})")),
+        }
+    }
+    (good, bad)
+}
+
+/// env_logger, made safe to call on a fiber: see the module's header.
+struct FiberSafe(env_logger::Logger);
+
+impl Log for FiberSafe {
+    fn enabled(&self, metadata: &Metadata) -> bool {
+        self.0.enabled(metadata)
+    }
+
+    fn log(&self, record: &Record) {
+        if self.0.matches(record) {
+            // Does nothing off a fiber; on one, overflows here, holding nothing.
+            fiber_pool::reserve_stack(LOG_STACK_MARGIN);
+            self.0.log(record);
+        }
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
+
+/// One line: timestamp, level, the module for other crates' records, the message.
+fn format(out: &mut env_logger::fmt::Formatter, record: &Record) -> std::io::Result<()> {
+    let ts = Timestamp::of(SystemTime::now());
+    let level = record.level();
+    if record.target().starts_with("fiberstack") {
+        writeln!(out, "{ts} {level:<5} {}", record.args())
+    } else {
+        writeln!(
+            out,
+            "{ts} {level:<5} {}: {}",
+            record.target(),
+            record.args()
+        )
+    }
+}
+
+/// `2026-11-30T20:51:06.123Z`: RFC 3339, UTC, milliseconds. Written digit by digit
+/// into 24 bytes: with `format!` it was the largest part of the access line's cost
+/// (callgrind: 3,300 instructions of 8,700; now 320).
+pub struct Timestamp([u8; 24]);
+
+impl Timestamp {
+    pub fn of(t: SystemTime) -> Timestamp {
+        let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = since.as_secs();
+        let (days, rem) = (secs / 86_400, secs % 86_400);
+        let (year, month, day) = crate::http::date::civil_from_days(days);
+        let mut out = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, width: usize, mut n: u64| {
+            for i in (at..at + width).rev() {
+                out[i] = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        };
+        put(0, 4, year);
+        put(5, 2, month.into());
+        put(8, 2, day.into());
+        put(11, 2, rem / 3600);
+        put(14, 2, rem / 60 % 60);
+        put(17, 2, rem % 60);
+        put(20, 3, since.subsec_millis().into());
+        Timestamp(out)
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Only ASCII digits and punctuation were written.
+        f.write_str(std::str::from_utf8(&self.0).unwrap_or("?"))
+    }
+}
+
+/// The access line of one request, at info under [`ACCESS_TARGET`]:
+/// `GET /widgets 200 51.234ms route=widgets stack=3312B`. The path is the request's
+/// (no query string: it may carry a user's tokens); `route=-` when no route matched;
+/// `stack=` only when this request's fiber stack was measured (every 16th).
+pub fn access(
+    method: &str,
+    path: &str,
+    status: u16,
+    took: Duration,
+    route: Option<&str>,
+    stack_used: Option<usize>,
+) {
+    let micros = took.as_micros();
+    log::info!(
+        target: ACCESS_TARGET,
+        "{} {} {status} {}.{:03}ms route={}{}",
+        Printable(method),
+        Printable(path),
+        micros / 1000,
+        micros % 1000,
+        route.unwrap_or("-"),
+        StackUsed(stack_used),
+    );
+}
+
+/// The line logged for every 5xx (the body says what happened):
+/// `fiberstack: GET widgets -> 503: database unavailable: ...`. A 500 (an overflow,
+/// a panic, a query that failed) is an error, a refusal or a gateway failure
+/// (502, 503, 504) a warning.
+pub fn server_error(method: &str, route: &str, status: u16, body: &[u8]) {
+    let level = if status == 500 {
+        Level::Error
+    } else {
+        Level::Warn
+    };
+    log::log!(
+        level,
+        "fiberstack: {method} {route} -> {status}: {}",
+        String::from_utf8_lossy(body).trim_end()
+    );
+}
+
+/// Text from a client, with every byte outside printable ASCII percent-escaped, so a
+/// request cannot write control characters (a newline, a terminal escape) into a log.
+struct Printable<'a>(&'a str);
+
+impl std::fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Runs of printable text go out whole; each other byte as %XX.
+        let mut rest = self.0;
+        while let Some(at) = rest.bytes().position(|b| !b.is_ascii_graphic()) {
+            f.write_str(&rest[..at])?;
+            let mut utf8 = [0u8; 4];
+            let c = rest[at..].chars().next().unwrap_or(' ');
+            for b in c.encode_utf8(&mut utf8).bytes() {
+                write!(f, "%{b:02X}")?;
+            }
+            rest = &rest[at + c.len_utf8()..];
+        }
+        f.write_str(rest)
+    }
+}
+
+/// ` stack=3312B`, or nothing when the stack was not measured.
+struct StackUsed(Option<usize>);
+
+impl std::fmt::Display for StackUsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(bytes) => write!(f, " stack={bytes}B"),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_directives_are_named_and_the_rest_kept() {
+        let (good, bad) = split_directives("info,may=loud,fiberstack::access=off,a=b=c");
+        assert_eq!(good, "info,fiberstack::access=off");
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(bad[0].contains("'may=loud'"), "{bad:?}");
+        assert!(bad[1].contains("'a=b=c'"), "{bad:?}");
+        let (good, bad) = split_directives("");
+        assert_eq!((good.as_str(), bad.len()), ("", 0));
+        let (good, bad) = split_directives("debug/GET");
+        assert_eq!((good.as_str(), bad.len()), ("debug/GET", 0));
+        let (good, bad) = split_directives("warn/a/b");
+        assert_eq!(good, "warn");
+        assert_eq!(bad.len(), 1, "{bad:?}");
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc_with_milliseconds() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_922_349_007); // 2026-11-29 03:19:09
+        let ts = |t| Timestamp::of(t).to_string();
+        assert_eq!(ts(t), "2026-11-29T03:19:09.007Z");
+        assert_eq!(ts(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            ts(UNIX_EPOCH + Duration::from_millis(951_868_799_999)),
+            "2000-02-29T23:59:59.999Z"
+        );
+    }
+
+    #[test]
+    fn client_text_cannot_write_control_characters() {
+        let shown = Printable("/a b\n\u{1b}[31m%é").to_string();
+        assert_eq!(shown, "/a%20b%0A%1B[31m%%C3%A9");
+        assert_eq!(StackUsed(Some(3312)).to_string(), " stack=3312B");
+        assert_eq!(StackUsed(None).to_string(), "");
+    }
+}
