@@ -32,6 +32,11 @@ pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 15_000;
 /// `--shutdown-grace`: time in-flight requests get after SIGTERM.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+/// `--processes`: one process, no supervisor (2 or more start a supervisor).
+pub const DEFAULT_PROCESSES: usize = 1;
+/// Longest a new worker process may take to accept before the supervisor kills it and
+/// starts another (MariaDB connections, schema check, bind: well under a second here).
+pub const DEFAULT_WORKER_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Limits of the HTTP/1.x server, per connection and per request.
 #[derive(Clone, Debug)]
@@ -170,8 +175,14 @@ pub struct ServeConfig {
     pub workers: usize,
     /// The JSON API `/twitter` reads; `None` means this server's own `/upstream/search.json`.
     pub upstream: Option<String>,
-    /// Time in-flight requests get to finish after SIGTERM.
+    /// Time in-flight requests get to finish after SIGTERM, or, in a worker being
+    /// replaced, after the supervisor told it to stop.
     pub shutdown_grace: Duration,
+    /// Worker processes behind the port: 1 serves in this process, 2 or more start a
+    /// supervisor (`supervisor/`) that runs that many workers and replaces them.
+    pub processes: usize,
+    /// Longest a new worker may take to accept before it is killed and started again.
+    pub worker_start_timeout: Duration,
     /// HTTP server limits.
     pub http: HttpLimits,
     /// HTTP client limits.
@@ -204,6 +215,8 @@ impl Default for ServeConfig {
             workers: cores(),
             upstream: None,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            processes: DEFAULT_PROCESSES,
+            worker_start_timeout: DEFAULT_WORKER_START_TIMEOUT,
             http: HttpLimits::default(),
             client: ClientLimits::default(),
         }

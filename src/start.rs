@@ -1,5 +1,5 @@
 //! Starting the whole demo in-process: fibers, MySQL (private or external), the schema,
-//! the listener and the server. The binary and the integration tests both call
+//! the listener (bound here, or inherited from a supervisor or systemd) and the server. The binary and the integration tests both call
 //! [`start`], so what the tests prove is what `fiberstack serve` runs.
 
 use std::net::SocketAddr;
@@ -19,6 +19,7 @@ use crate::setup::{
 };
 use crate::shutdown::Drained;
 use crate::stats::HttpStats;
+use crate::supervisor;
 
 /// A running demo.
 pub struct Running {
@@ -63,9 +64,13 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         }
     }
 
-    let listener = listener::bind_with_backlog(cfg.bind, cfg.http.listen_backlog)
-        .map_err(|e| fail(e.to_string()))?;
-    let addr = bound(listener.local_addr())?;
+    let listener = match supervisor::take_listener().map_err(|e| fail(e.to_string()))? {
+        // A worker's, or systemd's socket activation: the socket is bound already.
+        Some(inherited) => listener::adopt(inherited),
+        None => listener::bind_with_backlog(cfg.bind, cfg.http.listen_backlog).map(Into::into),
+    }
+    .map_err(|e| fail(e.to_string()))?;
+    let addr = bound(listener.socket.local_addr())?;
     let (self_widgets, upstream) = own_urls(cfg, addr)?;
     let http_stats = Arc::new(HttpStats::default());
     let state = Arc::new(AppState {

@@ -66,8 +66,9 @@ pub fn serve<S: Service + ?Sized>(
     let _ = stream.set_write_timeout(Some(io_timeout(limits.write_timeout)));
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut out: Vec<u8> = Vec::with_capacity(1024);
+    let mut first = true;
     loop {
-        let head = match read_head(&mut stream, &mut buf, limits, stop) {
+        let head = match read_head(&mut stream, &mut buf, limits, stop, first) {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(ReadError::Http(e)) => {
@@ -77,6 +78,7 @@ pub fn serve<S: Service + ?Sized>(
             }
             Err(ReadError::Io) => return,
         };
+        first = false;
         buf.drain(..head.head_len);
         let mut req = head.request;
         if head.framing != Framing::Length(0) && req.expects_continue() && buf.is_empty() {
@@ -130,14 +132,19 @@ enum ReadError {
 }
 
 /// Read until `buf` holds a complete head. `Ok(None)`: the client closed between
-/// requests, stayed idle past `idle_timeout`, or the server is stopping.
+/// requests, stayed idle past `idle_timeout`, or the server is stopping. A `first`
+/// request (the connection has sent nothing yet) gets one [`IDLE_POLL`] look even when
+/// stopping: its client connected before the accept loop stopped and has most likely
+/// sent its request already (a worker being replaced must answer it, not drop it).
 fn read_head(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
     limits: &HttpLimits,
     stop: &Stop,
+    first: bool,
 ) -> Result<Option<crate::http::request::Head>, ReadError> {
     let idle_since = Instant::now();
+    let mut last_look = !first;
     let mut head_deadline: Option<Instant> = None;
     loop {
         if !buf.is_empty() {
@@ -153,7 +160,10 @@ fn read_head(
             },
             None => {
                 if stop.is_stopping() {
-                    return Ok(None);
+                    if last_look {
+                        return Ok(None);
+                    }
+                    last_look = true;
                 }
                 let idle = idle_since.elapsed();
                 if idle >= limits.idle_timeout {
