@@ -59,6 +59,8 @@ pub struct Supervisor {
     exe: PathBuf,
     args: Vec<OsString>,
     env: Vec<(String, String)>,
+    /// Appended to the start-up line (what the workers share, like MariaDB).
+    note: String,
 }
 
 impl Supervisor {
@@ -85,6 +87,7 @@ impl Supervisor {
             exe,
             args: std::env::args_os().skip(1).collect(),
             env: Vec::new(),
+            note: String::new(),
         })
     }
 
@@ -97,6 +100,11 @@ impl Supervisor {
     /// environment, unlike argv, is not visible to other users).
     pub fn env(&mut self, name: impl Into<String>, value: impl Into<String>) {
         self.env.push((name.into(), value.into()));
+    }
+
+    /// Add `text` to the start-up line (`fiberstack: listening on ... | text`).
+    pub fn note(&mut self, text: impl Into<String>) {
+        self.note = text.into();
     }
 
     /// Start the workers, keep them running until SIGTERM or SIGINT, then stop them all
@@ -261,13 +269,19 @@ impl State {
     fn wait_first_generation(&mut self, rx: &mpsc::Receiver<Event>) -> Result<(), String> {
         loop {
             if self.workers.iter().all(|p| p.phase == Phase::Serving) {
-                self.log(format!(
-                    "{} workers accept on {} (supervisor pid {}); SIGHUP restarts \
-                     them one by one, SIGTERM or Ctrl-C stops them",
-                    self.workers.len(),
+                // The start-up line, on stdout like a single server's.
+                println!(
+                    "fiberstack: listening on http://{} | supervisor pid {}, {} worker \
+                     processes (SIGHUP restarts them one by one){}",
                     self.sup.addr().map_err(|e| e.to_string())?,
-                    std::process::id()
-                ));
+                    std::process::id(),
+                    self.workers.len(),
+                    if self.sup.note.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" | {}", self.sup.note)
+                    }
+                );
                 return Ok(());
             }
             let failure = match rx.recv_timeout(TICK) {

@@ -235,6 +235,7 @@ fn supervise(cfg: &ServeConfig) -> Result<(), String> {
         // The environment, not argv: the URL holds the password.
         sup.env("DATABASE_URL", mariadb.url());
     }
+    sup.note(format!("MySQL: {}", db.db_where));
     let result = sup.run();
     drop(db);
     eprintln!("fiberstack: stopped");
