@@ -416,7 +416,8 @@ fn without_processes_one_process_serves_and_no_supervisor_runs() {
     let a = stats(serve.addr).expect("/stats");
     assert_eq!(a.pid, serve.child.id(), "the serve process itself answers");
     let (_, body) = get(serve.addr, "/stats").unwrap();
-    assert!(body.contains(r#""id":null"#), "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(v["worker"]["id"].is_null(), "{body}");
     assert!(!serve.banner.contains("supervisor"), "{}", serve.banner);
     serve.signal("TERM");
     assert!(serve.wait_exit(Duration::from_secs(30)).success());
@@ -433,9 +434,23 @@ fn systemd_socket_activation_serves_on_the_socket_it_passes() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // systemd-socket-activate starts the program at the first connection: make one
+    // (retrying until it listens), answered once the server runs.
+    let first = std::thread::spawn(move || {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(answer) = get(addr, "/widgets?sleep=0") {
+                return answer.0;
+            }
+            assert!(Instant::now() < deadline, "{addr} never answered");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
     let mut cmd = Command::new("systemd-socket-activate");
-    cmd.args(["-l", &format!("127.0.0.1:{port}"), BIN]);
+    cmd.args(["-l", &addr.to_string(), BIN]);
     let mut serve = Serve::start_with(cmd, &[]);
+    assert_eq!(first.join().unwrap(), 200);
     // Our --bind said port 0: the address served is the inherited socket's.
     assert_eq!(serve.addr.port(), port, "{}", serve.banner);
     assert_eq!(get(serve.addr, "/widgets?sleep=0").map(|r| r.0), Some(200));
