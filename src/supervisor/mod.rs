@@ -34,14 +34,18 @@
 //!
 //! # Starting the supervisor from an app
 //! ```text
-//! supervisor::init();                         // first thing in main (reads the environment)
-//! if processes > 1 && supervisor::worker().is_none() {
-//!     let sup = Supervisor::bind(SupervisorConfig { processes, bind, .. })?;
-//!     return sup.run();                       // until SIGTERM/Ctrl-C
+//! supervisor::init();                               // first thing in main
+//! if let Some(done) = supervisor::supervise(SupervisorConfig::new(processes, addr)) {
+//!     return done;                                  // this process was the supervisor
 //! }
-//! let listener = supervisor::take_listener()  // inherited, or bind your own
-//! ... start the server ...; supervisor::ready(); stop_requests()?.wait(); shutdown
+//! let stops = supervisor::stop_requests()?;         // signals, and the supervisor's word
+//! let server = server::spawn(supervisor::listener(addr)?, app, limits, stats)?;
+//! supervisor::ready();                              // accepting: an old worker may stop
+//! stops.wait();
+//! server.shutdown(grace);
 //! ```
+//! `examples/minimal_server.rs` is that, whole; `fiberstack serve` does the same and
+//! starts the one private MariaDB in the supervisor between `bind` and `run`.
 
 pub mod inherit;
 pub mod process;
@@ -57,6 +61,25 @@ pub use worker::{ask_for_replacement, ready, stop_requests, worker, Worker};
 pub fn init() {
     let _ = worker::worker();
     inherit::init();
+}
+
+/// Run this process as the supervisor of `cfg.processes` copies of itself, when that
+/// is 2 or more and this process is not a worker already: `Some` with how that ended
+/// (after SIGTERM or Ctrl-C). `None`: serve in this process (a worker, or one process).
+pub fn supervise(cfg: SupervisorConfig) -> Option<Result<(), String>> {
+    if cfg.processes < 2 || worker().is_some() {
+        return None;
+    }
+    Some(Supervisor::bind(cfg).and_then(Supervisor::run))
+}
+
+/// The socket to serve on: the inherited one (a worker's, or systemd's), else `addr`
+/// bound here.
+pub fn listener(addr: std::net::SocketAddr) -> std::io::Result<crate::http::listener::Listener> {
+    match take_listener()? {
+        Some(inherited) => crate::http::listener::adopt(inherited),
+        None => crate::http::listener::bind(addr).map(Into::into),
+    }
 }
 
 /// Who answers: this process's pid, and its worker id and generation when a

@@ -52,6 +52,19 @@ pub struct SupervisorConfig {
     pub start_timeout: Duration,
 }
 
+impl SupervisorConfig {
+    /// `processes` workers on `bind`, with the defaults of `config.rs` for the rest.
+    pub fn new(processes: usize, bind: SocketAddr) -> Self {
+        SupervisorConfig {
+            processes,
+            bind,
+            listen_backlog: crate::config::HttpLimits::default().listen_backlog,
+            shutdown_grace: crate::config::DEFAULT_SHUTDOWN_GRACE,
+            start_timeout: crate::config::DEFAULT_WORKER_START_TIMEOUT,
+        }
+    }
+}
+
 /// A bound port and the workers to run on it.
 pub struct Supervisor {
     cfg: SupervisorConfig,
