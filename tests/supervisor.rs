@@ -6,12 +6,15 @@
 //! start-up errors, each naming its flag. About 40 s of CI time, mostly the two `ab`
 //! runs (5000 requests of 0.1 s at 100 at once: 5 s each at best).
 
+mod common;
+
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use common::child::{alive, Served};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fiberstack");
 /// Longest a start (MariaDB and the workers) may take on a loaded machine.
@@ -23,166 +26,35 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// `-l` must not be given.
 const AB_LOAD: [&str; 5] = ["-c", "100", "-n", "5000", "-r"];
 
-/// A `fiberstack serve` child and what it printed; killed if a test fails early.
-struct Serve {
-    child: Child,
-    addr: SocketAddr,
-    banner: String,
-    stderr: mpsc::Receiver<String>,
-    log: Vec<String>,
+/// `fiberstack serve` (through `cmd`: the binary, or a wrapper that runs it) with
+/// test-sized pools plus `args`, once it prints its start-up line (for a supervisor:
+/// once every worker accepts; its workers print their own lines first).
+fn serve_with(mut cmd: Command, args: &[&str]) -> Served {
+    cmd.args([
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--fibers",
+        "120",
+        "--db-pool",
+        "60",
+        "--workers",
+        "2",
+        "--shutdown-grace",
+        "10",
+    ])
+    .args(args)
+    .env_remove("DATABASE_URL");
+    let supervised = args.contains(&"--processes");
+    Served::start(
+        cmd,
+        move |line| !supervised || line.contains("supervisor pid"),
+        START_TIMEOUT,
+    )
 }
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        // The supervisor's workers see their control socket close and stop too.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serve {
-    /// `serve` with test-sized pools plus `args`; returns once it prints its start-up
-    /// line (for a supervisor: once every worker accepts).
-    fn start(args: &[&str]) -> Serve {
-        Self::start_with(Command::new(BIN), args)
-    }
-
-    fn start_with(mut cmd: Command, args: &[&str]) -> Serve {
-        let mut child = cmd
-            .args([
-                "serve",
-                "--bind",
-                "127.0.0.1:0",
-                "--fibers",
-                "120",
-                "--db-pool",
-                "60",
-                "--workers",
-                "2",
-                "--shutdown-grace",
-                "10",
-            ])
-            .args(args)
-            .env_remove("DATABASE_URL")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (etx, erx) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = etx.send(line);
-            }
-        });
-        let (tx, rx) = mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let supervised = args.contains(&"--processes");
-        let deadline = Instant::now() + START_TIMEOUT;
-        let banner = loop {
-            let line = rx
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .unwrap_or_else(|_| {
-                    let _ = child.kill();
-                    panic!(
-                        "no start-up line; stderr: {:?}",
-                        erx.try_iter().collect::<Vec<_>>()
-                    )
-                });
-            // A supervisor's workers print their own lines first.
-            if !supervised || line.contains("supervisor pid") {
-                break line;
-            }
-        };
-        let addr = banner
-            .split("http://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {banner:?}"));
-        Serve {
-            child,
-            addr,
-            banner,
-            stderr: erx,
-            log: Vec::new(),
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-
-    /// Everything logged so far.
-    fn log(&mut self) -> &[String] {
-        self.log.extend(self.stderr.try_iter());
-        &self.log
-    }
-
-    /// Wait (bounded) until the log has a line containing every one of `parts`.
-    fn wait_log(&mut self, parts: &[&str], within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(line) = self
-                .log()
-                .iter()
-                .find(|l| parts.iter().all(|p| l.contains(p)))
-            {
-                return line.clone();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no log line with {parts:?} within {within:?}:\n{}",
-                self.log.join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "did not exit within {within:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// The private MariaDB's pid, from the start-up line.
-    fn mariadb_pid(&self) -> u32 {
-        let after = self
-            .banner
-            .split("(pid ")
-            .nth(1)
-            .unwrap_or_else(|| panic!("no private MariaDB in {:?}", self.banner));
-        after
-            .split(')')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap_or_else(|_| panic!("no pid in {:?}", self.banner))
-    }
-}
-
-/// Whether `pid` runs (a zombie does not).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| {
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !state.starts_with('Z')
-        })
-        .unwrap_or(false)
+fn serve(args: &[&str]) -> Served {
+    serve_with(Command::new(BIN), args)
 }
 
 /// `GET path` over a fresh connection: status and body (10 s at most).
@@ -236,6 +108,15 @@ fn poll_stats(addr: SocketAddr, within: Duration, until: impl Fn(&Answer) -> boo
     }
 }
 
+/// The answer of a worker under ab's full load: 100 at once over two workers, about 50
+/// each once ab has ramped up, and many responses done (ab takes the first one's length
+/// as the reference, and a failure counted before the second would replace it).
+fn under_full_load(addr: SocketAddr) -> Answer {
+    poll_stats(addr, Duration::from_secs(30), |a| {
+        a.in_flight >= 30 && a.completed >= 100
+    })
+}
+
 /// The pids of the workers, from `/stats` answers (both of two, bounded).
 fn worker_pids(addr: SocketAddr, n: usize) -> HashSet<u32> {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -258,6 +139,23 @@ fn ab(addr: SocketAddr) -> std::thread::JoinHandle<Output> {
             .output()
             .expect("ab runs (scripts/install-deps installs it)")
     })
+}
+
+/// ab's output once it ended, all 5000 requests done (failed ones included).
+fn finished(load: std::thread::JoinHandle<Output>) -> String {
+    let out = load.join().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ab failed:\n{text}");
+    assert_eq!(ab_count(&text, "Complete requests:"), 5000, "{text}");
+    text
+}
+
+/// SIGTERM, then a clean exit.
+fn stop(mut serve: Served) {
+    serve.signal("TERM");
+    let (status, log) = serve.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status}: {log:?}");
 }
 
 /// ab's count after `label` ("Failed requests:", or "Receive:" in the line below it).
@@ -299,27 +197,18 @@ fn kill9(pid: u32) {
 
 #[test]
 fn a_killed_worker_is_replaced_and_only_its_requests_fail() {
-    let mut serve = Serve::start(&["--processes", "2"]);
+    let mut serve = serve(&["--processes", "2"]);
     let addr = serve.addr;
     let first = worker_pids(addr, 2);
     let load = ab(addr);
-    // Under full load (100 at once over two workers: about 50 each once ab has ramped
-    // up): kill a worker just after it said how many requests it has in flight.
-    // (After ab has counted many good responses: it takes the first one's length as the
-    // reference, and a reset counted before that would replace it.)
-    let victim = poll_stats(addr, Duration::from_secs(30), |a| {
-        a.in_flight >= 30 && a.completed >= 100
-    });
+    // Kill a worker just after it said how many requests it has in flight.
+    let victim = under_full_load(addr);
     kill9(victim.pid);
     let killed_at = Instant::now();
     let replacement = poll_stats(addr, Duration::from_secs(10), |a| !first.contains(&a.pid));
     let took = killed_at.elapsed();
-    let out = load.join().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ab failed:\n{text}");
+    let text = finished(load);
     assert!(!text.contains("refused"), "{text}");
-    assert_eq!(ab_count(&text, "Complete requests:"), 5000, "{text}");
     // A request lost with the worker fails once: as a receive error (a reset, which ab
     // counts once more as an "exception"), or as an empty response ("Length").
     let (connect, received, length) = ab_failures(&text);
@@ -353,17 +242,16 @@ fn a_killed_worker_is_replaced_and_only_its_requests_fail() {
         "the replacement answered {took:?} after the kill (1 s is the aim; 3 s on a \
          loaded 2-core machine)"
     );
-    serve.signal("TERM");
-    assert!(serve.wait_exit(Duration::from_secs(30)).success());
+    stop(serve);
 }
 
 #[test]
 fn sighup_restarts_every_worker_without_a_failed_request() {
-    let mut serve = Serve::start(&["--processes", "2"]);
+    let mut serve = serve(&["--processes", "2"]);
     let addr = serve.addr;
     let first = worker_pids(addr, 2);
     let load = ab(addr);
-    poll_stats(addr, Duration::from_secs(30), |a| a.in_flight >= 10);
+    under_full_load(addr);
     serve.signal("HUP");
     for old in &first {
         serve.wait_log(
@@ -373,19 +261,14 @@ fn sighup_restarts_every_worker_without_a_failed_request() {
     }
     let now = worker_pids(addr, 2);
     assert!(now.is_disjoint(&first), "old {first:?}, now {now:?}");
-    let out = load.join().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ab failed:\n{text}");
-    assert_eq!(ab_count(&text, "Complete requests:"), 5000, "{text}");
+    let text = finished(load);
     assert_eq!(ab_count(&text, "Failed requests:"), 0, "{text}");
-    serve.signal("TERM");
-    assert!(serve.wait_exit(Duration::from_secs(30)).success());
+    stop(serve);
 }
 
 #[test]
 fn sigterm_finishes_requests_stops_every_worker_then_mariadb_and_exits_0() {
-    let mut serve = Serve::start(&["--processes", "2"]);
+    let mut serve = serve(&["--processes", "2"]);
     let addr = serve.addr;
     let workers = worker_pids(addr, 2);
     let mariadb = serve.mariadb_pid();
@@ -403,11 +286,11 @@ fn sigterm_finishes_requests_stops_every_worker_then_mariadb_and_exits_0() {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let status = serve.wait_exit(Duration::from_secs(30));
+    let (status, log) = serve.wait_exit(Duration::from_secs(30));
+    let log = log.join("\n");
     assert!(
         workers_gone_first,
-        "MariaDB stopped while a worker ran:\n{}",
-        serve.log().join("\n")
+        "MariaDB stopped while a worker ran:\n{log}"
     );
     assert!(status.success(), "{status}");
     assert_eq!(
@@ -416,12 +299,12 @@ fn sigterm_finishes_requests_stops_every_worker_then_mariadb_and_exits_0() {
         "the request in flight at SIGTERM was not finished"
     );
     assert!(workers.iter().all(|&w| !alive(w)));
-    serve.wait_log(&["every worker has stopped"], Duration::from_secs(5));
+    assert!(log.contains("every worker has stopped"), "{log}");
 }
 
 #[test]
 fn without_processes_one_process_serves_and_no_supervisor_runs() {
-    let mut serve = Serve::start(&[]);
+    let mut serve = serve(&[]);
     let a = stats(serve.addr).expect("/stats");
     assert_eq!(a.pid, serve.child.id(), "the serve process itself answers");
     let (_, body) = get(serve.addr, "/stats").unwrap();
@@ -429,12 +312,9 @@ fn without_processes_one_process_serves_and_no_supervisor_runs() {
     assert!(v["worker"]["id"].is_null(), "{body}");
     assert!(!serve.banner.contains("supervisor"), "{}", serve.banner);
     serve.signal("TERM");
-    assert!(serve.wait_exit(Duration::from_secs(30)).success());
-    assert!(
-        !serve.log().iter().any(|l| l.contains("supervisor")),
-        "{:?}",
-        serve.log
-    );
+    let (status, log) = serve.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    assert!(!log.iter().any(|l| l.contains("supervisor")), "{log:?}");
 }
 
 #[test]
@@ -458,13 +338,12 @@ fn systemd_socket_activation_serves_on_the_socket_it_passes() {
     });
     let mut cmd = Command::new("systemd-socket-activate");
     cmd.args(["-l", &addr.to_string(), BIN]);
-    let mut serve = Serve::start_with(cmd, &[]);
+    let serve = serve_with(cmd, &[]);
     assert_eq!(first.join().unwrap(), 200);
     // Our --bind said port 0: the address served is the inherited socket's.
     assert_eq!(serve.addr.port(), port, "{}", serve.banner);
     assert_eq!(get(serve.addr, "/widgets?sleep=0").map(|r| r.0), Some(200));
-    serve.signal("TERM");
-    assert!(serve.wait_exit(Duration::from_secs(30)).success());
+    stop(serve);
 }
 
 /// Runs `serve` with `args` to its end (it must fail at start-up); its stderr.
@@ -537,52 +416,9 @@ fn minimal_server() -> std::path::PathBuf {
 
 #[test]
 fn an_app_on_the_library_gets_the_supervisor_the_example_shows() {
-    let mut child = Command::new(minimal_server())
-        .args(["127.0.0.1:0", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let (etx, erx) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = etx.send(line);
-        }
-    });
-    let mut serve = Serve {
-        addr: "127.0.0.1:1".parse().unwrap(),
-        banner: String::new(),
-        child,
-        stderr: erx,
-        log: Vec::new(),
-    };
-    let deadline = Instant::now() + START_TIMEOUT;
-    serve.banner = loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("the supervisor's start-up line");
-        if line.contains("supervisor pid") {
-            break line;
-        }
-    };
-    serve.addr = serve
-        .banner
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let mut cmd = Command::new(minimal_server());
+    cmd.args(["127.0.0.1:0", "2"]);
+    let mut serve = Served::start(cmd, |line| line.contains("supervisor pid"), START_TIMEOUT);
     let hello = |addr| get(addr, "/hello?name=workers");
     assert_eq!(hello(serve.addr), Some((200, "Hello, workers!\n".into())));
     // kill -9 a worker: the supervisor replaces it, and the port keeps answering.
@@ -601,6 +437,5 @@ fn an_app_on_the_library_gets_the_supervisor_the_example_shows() {
     for _ in 0..10 {
         assert_eq!(hello(serve.addr), Some((200, "Hello, workers!\n".into())));
     }
-    serve.signal("TERM");
-    assert!(serve.wait_exit(Duration::from_secs(30)).success());
+    stop(serve);
 }

@@ -3,6 +3,8 @@
 //! that a bug there cannot hide a bug in the server).
 #![allow(dead_code)]
 
+pub mod child;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
