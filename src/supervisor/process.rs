@@ -126,6 +126,11 @@ impl Supervisor {
     pub fn run(self) -> Result<(), String> {
         let (tx, rx) = mpsc::channel();
         forward_signals(tx.clone())?;
+        self.run_on(tx, rx)
+    }
+
+    /// [`Supervisor::run`] on a channel of events (a test sends its own signals).
+    fn run_on(self, tx: mpsc::Sender<Event>, rx: mpsc::Receiver<Event>) -> Result<(), String> {
         let mut state = State {
             sup: self,
             tx,
@@ -134,6 +139,7 @@ impl Supervisor {
             restarts: VecDeque::new(),
             crashes: Vec::new(),
             rolling: VecDeque::new(),
+            deferred: Vec::new(),
             stopping: false,
         };
         let n = state.sup.cfg.processes;
@@ -219,6 +225,8 @@ struct State {
     crashes: Vec<u32>,
     /// Slots a rolling restart (SIGHUP) has yet to replace, in order.
     rolling: VecDeque<usize>,
+    /// Requests for replacement heard while the first workers were starting.
+    deferred: Vec<(usize, u64, String)>,
     stopping: bool,
 }
 
@@ -316,7 +324,16 @@ impl State {
                     ))
                 }
                 Ok(Event::Signal(_)) => Some("stopped during start-up".to_string()),
-                Ok(Event::Replace { .. }) | Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Ok(Event::Replace {
+                    id,
+                    generation,
+                    reason,
+                }) => {
+                    // Answered once every first worker accepts.
+                    self.deferred.push((id, generation, reason));
+                    None
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
                 Err(mpsc::RecvTimeoutError::Disconnected) => Some("lost its workers".into()),
             };
             let late = self
@@ -341,6 +358,9 @@ impl State {
 
     /// The steady state: replace, roll, and finally stop.
     fn supervise(&mut self, rx: &mpsc::Receiver<Event>) {
+        for (id, generation, reason) in std::mem::take(&mut self.deferred) {
+            self.replace(id, generation, &reason);
+        }
         loop {
             match rx.recv_timeout(TICK) {
                 Ok(Event::Signal(signal_hook::consts::SIGHUP)) => self.roll_all(),
@@ -689,5 +709,73 @@ fn read_control(proc: &Proc, tx: mpsc::Sender<Event>) {
         });
     if let Err(e) = spawned {
         eprintln!("fiberstack supervisor: cannot read worker {id}'s messages: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A supervisor of one fake worker: a shell that says `ready`, does
+    /// `first_generation` (in generation 0 only), waits for `stop`, and logs its life.
+    fn fake(log: &Path, first_generation: &str) -> Supervisor {
+        let log = log.display();
+        let script = format!(
+            "echo \"$FIBERSTACK_WORKER start\" >> {log}; echo ready >&0; \
+             case $FIBERSTACK_WORKER in *.0) {first_generation};; esac; \
+             read line; echo \"$FIBERSTACK_WORKER $line\" >> {log}"
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Supervisor {
+            cfg: SupervisorConfig::new(1, listener.local_addr().unwrap()),
+            listener,
+            exe: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: Vec::new(),
+            note: String::new(),
+        }
+    }
+
+    /// Run `fake(first_generation)` until its log has `until`, then SIGTERM; the log.
+    fn supervise_fake(name: &str, first_generation: &str, until: &str) -> Vec<String> {
+        let log = std::env::temp_dir().join(format!(
+            "fiberstack-supervisor-{name}-{}.log",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&log);
+        let (tx, rx) = mpsc::channel();
+        let signal = tx.clone();
+        let sup = fake(&log, first_generation);
+        let run = std::thread::spawn(move || sup.run_on(tx, rx));
+        let read = || std::fs::read_to_string(&log).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !read().contains(until) {
+            assert!(Instant::now() < deadline, "no '{until}' in:\n{}", read());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        signal
+            .send(Event::Signal(signal_hook::consts::SIGTERM))
+            .unwrap();
+        assert_eq!(run.join().unwrap(), Ok(()));
+        let lines = read().lines().map(str::to_string).collect();
+        let _ = std::fs::remove_file(&log);
+        lines
+    }
+
+    #[test]
+    fn a_worker_that_asks_is_replaced_new_first() {
+        let life = supervise_fake("asks", "echo 'replace testing' >&0", "1.0 stop");
+        // The new worker started before the old one was told to stop; SIGTERM then
+        // stopped the new one.
+        assert_eq!(life, ["1.0 start", "1.1 start", "1.0 stop", "1.1 stop"]);
+    }
+
+    #[test]
+    fn a_worker_that_dies_is_replaced() {
+        // (It serves half a second first: a death before its `ready` is read is a
+        // start-up failure, which ends the supervisor with an error instead.)
+        let life = supervise_fake("dies", "sleep 0.5; exit 3", "1.1 start");
+        assert_eq!(life, ["1.0 start", "1.1 start", "1.1 stop"]);
     }
 }

@@ -63,6 +63,11 @@ impl Worker {
         let mut control = self.control.lock().unwrap_or_else(|e| e.into_inner());
         control.write_all(format!("{line}\n").as_bytes())
     }
+
+    /// `replace <reason>`, the reason on one line: it cannot forge another command.
+    fn ask(&self, reason: &str) -> io::Result<()> {
+        self.say(&format!("replace {}", reason.replace(['\n', '\r'], " ")))
+    }
 }
 
 /// Tell the supervisor that this worker accepts connections now (call it once the
@@ -81,8 +86,6 @@ pub fn ready() {
 /// Ask the supervisor to replace this worker: see the contract in `supervisor/mod.rs`.
 /// Without a supervisor it logs and returns.
 pub fn ask_for_replacement(reason: &str) {
-    // One line per message: a reason cannot forge another command.
-    let reason: String = reason.replace(['\n', '\r'], " ");
     match worker() {
         Some(w) => {
             eprintln!(
@@ -90,7 +93,7 @@ pub fn ask_for_replacement(reason: &str) {
                 w.id,
                 std::process::id()
             );
-            if let Err(e) = w.say(&format!("replace {reason}")) {
+            if let Err(e) = w.ask(reason) {
                 eprintln!("fiberstack: cannot reach the supervisor: {e}");
             }
         }
@@ -135,4 +138,39 @@ fn listen(reader: UnixStream, tx: mpsc::Sender<String>) {
         }
     }
     let _ = tx.send("the supervisor is gone".into());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_for_replacement_is_one_line_whatever_its_reason() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let w = Worker {
+            id: 1,
+            generation: 0,
+            supervisor_pid: 1,
+            control: Mutex::new(ours),
+        };
+        w.ask("stalled 10 s\nready").unwrap();
+        let mut line = String::new();
+        BufReader::new(theirs).read_line(&mut line).unwrap();
+        assert_eq!(line, "replace stalled 10 s ready\n");
+    }
+
+    #[test]
+    fn stop_or_the_supervisors_end_stops_the_worker() {
+        for (said, why) in [
+            (&b"hello\nstop\n"[..], "the supervisor asked"),
+            (b"", "the supervisor is gone"),
+        ] {
+            let (mut supervisor, ours) = UnixStream::pair().unwrap();
+            supervisor.write_all(said).unwrap();
+            drop(supervisor);
+            let (tx, rx) = mpsc::channel();
+            listen(ours, tx);
+            assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), why);
+        }
+    }
 }
