@@ -118,6 +118,9 @@ pub enum Runtime {
     Fibers,
     /// The async/await twin on tokio (`twin/`).
     Async,
+    /// The raw baseline: stock may_minihttp 0.1.11 on plain may coroutines, with no
+    /// fiber pool, no guard pages and no HTTP care (`mini/`; for the bench).
+    Minihttp,
 }
 
 impl FromStr for Runtime {
@@ -127,7 +130,10 @@ impl FromStr for Runtime {
         match s.trim().to_ascii_lowercase().as_str() {
             "fibers" | "fiber" => Ok(Runtime::Fibers),
             "async" | "tokio" => Ok(Runtime::Async),
-            other => Err(format!("unknown runtime '{other}': use fibers or async")),
+            "minihttp" | "may_minihttp" => Ok(Runtime::Minihttp),
+            other => Err(format!(
+                "unknown runtime '{other}': use fibers, async or minihttp"
+            )),
         }
     }
 }
@@ -137,6 +143,7 @@ impl fmt::Display for Runtime {
         f.write_str(match self {
             Runtime::Fibers => "fibers",
             Runtime::Async => "async",
+            Runtime::Minihttp => "minihttp",
         })
     }
 }

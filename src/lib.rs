@@ -13,6 +13,7 @@
 //!        -> setup.rs (what both start-ups share: StartError, the MySQL server, own URLs)
 //!   -> server.rs (accept loop, route limits,    |  twin/ (tokio + axum: server, limit, db,
 //!      handlers on fibers; fiber errors -> 5xx) |  client, one file per route group)
+//!   -> mini/ (`--runtime minihttp`: stock may_minihttp, the bench's raw baseline)
 //!   -> stack_use.rs (each route's fiber stack use: for stack-report and tests/stack.rs)
 //!   -> app/ (one file per route group; the twin shares its pure pieces)
 //!   -> supervisor/ (worker processes behind one port: the supervisor, the worker's
@@ -36,6 +37,7 @@ static ALLOCATOR: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 pub mod app;
 pub mod config;
 pub mod http;
+pub mod mini;
 pub mod server;
 pub mod setup;
 pub mod shutdown;

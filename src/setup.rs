@@ -94,6 +94,34 @@ pub fn database(cfg: &ServeConfig) -> Result<Database, StartError> {
     })
 }
 
+/// The fiber_mysql pool both may runtimes use (fibers and minihttp), on the MySQL
+/// server [`database`] picks, with the demo schema created: the pool, the private
+/// MariaDB if one was started, and where MySQL is (for the start-up line).
+pub fn fiber_mysql_pool(
+    cfg: &ServeConfig,
+) -> Result<(fiber_mysql::Pool, Option<MariaDb>, String), StartError> {
+    let Database {
+        mariadb,
+        mut opts,
+        db_where,
+    } = database(cfg)?;
+    opts.query_timeout = Some(cfg.query_timeout);
+    let db = fiber_mysql::Pool::new(fiber_mysql::PoolConfig {
+        wait_timeout: cfg.db_wait_timeout,
+        driver: cfg.db_driver,
+        ..fiber_mysql::PoolConfig::new(opts, cfg.db_pool)
+    })
+    .map_err(|e| db_failed(DbStep::OpenPool, cfg, e))?;
+    {
+        let mut conn = db.get().map_err(|e| db_failed(DbStep::Reach, cfg, e))?;
+        for sql in crate::app::schema::init_sql() {
+            conn.query(&sql)
+                .map_err(|e| db_failed(DbStep::Schema, cfg, e))?;
+        }
+    }
+    Ok((db, mariadb, db_where))
+}
+
 /// The address the listener is bound to (`local_addr()`), with one warning on stderr
 /// when it is reachable from other machines (see [`exposure_warning`]).
 pub fn bound(local_addr: std::io::Result<SocketAddr>) -> Result<SocketAddr, StartError> {

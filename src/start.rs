@@ -14,9 +14,7 @@ use crate::config::{ByteSize, ServeConfig};
 use crate::http::client::HttpClient;
 use crate::http::listener;
 use crate::server::{self, App, RouteLimits, Server};
-use crate::setup::{
-    bound, database, db_failed, fail, own_address, own_urls, Database, DbStep, StartError,
-};
+use crate::setup::{bound, fail, fiber_mysql_pool, own_address, own_urls, StartError};
 use crate::shutdown::Drained;
 use crate::stats::HttpStats;
 use crate::supervisor;
@@ -44,25 +42,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
     })
     .map_err(|e| fail(format!("bad --fibers, --stack-size or --queue: {e}")))?;
 
-    let Database {
-        mariadb,
-        mut opts,
-        db_where,
-    } = database(cfg)?;
-    opts.query_timeout = Some(cfg.query_timeout);
-    let db = fiber_mysql::Pool::new(fiber_mysql::PoolConfig {
-        wait_timeout: cfg.db_wait_timeout,
-        driver: cfg.db_driver,
-        ..fiber_mysql::PoolConfig::new(opts, cfg.db_pool)
-    })
-    .map_err(|e| db_failed(DbStep::OpenPool, cfg, e))?;
-    {
-        let mut conn = db.get().map_err(|e| db_failed(DbStep::Reach, cfg, e))?;
-        for sql in app::schema::init_sql() {
-            conn.query(&sql)
-                .map_err(|e| db_failed(DbStep::Schema, cfg, e))?;
-        }
-    }
+    let (db, mariadb, db_where) = fiber_mysql_pool(cfg)?;
 
     let listener = match supervisor::take_listener().map_err(|e| fail(e.to_string()))? {
         // A worker's, or systemd's socket activation: the socket is bound already.

@@ -65,6 +65,7 @@ fn every_route_answers_like_the_fiber_server() {
     let twin = start_twin(&cfg);
     let long_q = format!("/upstream/search.json?q={}", "x".repeat(201));
     let gets = [
+        "/",
         "/hello",
         "/healthz",
         "/widgets?sleep=0",

@@ -70,46 +70,47 @@ impl Opts {
     /// here, once, with blocking DNS (call this at start-up, not in a fiber).
     /// Query options: `connect_timeout_ms`, `read_timeout_ms`, `query_timeout_ms`.
     pub fn from_url(url: &str) -> Result<Opts> {
-        let rest = url
-            .strip_prefix("mysql://")
-            .or_else(|| url.strip_prefix("mariadb://"))
-            .ok_or_else(|| Error::Url("it must start with mysql://".into()))?;
-        let (rest, query) = match rest.split_once('?') {
-            Some((r, q)) => (r, Some(q)),
-            None => (rest, None),
+        // The `url` crate parses; its errors never quote the input, which may hold
+        // the password (a `/` in an unencoded password ends the authority early).
+        let parsed = url::Url::parse(url).map_err(|e| {
+            Error::Url(match e {
+                url::ParseError::RelativeUrlWithoutBase => "it must start with mysql://".into(),
+                url::ParseError::InvalidPort => "the port is not a number".into(),
+                url::ParseError::EmptyHost => "no host".into(),
+                url::ParseError::InvalidIpv6Address => {
+                    "the IPv6 address in `[..]` is not valid".into()
+                }
+                other => format!("not a mysql://user:password@host:port/db URL: {other}"),
+            })
+        })?;
+        if !matches!(parsed.scheme(), "mysql" | "mariadb") {
+            return Err(Error::Url("it must start with mysql://".into()));
+        }
+        let host = parsed
+            .host_str()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| Error::Url("no host".into()))?;
+        let port = parsed.port().unwrap_or(3306);
+        let user = match parsed.username() {
+            "" if parsed.password().is_none() => "root".to_string(),
+            u => percent_decode(u)?,
         };
-        let (authority, path) = match rest.split_once('/') {
-            Some((a, p)) => (a, p),
-            None => (rest, ""),
-        };
-        let (userinfo, hostport) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
-        };
-        let (user, password) = match userinfo {
-            Some(u) => match u.split_once(':') {
-                Some((u, p)) => (percent_decode(u)?, percent_decode(p)?),
-                None => (percent_decode(u)?, String::new()),
-            },
-            None => ("root".to_string(), String::new()),
-        };
-        let (host, port) = split_host_port(hostport)?;
-        let host = resolve_once(&host, port)?;
-        let mut opts = Opts::new(host, port, user);
-        opts.password = password;
-        let db = percent_decode(path)?;
+        let mut opts = Opts::new(resolve_once(host, port)?, port, user);
+        opts.password = percent_decode(parsed.password().unwrap_or(""))?;
+        let db = percent_decode(parsed.path().trim_start_matches('/'))?;
         opts.db = (!db.is_empty()).then_some(db);
-        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair
-                .split_once('=')
-                .ok_or_else(|| Error::Url(format!("option `{pair}` has no value")))?;
+        for (key, value) in parsed.query_pairs() {
+            if value.is_empty() {
+                return Err(Error::Url(format!("option `{key}` has no value")));
+            }
             let ms = || -> Result<Duration> {
                 value
                     .parse::<u64>()
                     .map(Duration::from_millis)
                     .map_err(|_| Error::Url(format!("`{key}` must be milliseconds, not `{value}`")))
             };
-            match key {
+            match &*key {
                 "connect_timeout_ms" => opts.connect_timeout = ms()?,
                 "read_timeout_ms" => opts.read_timeout = ms()?,
                 "query_timeout_ms" => opts.query_timeout = Some(ms()?),
@@ -179,30 +180,6 @@ impl Opts {
     }
 }
 
-fn split_host_port(hostport: &str) -> Result<(String, u16)> {
-    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-        let (host, after) = v6
-            .split_once(']')
-            .ok_or_else(|| Error::Url("unclosed `[` in host".into()))?;
-        (host, after.strip_prefix(':'))
-    } else {
-        match hostport.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (hostport, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(Error::Url("no host".into()));
-    }
-    let port = match port {
-        Some(p) => p
-            .parse()
-            .map_err(|_| Error::Url("the port is not a number".into()))?,
-        None => 3306,
-    };
-    Ok((host.to_string(), port))
-}
-
 fn resolve_once(host: &str, port: u16) -> Result<String> {
     if host.parse::<IpAddr>().is_ok() {
         return Ok(host.to_string());
@@ -227,36 +204,31 @@ fn bad_escape() -> String {
         .into()
 }
 
+/// What [`percent_encode`] leaves as written: RFC 3986's unreserved characters.
+const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Decode a user, password or database name: every `%` must start an escape (the
+/// lenient decoder would keep a stray one as written) and the result must be UTF-8.
 fn percent_decode(s: &str) -> Result<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| Error::Url(bad_escape()))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    let escapes_ok = s
+        .split('%')
+        .skip(1)
+        .all(|after| after.len() >= 2 && after.as_bytes()[..2].iter().all(u8::is_ascii_hexdigit));
+    if !escapes_ok {
+        return Err(Error::Url(bad_escape()));
     }
-    String::from_utf8(out).map_err(|_| Error::Url(bad_escape()))
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .map(|d| d.into_owned())
+        .map_err(|_| Error::Url(bad_escape()))
 }
 
 fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, UNRESERVED).to_string()
 }
 
 #[cfg(test)]
@@ -293,6 +265,10 @@ mod tests {
             "mysql://u@1.2.3.4:notaport/db",
             "mysql://u@1.2.3.4/db?nope=1",
             "mysql://u@/db",
+            "mysql://u@[::1/db",
+            "mysql://u:p%zz@1.2.3.4/db",
+            "mysql://u@1.2.3.4/db?read_timeout_ms",
+            "localhost:3306",
         ] {
             assert!(matches!(Opts::from_url(bad), Err(Error::Url(_))), "{bad}");
         }

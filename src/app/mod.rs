@@ -4,6 +4,7 @@
 //! runs on a fiber; the waits yield to may. The route table is [`router`]; labels are
 //! the names used in `/stats` and the stack report.
 
+pub mod dashboard;
 pub mod deep;
 pub mod health;
 pub mod schema;
@@ -40,6 +41,7 @@ pub struct AppState {
 /// The whole route table, with `/twitter` mounted as a sub-app.
 pub fn router() -> Router<Handler<AppState>> {
     Router::<Handler<AppState>>::new()
+        .get("/", "dashboard", dashboard::dashboard)
         .get("/widgets", "widgets", widgets::widgets)
         .get("/widgets/http", "widgets_http", widgets::widgets_http)
         .get("/upstream/search.json", "upstream_search", upstream::search)

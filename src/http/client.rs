@@ -68,28 +68,37 @@ impl Url {
         resolve: impl FnOnce(&str, u16) -> Result<SocketAddr, String>,
     ) -> Result<Url, ClientError> {
         let bad = |why: String| ClientError::BadUrl(format!("'{s}': {why}"));
+        let shape = || bad("expected http://host[:port]/path".into());
+        // The `url` crate (WHATWG) parses; what it accepts beyond what an upstream
+        // address should be (another scheme, credentials, `http:///x` read as host `x`)
+        // is refused here, each with what to change.
         let rest = s
             .strip_prefix("http://")
             .ok_or_else(|| bad("only http:// URLs are supported".into()))?;
-        let (authority, target) = match rest.find(['/', '?']) {
-            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
-            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
-            None => (rest, "/".to_string()),
-        };
-        if authority.is_empty() || authority.contains('@') {
-            return Err(bad("expected http://host[:port]/path".into()));
+        if rest.is_empty() || rest.starts_with(['/', '?', '#']) {
+            return Err(shape());
         }
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(':') && !p.contains(']') => (
-                h,
-                p.parse::<u16>()
-                    .map_err(|_| bad(format!("port '{p}' is not a number")))?,
-            ),
-            _ => (authority, 80),
-        };
+        let url = url::Url::parse(s).map_err(|e| match e {
+            url::ParseError::InvalidPort => bad("the port is not a number from 0 to 65535".into()),
+            url::ParseError::EmptyHost => shape(),
+            other => bad(format!("{other}")),
+        })?;
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(shape());
+        }
+        let host = url.host_str().ok_or_else(shape)?;
+        let port = url.port().unwrap_or(80);
         let addr = resolve(host, port).map_err(bad)?;
+        let mut target = url.path().to_string();
+        if let Some(q) = url.query() {
+            target.push('?');
+            target.push_str(q);
+        }
         Ok(Url {
-            host: authority.to_string(),
+            host: match url.port() {
+                Some(p) => format!("{host}:{p}"),
+                None => host.to_string(),
+            },
             addr,
             target,
         })
@@ -559,6 +568,8 @@ mod tests {
             ("http://example.com/", "not an IP address"),
             ("http://127.0.0.1:http/", "not a number"),
             ("http:///x", "expected"),
+            ("http://u:secret@127.0.0.1/", "expected"),
+            ("http://127.0.0.1:99999/", "not a number"),
         ] {
             let e = Url::parse(s).unwrap_err().to_string();
             assert!(e.contains(why), "{s}: {e}");

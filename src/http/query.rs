@@ -3,15 +3,13 @@
 //! handlers (axum's raw query) both call [`query_param`], so `?q=rails+3` means the
 //! same on either.
 
-use crate::http::request::form_decode;
-
 /// The first value of parameter `name` in `query` (the part after `?`), form-decoded
-/// (`+` is a space, `%41` is `A`); a name without `=` has the empty value.
+/// by `form_urlencoded` (`+` is a space, `%41` is `A`); a name without `=` has the
+/// empty value.
 pub fn query_param(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (form_decode(k) == name).then(|| form_decode(v))
-    })
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 #[cfg(test)]

@@ -267,46 +267,20 @@ fn split_target(target: &str) -> (String, String) {
     }
 }
 
-/// Decode `application/x-www-form-urlencoded` text: `+` is a space, `%XX` a byte.
-/// Invalid escapes are kept as written; invalid UTF-8 becomes U+FFFD.
+/// Decode one `application/x-www-form-urlencoded` component: `+` is a space, `%XX` a
+/// byte (percent-encoding's decoder). Invalid escapes are kept as written; invalid
+/// UTF-8 becomes U+FFFD.
 pub fn form_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h << 4 | l);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let spaced = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
-/// Encode text for a query string (the inverse of [`form_decode`]).
+/// Encode text for a query string (the inverse of [`form_decode`]): form_urlencoded's
+/// serializer, which leaves `A-Z a-z 0-9 * - . _` as they are and writes a space as `+`.
 pub fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-fn hex(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).map(|d| d as u8)
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 #[cfg(test)]

@@ -70,6 +70,7 @@ const ALLOWED: &str = "GET";
 pub fn router(state: Shared) -> Router {
     let on = |label: &'static str, route: MethodRouter<Shared>| limited(&state, label, route);
     Router::new()
+        .route("/", on("dashboard", get(dashboard)))
         .route("/widgets", on("widgets", get(widgets::widgets)))
         .route(
             "/widgets/http",
@@ -101,6 +102,11 @@ pub fn limited(
         (Arc::clone(state), state.limit.route(label)),
         limit::run,
     ))
+}
+
+/// `GET /`: the same page as the fiber server's (`app/dashboard.rs`).
+async fn dashboard() -> Response {
+    crate::app::dashboard::page()
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {

@@ -65,12 +65,7 @@ impl Served {
                 }
             }
         };
-        let addr = banner
-            .split("http://")
-            .nth(1)
-            .and_then(|rest| rest.split(|c: char| c.is_whitespace() || c == '/').next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {banner:?}"));
+        let addr = super::tools::banner_addr(&banner);
         Served {
             child,
             addr,

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod child;
+pub mod tools;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -13,6 +13,7 @@ use fiberstack::config::{
     DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PROCESSES, DEFAULT_QUEUE,
     DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE,
 };
+use fiberstack::shutdown::StopRequests;
 use fiberstack::start;
 use fiberstack::supervisor::{self, Supervisor, SupervisorConfig, MAX_PROCESSES};
 
@@ -39,7 +40,7 @@ pub enum Command {
         #[arg(long, default_value_t = LaunchConfig::default().max_connections)]
         max_connections: usize,
     },
-    /// Measure the fiber server and its async twin side by side (ab, wrk, one MariaDB).
+    /// Measure fibers, the async twin and raw may_minihttp, pinned apart from ab and wrk.
     Bench(crate::bench::BenchArgs),
 }
 
@@ -56,7 +57,8 @@ const MAX_WAIT_SECS: f64 = 3600.0;
 /// The flags of `fiberstack serve`.
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
-    /// fibers (every request on a guarded fiber) or async (the tokio + axum twin).
+    /// fibers (every request on a guarded fiber), async (the tokio + axum twin) or
+    /// minihttp (stock may_minihttp on plain may: the bench's raw baseline).
     #[arg(long, env = "FIBERSTACK_RUNTIME", default_value_t = Runtime::default())]
     pub runtime: Runtime,
     /// Address to listen on (port 0 picks a free port).
@@ -191,6 +193,7 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
     let stops =
         supervisor::stop_requests().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let drained = match cfg.runtime {
+        Runtime::Minihttp => return serve_minihttp(cfg, &stops),
         Runtime::Fibers => {
             let running = start::start(cfg).map_err(|e| e.to_string())?;
             println!("{}", running.banner(cfg));
@@ -219,6 +222,13 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
 /// The supervisor: bind, start the one private MariaDB the workers share (sized for
 /// all their pools plus one replacement's), run the workers, and stop MariaDB last.
 fn supervise(cfg: &ServeConfig) -> Result<(), String> {
+    if cfg.runtime == Runtime::Minihttp {
+        return Err(
+            "--processes needs --runtime fibers or async: stock may_minihttp binds its own \
+             socket and cannot serve an inherited one"
+                .into(),
+        );
+    }
     let mut sup = Supervisor::bind(SupervisorConfig {
         processes: cfg.processes,
         bind: cfg.bind,
@@ -240,6 +250,20 @@ fn supervise(cfg: &ServeConfig) -> Result<(), String> {
     drop(db);
     eprintln!("fiberstack: stopped");
     result
+}
+
+/// `serve --runtime minihttp`: say which flags it ignores, serve until told to stop,
+/// then stop MySQL. Open connections are cut: may_minihttp has no graceful shutdown.
+fn serve_minihttp(cfg: &ServeConfig, stops: &StopRequests) -> Result<(), String> {
+    for line in fiberstack::mini::ignored_flags(cfg) {
+        eprintln!("fiberstack: minihttp: {line}");
+    }
+    let running = fiberstack::mini::start(cfg).map_err(|e| e.to_string())?;
+    println!("{}", running.banner(cfg));
+    let why = stops.wait();
+    eprintln!("fiberstack: {why}; minihttp has no graceful shutdown, open connections are cut");
+    running.shutdown();
+    Ok(())
 }
 
 fn stopping(why: &str, in_flight: usize, cfg: &ServeConfig) {

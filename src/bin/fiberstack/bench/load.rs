@@ -7,6 +7,7 @@
 use std::process::Command;
 use std::time::Duration;
 
+use crate::bench::cpus::Split;
 use crate::bench::scenario::Load;
 
 /// wrk's per-request timeout: longer than a one-second route waits in any queue we
@@ -18,11 +19,14 @@ pub const WRK_TIMEOUT: &str = "10s";
 pub struct LoadResult {
     /// Requests completed (any status).
     pub requests: u64,
+    /// Of those, answered 2xx: what counts as served.
+    pub served: u64,
     /// Failed requests: connection errors, timeouts, and answers that were not 2xx.
     pub failed: u64,
     /// Wall-clock seconds of the run, as the tool reports it.
     pub secs: f64,
-    /// Requests per second, as the tool reports it.
+    /// Served (2xx) requests per second: `served / secs` (the tools' own figure
+    /// counts a fast 503 as well as a 200).
     pub rps: f64,
     /// Median latency in milliseconds.
     pub p50_ms: f64,
@@ -30,14 +34,14 @@ pub struct LoadResult {
     pub p99_ms: f64,
 }
 
-/// The command line for `load` against `url`.
-pub fn command(load: &Load, url: &str) -> Command {
+/// The command line for `load` against `url`, on the load cpus of `split`.
+pub fn command(load: &Load, url: &str, split: &Split) -> Command {
     match *load {
         Load::Ab {
             concurrency,
             requests,
         } => {
-            let mut cmd = Command::new("ab");
+            let mut cmd = split.command(&split.load, "ab");
             cmd.arg("-c")
                 .arg(concurrency.to_string())
                 .arg("-n")
@@ -48,20 +52,21 @@ pub fn command(load: &Load, url: &str) -> Command {
         Load::Wrk {
             concurrency,
             duration_secs,
-        } => wrk(concurrency, Duration::from_secs(duration_secs), url),
+        } => wrk(concurrency, Duration::from_secs(duration_secs), url, split),
     }
 }
 
-/// wrk's threads for `concurrency` connections: one per core wrk may run on (it shares
-/// them with the servers; see BENCHMARKS.md), and no more than the connections.
-pub fn wrk_threads(concurrency: usize) -> usize {
-    fiberstack::config::cores().min(concurrency.max(1))
+/// wrk's threads for `concurrency` connections: one per load cpu, and no more than
+/// the connections.
+pub fn wrk_threads(concurrency: usize, split: &Split) -> usize {
+    split.load_threads().min(concurrency.max(1))
 }
 
-/// `wrk -tT -c C -d D --latency --timeout 10s URL`, T from [`wrk_threads`].
-pub fn wrk(concurrency: usize, duration: Duration, url: &str) -> Command {
-    let mut cmd = Command::new("wrk");
-    cmd.arg(format!("-t{}", wrk_threads(concurrency)))
+/// `wrk -tT -c C -d D --latency --timeout 10s URL` on the load cpus, T from
+/// [`wrk_threads`].
+pub fn wrk(concurrency: usize, duration: Duration, url: &str, split: &Split) -> Command {
+    let mut cmd = split.command(&split.load, "wrk");
+    cmd.arg(format!("-t{}", wrk_threads(concurrency, split)))
         .arg(format!("-c{concurrency}"))
         .arg(format!("-d{}s", duration.as_secs().max(1)))
         .arg("--latency")
@@ -72,8 +77,8 @@ pub fn wrk(concurrency: usize, duration: Duration, url: &str) -> Command {
 }
 
 /// Run `load` against `url` and parse the summary.
-pub fn run(load: &Load, url: &str) -> Result<LoadResult, String> {
-    let mut cmd = command(load, url);
+pub fn run(load: &Load, url: &str, split: &Split) -> Result<LoadResult, String> {
+    let mut cmd = command(load, url, split);
     let out = cmd
         .output()
         .map_err(|e| format!("cannot run {cmd:?}: {e} (install apache2-utils and wrk)"))?;
@@ -91,6 +96,15 @@ pub fn run(load: &Load, url: &str) -> Result<LoadResult, String> {
     })
 }
 
+/// `n` over `secs`, 0 for a run that took no time.
+fn per_sec(n: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n as f64 / secs
+    } else {
+        0.0
+    }
+}
+
 /// The number after `label` on the line that starts with it (after leading spaces).
 fn field(text: &str, label: &str) -> Option<f64> {
     text.lines()
@@ -101,7 +115,8 @@ fn field(text: &str, label: &str) -> Option<f64> {
 }
 
 /// Read ab's summary. Failed requests and non-2xx answers overlap (a 503 of another
-/// length is both), so the larger of the two counts is reported.
+/// length is both), so the larger of the two counts is reported; served are the
+/// completed requests less the `Non-2xx responses`.
 pub fn parse_ab(text: &str) -> Result<LoadResult, String> {
     let need = |label: &str| field(text, label).ok_or(format!("no `{label}` line"));
     let requests = need("Complete requests:")? as u64;
@@ -115,11 +130,15 @@ pub fn parse_ab(text: &str) -> Result<LoadResult, String> {
             .and_then(|n| n.parse::<f64>().ok())
             .ok_or(format!("no {p} percentile"))
     };
+    let secs = need("Time taken for tests:")?;
+    need("Requests per second:")?;
+    let served = requests.saturating_sub(non_2xx);
     Ok(LoadResult {
         requests,
+        served,
         failed: failed.max(non_2xx),
-        secs: need("Time taken for tests:")?,
-        rps: need("Requests per second:")?,
+        secs,
+        rps: per_sec(served, secs),
         p50_ms: percentile("50%")?,
         p99_ms: percentile("99%")?,
     })
@@ -150,7 +169,7 @@ pub fn parse_wrk(text: &str) -> Result<LoadResult, String> {
             Some((n.parse::<u64>().ok()?, wrk_latency_ms(secs)? / 1000.0))
         })
         .ok_or("no `N requests in Ds` line")?;
-    let rps = field(text, "Requests/sec:").ok_or("no `Requests/sec:` line")?;
+    field(text, "Requests/sec:").ok_or("no `Requests/sec:` line")?;
     let percentile = |p: &str| {
         text.lines()
             .map(str::trim_start)
@@ -169,11 +188,13 @@ pub fn parse_wrk(text: &str) -> Result<LoadResult, String> {
         })
         .unwrap_or(0);
     let non_2xx = field(text, "Non-2xx or 3xx responses:").unwrap_or(0.0) as u64;
+    let served = requests.saturating_sub(non_2xx);
     Ok(LoadResult {
         requests,
+        served,
         failed: socket_errors + non_2xx,
         secs,
-        rps,
+        rps: per_sec(served, secs),
         p50_ms: percentile("50%")?,
         p99_ms: percentile("99%")?,
     })
@@ -221,7 +242,12 @@ Transfer/sec:    109.75KB
         assert_eq!(r.requests, 2000);
         assert_eq!(r.failed, 7);
         assert_eq!(r.secs, 11.034);
-        assert_eq!(r.rps, 181.26);
+        assert_eq!(r.served, 1993);
+        assert!(
+            (r.rps - 1993.0 / 11.034).abs() < 1e-9,
+            "2xx only: {}",
+            r.rps
+        );
         assert_eq!((r.p50_ms, r.p99_ms), (1003.0, 1012.0));
     }
 
@@ -231,7 +257,8 @@ Transfer/sec:    109.75KB
         assert_eq!(r.requests, 9000);
         assert_eq!(r.failed, 2 + 3 + 4);
         assert!((r.secs - 10.01).abs() < 1e-9);
-        assert_eq!(r.rps, 899.10);
+        assert_eq!(r.served, 8996);
+        assert!((r.rps - 8996.0 / 10.01).abs() < 1e-9, "2xx only: {}", r.rps);
         assert_eq!(r.p50_ms, 1000.0);
         assert_eq!(r.p99_ms, 0.512);
         assert_eq!(wrk_latency_ms("1.50m"), Some(90_000.0));

@@ -1,5 +1,6 @@
-//! `bench.md`: the settings, the table, memory per request, the scenarios with their
-//! bounds, every round's req/s, and the servers' start-up lines.
+//! `bench.md`: the machine and its core split, the commit, the table, memory per
+//! request, the scenarios with their bounds, every round's req/s, and the servers'
+//! start-up lines.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -7,14 +8,17 @@ use std::time::Duration;
 
 use fiberstack::config::Runtime;
 
+use crate::bench::cpus::Split;
 use crate::bench::report::{self, Row, Sample};
 use crate::bench::scenario::{Load, Scenario};
-use crate::bench::{bounds, load, BenchArgs};
+use crate::bench::{bounds, load, RUNTIMES};
 
 /// The Markdown report: settings, the table, memory, and every round's req/s.
+#[allow(clippy::too_many_arguments)]
 pub fn markdown(
     title: &str,
-    args: &BenchArgs,
+    split: &Split,
+    workers: usize,
     scenarios: &[Scenario],
     rows: &[Row],
     samples: &HashMap<(&'static str, Runtime), Vec<Sample>>,
@@ -30,12 +34,23 @@ pub fn markdown(
                 .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
+    let commit = std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown (not run in a git checkout)".into());
     let _ = writeln!(
         md,
-        "Machine: {} cores ({cpu}); the load tools, both servers and MariaDB share them. \
-         Server workers: {}. Took {:.0} s.\n",
+        "Machine: {} cores ({cpu}). {split}. Server workers: {workers}. Commit: {commit}. \
+         Took {:.0} s.\n\n\
+         Served counts 2xx answers only. `of ceiling C/S` is the true ceiling of a \
+         sleeping route (C clients, S seconds); `of expected` is what the load tool lets \
+         through at best (the ab floor, or wrk's C x (D-S) / (D x S)). `fibers/this` is \
+         the median of the per-round ratios of fibers' req/s to this row's, with their \
+         min-max.\n",
         fiberstack::config::cores(),
-        args.workers,
         took.as_secs_f64()
     );
     md.push_str(&report::markdown_table(rows));
@@ -50,7 +65,7 @@ pub fn markdown(
         }
         md.push('\n');
     }
-    md.push_str("## Scenarios\n\n| name | request | load | --fibers | --db-pool | --queue | bound |\n|---|---|---|---|---|---|---|\n");
+    md.push_str("## Scenarios\n\n| name | request | load | --fibers | --db-pool | --queue | ceiling C/S | expected |\n|---|---|---|---|---|---|---|---|\n");
     for s in scenarios {
         let load = match s.load {
             Load::Ab {
@@ -62,11 +77,14 @@ pub fn markdown(
                 duration_secs,
             } => format!(
                 "`wrk -t{} -c{concurrency} -d{duration_secs}s --latency --timeout {}`",
-                load::wrk_threads(concurrency),
+                load::wrk_threads(concurrency, split),
                 load::WRK_TIMEOUT
             ),
         };
-        let bound = match (s.route_secs, &s.load) {
+        let ceiling = s.route_secs.map_or("none (CPU-bound)".to_string(), |secs| {
+            format!("{:.1} req/s", bounds::ceiling_rps(&s.load, secs))
+        });
+        let expected = match (s.route_secs, &s.load) {
             (
                 Some(secs),
                 Load::Ab {
@@ -76,25 +94,27 @@ pub fn markdown(
             ) => format!(
                 "ab floor {:.1} s = {:.1} req/s",
                 bounds::ab_floor_secs(*requests, *concurrency, secs),
-                bounds::bound_rps(&s.load, secs)
+                bounds::expected_rps(&s.load, secs)
             ),
-            (Some(secs), Load::Wrk { .. }) => {
-                format!(
-                    "C x (D-S)/D / S = {:.1} req/s",
-                    bounds::bound_rps(&s.load, secs)
-                )
-            }
-            (None, _) => "none (CPU-bound)".into(),
+            (Some(secs), Load::Wrk { .. }) => format!(
+                "C x (D-S) / (D x S) = {:.1} req/s",
+                bounds::expected_rps(&s.load, secs)
+            ),
+            (None, _) => "-".into(),
         };
         let _ = writeln!(
             md,
-            "| {} | `{}` | {load} | {} | {} | {} | {bound} |",
+            "| {} | `{}` | {load} | {} | {} | {} | {ceiling} | {expected} |",
             s.name, s.path, s.settings.fibers, s.settings.db_pool, s.settings.queue
         );
     }
     md.push_str("\n## Every round (req/s)\n\n| scenario | runtime | rounds |\n|---|---|---|\n");
     for s in scenarios {
-        for runtime in [Runtime::Fibers, Runtime::Async] {
+        for runtime in RUNTIMES {
+            if let Some(why) = s.skipped_on(runtime) {
+                let _ = writeln!(md, "| {} | {runtime} | not run: {why} |", s.name);
+                continue;
+            }
             let list: Vec<String> = samples
                 .get(&(s.name, runtime))
                 .map(|v| {

@@ -1,23 +1,25 @@
-//! `fiberstack bench`, the orchestration: the fiber server and its async twin, measured
-//! side by side in one run, by the same load tools, against identical private MariaDBs.
+//! `fiberstack bench`, the orchestration: the fiber server, its async twin and the raw
+//! may_minihttp baseline, measured in the same rounds by the same load tools against
+//! identical private MariaDBs, the servers pinned apart from the load tools.
 //!
 //! ```text
-//! tools and open files checked (preflight.rs); results/<time> named (calendar.rs)
-//! for each round:                          (A/B order flips every round)
+//! core split (cpus.rs); tools and open files checked (preflight.rs); results/<time>
+//! for each round:                          (the runtimes' order rotates every round)
 //!   for each settings group (scenario.rs):
 //!     for each runtime: a fresh MariaDB (max_connections for the group's pool),
-//!       start `fiberstack serve --runtime X` (process.rs), idle RSS,
-//!       for each scenario: warm up, then ab or wrk (load.rs) while sampling RSS and CPU
+//!       pinned to the server cpus, `taskset -c S fiberstack serve --runtime X`
+//!       (process.rs), idle RSS,
+//!       for each scenario it runs: warm up, then `taskset -c L` ab or wrk (load.rs)
+//!       while sampling RSS and CPU
 //!       stop it (SIGTERM)                  (a progress line on stderr: progress.rs)
-//! medians over rounds, bounds (bounds.rs) -> table (report.rs), chart (chart.rs),
-//!   Markdown (markdown.rs) -> results/<time>/bench.md, bench.svg, server logs
+//! spreads over rounds, per-round ratios, bounds (bounds.rs) -> table (report.rs),
+//!   chart (chart.rs), Markdown (markdown.rs) -> results/<time>/bench.md, bench.svg, logs
 //! ```
-//! The client and the servers share this machine's cores: what one takes the other
-//! does not have, and the numbers say so only together.
 
 pub mod bounds;
 pub mod calendar;
 pub mod chart;
+pub mod cpus;
 pub mod load;
 pub mod markdown;
 pub mod preflight;
@@ -34,13 +36,15 @@ use clap::Args;
 use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
 use fiberstack::config::Runtime;
 
+use crate::bench::cpus::Split;
 use crate::bench::process::{RssSampler, ServerProcess};
 use crate::bench::progress::Progress;
-use crate::bench::report::{Row, Sample};
+use crate::bench::report::{Bounds, Row, Sample};
 use crate::bench::scenario::Scenario;
 
-/// Rounds of a full run, and of a `--quick` one, unless `--rounds` says otherwise.
-const ROUNDS: u64 = 3;
+/// Rounds of a full run, and of a `--quick` one, unless `--rounds` says otherwise:
+/// rounds differ by up to 25% on a shared host, so a median needs five.
+const ROUNDS: u64 = 5;
 const QUICK_ROUNDS: u64 = 1;
 /// Time a fresh server gets to settle its start-up allocations before its idle RSS is read.
 const SETTLE: Duration = Duration::from_millis(300);
@@ -50,8 +54,8 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// The flags of `fiberstack bench`.
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Rounds of A/B alternation; the table shows the median of each number
-    /// (default 3, or 1 with --quick).
+    /// Rounds, the runtimes' order rotating each round; the table shows min, median
+    /// and max (default 5, or 1 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=50))]
     pub rounds: Option<u64>,
     /// A smoke run: small loads and short sleeps, seconds in all.
@@ -64,13 +68,23 @@ pub struct BenchArgs {
     /// widgets-http-100, widgets-1000, widgets-5000).
     #[arg(long)]
     pub only: Option<String>,
-    /// Worker threads of each server (may or tokio).
-    #[arg(long, default_value_t = fiberstack::config::cores())]
-    pub workers: usize,
+    /// Worker threads of each server (may or tokio); default: the server cpus.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub workers: Option<u64>,
+    /// Cpus of the servers and their MariaDB, like `1` or `0-1` (default: the upper
+    /// half of the usable cpus, or those --load-cpus leaves).
+    #[arg(long)]
+    pub server_cpus: Option<String>,
+    /// Cpus of ab and wrk (default: the lower half, or those --server-cpus leaves).
+    #[arg(long)]
+    pub load_cpus: Option<String>,
     /// Where the results directory is created.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
 }
+
+/// The runtimes a bench compares, fibers first (the others' ratios are fibers over them).
+pub const RUNTIMES: [Runtime; 3] = [Runtime::Fibers, Runtime::Async, Runtime::Minihttp];
 
 /// What a finished run produced.
 #[derive(Debug)]
@@ -78,11 +92,13 @@ pub struct Outcome {
     pub dir: PathBuf,
     pub rows: Vec<Row>,
     pub table: String,
+    pub split: Split,
 }
 
 /// `fiberstack bench`: run, print the table, write the files.
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     let outcome = bench(args)?;
+    println!("{}\n", outcome.split);
     println!("{}", outcome.table);
     for line in report::memory_lines(&outcome.rows) {
         println!("{line}");
@@ -104,6 +120,16 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
             return Err(format!("no scenario name contains '{only}'"));
         }
     }
+    let split = cpus::split(
+        args.server_cpus.as_deref(),
+        args.load_cpus.as_deref(),
+        &cpus::usable()?,
+    )?;
+    eprintln!("bench: {split}");
+    let workers = args
+        .workers
+        .map_or(split.server.len(), |w| w as usize)
+        .max(1);
     preflight::check_tools(&scenarios)?;
     preflight::check_open_files(&scenarios)?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
@@ -114,29 +140,47 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
         .rounds
         .unwrap_or(if args.quick { QUICK_ROUNDS } else { ROUNDS }) as usize;
     let groups = scenario::groups(&scenarios);
-    let total = rounds * 2 * scenarios.len();
+    let runs = |r: Runtime| {
+        scenarios
+            .iter()
+            .filter(|s| s.skipped_on(r).is_none())
+            .count()
+    };
+    let total = rounds * RUNTIMES.iter().map(|r| runs(*r)).sum::<usize>();
     let mut progress = Progress::new(total);
     let mut samples: HashMap<(&'static str, Runtime), Vec<Sample>> = HashMap::new();
     let mut banners: Vec<String> = Vec::new();
     let started = Instant::now();
     for round in 0..rounds {
-        let order = if round % 2 == 0 {
-            [Runtime::Fibers, Runtime::Async]
-        } else {
-            [Runtime::Async, Runtime::Fibers]
-        };
+        // Rotate: each runtime goes first, second and third in turn.
+        let mut order = RUNTIMES;
+        order.rotate_left(round % RUNTIMES.len());
         for (settings, list) in &groups {
             for runtime in order {
+                let list: Vec<&Scenario> = list
+                    .iter()
+                    .filter(|s| s.skipped_on(runtime).is_none())
+                    .collect();
+                if list.is_empty() {
+                    continue;
+                }
                 let log = dir.join(format!("server-{runtime}.log"));
                 // A fresh MariaDB for every server: one that just carried another
                 // group's thousands of connections and sleeps slowed what ran next.
                 let db = fresh_database(settings.db_pool)?;
-                let server =
-                    ServerProcess::start(&exe, runtime, &db.url(), *settings, args.workers, &log)?;
-                if round == 0
-                    && !banners
-                        .iter()
-                        .any(|b| b.contains(&format!("runtime {runtime}")))
+                split.pin_pid(db.pid())?;
+                let server = ServerProcess::start(
+                    &exe,
+                    runtime,
+                    &db.url(),
+                    *settings,
+                    workers,
+                    &split,
+                    &log,
+                )?;
+                if !banners
+                    .iter()
+                    .any(|b| b.contains(&format!("runtime {runtime}")))
                 {
                     banners.push(server.banner.clone());
                 }
@@ -145,18 +189,18 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                 let idle_kib = server.rss_kib().unwrap_or(0);
                 for s in list {
                     progress.step(&format!(
-                        "round {}/{rounds} {runtime:<6} {} c={} {}",
+                        "round {}/{rounds} {runtime:<8} {} c={} {}",
                         round + 1,
                         s.path,
                         s.load.concurrency(),
                         s.load.describe()
                     ));
                     if let Err(e) = server.wait_idle(IDLE_TIMEOUT) {
-                        eprintln!("bench: before {} on {runtime}: {e}", s.name);
+                        progress.note(format!("bench: before {} on {runtime}: {e}", s.name));
                     }
-                    let sample = measure(&server, s, idle_kib);
+                    let sample = measure(&server, s, idle_kib, &split);
                     if let Err(e) = &sample.result {
-                        eprintln!("bench: {} on {runtime} failed: {e}", s.name);
+                        progress.note(format!("bench: {} on {runtime} failed: {e}", s.name));
                     }
                     samples.entry((s.name, runtime)).or_default().push(sample);
                 }
@@ -167,34 +211,46 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
     }
     progress.done(started.elapsed());
 
+    let none: Vec<Sample> = Vec::new();
+    let of = |name, runtime| samples.get(&(name, runtime)).unwrap_or(&none);
     let mut rows = Vec::new();
     for s in &scenarios {
-        for runtime in [Runtime::Fibers, Runtime::Async] {
-            let list = samples
-                .get(&(s.name, runtime))
-                .map_or(&[][..], Vec::as_slice);
+        for runtime in RUNTIMES {
+            let base = Row {
+                runtime: runtime.to_string(),
+                scenario: s.name.to_string(),
+                route: s.path.clone(),
+                concurrency: s.load.concurrency(),
+                load: s.load.describe(),
+                skipped: s.skipped_on(runtime),
+                ratio: (runtime != Runtime::Fibers)
+                    .then(|| report::round_ratios(of(s.name, Runtime::Fibers), of(s.name, runtime)))
+                    .flatten(),
+                pinned: split.pinned,
+                ..Row::default()
+            };
+            let bounds = s.route_secs.map(|secs| Bounds {
+                ceiling: bounds::ceiling_rps(&s.load, secs),
+                expected: bounds::expected_rps(&s.load, secs),
+            });
             rows.push(Row::from_samples(
-                runtime,
-                s.name,
-                &s.path,
-                s.load.concurrency(),
-                s.load.describe(),
-                list,
-                s.route_secs.map(|secs| bounds::bound_rps(&s.load, secs)),
+                base,
+                of(s.name, runtime),
+                bounds,
                 s.memory_per_request,
             ));
         }
     }
-    report::fill_ratios(&mut rows);
     let table = report::text_table(&rows);
     let title = format!(
-        "fiberstack bench: fibers vs async, median of {rounds} round{}{}",
+        "fiberstack bench: fibers vs async vs raw may_minihttp, {rounds} round{}{}",
         if rounds == 1 { "" } else { "s" },
         if args.quick { " (--quick)" } else { "" }
     );
     let md = markdown::markdown(
         &title,
-        args,
+        &split,
+        workers,
         &scenarios,
         &rows,
         &samples,
@@ -203,7 +259,12 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
     );
     write(&dir.join("bench.md"), &md)?;
     write(&dir.join("bench.svg"), &chart::svg(&rows, &title))?;
-    Ok(Outcome { dir, rows, table })
+    Ok(Outcome {
+        dir,
+        rows,
+        table,
+        split,
+    })
 }
 
 /// A private MariaDB sized for a pool of `db_pool` (from the template datadir: about
@@ -218,20 +279,21 @@ fn fresh_database(db_pool: usize) -> Result<MariaDb, String> {
 
 /// One scenario on a running server: warm-up, then the load while RSS and CPU are
 /// sampled.
-fn measure(server: &ServerProcess, s: &Scenario, idle_kib: u64) -> Sample {
+fn measure(server: &ServerProcess, s: &Scenario, idle_kib: u64, split: &Split) -> Sample {
     let url = format!("http://{}{}", server.addr, s.path);
     if s.warmup_secs > 0 {
         let _ = load::wrk(
             s.load.concurrency(),
             Duration::from_secs(s.warmup_secs),
             &url,
+            split,
         )
         .output();
     }
     let cpu_before = server.cpu_secs();
     let sampler = RssSampler::start(server.pid());
     let t0 = Instant::now();
-    let result = load::run(&s.load, &url);
+    let result = load::run(&s.load, &url, split);
     let wall = t0.elapsed().as_secs_f64();
     let peak_kib = sampler.finish();
     let cpu_pct = match (cpu_before, server.cpu_secs()) {

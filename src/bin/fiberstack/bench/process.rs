@@ -1,7 +1,8 @@
 //! The servers under test as child processes of this same binary, and what /proc says
 //! about them: resident memory (VmRSS) and CPU time (utime + stime).
 //!
-//! Each server is `fiberstack serve --runtime X --bind 127.0.0.1:0 ...`; its one
+//! Each server is `taskset -c S fiberstack serve --runtime X --bind 127.0.0.1:0 ...`
+//! (S: the server cpus); its one
 //! start-up line on stdout says where it listens. Its stderr goes to a log file in the
 //! results directory. It is stopped with SIGTERM (a graceful shutdown), and killed if
 //! it has not exited after [`STOP_TIMEOUT`].
@@ -16,6 +17,7 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::bench::cpus::Split;
 use crate::bench::scenario::Settings;
 use fiberstack::config::Runtime;
 
@@ -41,6 +43,7 @@ impl ServerProcess {
         database_url: &str,
         settings: Settings,
         workers: usize,
+        split: &Split,
         log: &Path,
     ) -> Result<ServerProcess, String> {
         let log = File::options()
@@ -48,7 +51,8 @@ impl ServerProcess {
             .append(true)
             .open(log)
             .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-        let mut child = Command::new(exe)
+        let mut child = split
+            .command(&split.server, &exe.to_string_lossy())
             .arg("serve")
             .args(["--runtime", &runtime.to_string()])
             .args(["--bind", "127.0.0.1:0"])
@@ -103,20 +107,7 @@ impl ServerProcess {
     pub fn wait_idle(&self, within: Duration) -> Result<(), String> {
         let deadline = std::time::Instant::now() + within;
         loop {
-            let idle = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_secs(1))
-                .ok()
-                .and_then(|mut s| {
-                    use std::io::{Read, Write};
-                    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-                    s.write_all(b"GET /stats HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
-                        .ok()?;
-                    let mut out = String::new();
-                    s.read_to_string(&mut out).ok()?;
-                    let body = out.split_once("\r\n\r\n")?.1;
-                    let v: serde_json::Value = serde_json::from_str(body).ok()?;
-                    Some(v["db"]["in_use"].as_u64() == Some(0))
-                })
-                .unwrap_or(false);
+            let idle = stats_json(self.addr).is_some_and(|v| v["db"]["in_use"].as_u64() == Some(0));
             if idle {
                 return Ok(());
             }
@@ -168,6 +159,34 @@ impl Drop for ServerProcess {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
             let _ = self.child.wait();
+        }
+    }
+}
+
+/// `GET /stats` of the server at `addr`, as JSON. The body is read as far as its
+/// Content-Length, not to the end: minihttp never closes a connection.
+fn stats_json(addr: SocketAddr) -> Option<serde_json::Value> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET /stats HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).ok().filter(|&n| n > 0)?;
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        let Some((head, body)) = text.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let len: usize = head.lines().find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })?;
+        if body.len() >= len {
+            return serde_json::from_str(&body[..len]).ok();
         }
     }
 }

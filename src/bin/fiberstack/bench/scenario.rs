@@ -4,6 +4,8 @@
 //! Scenarios that need the same server settings share one server start (a
 //! [`Settings`] group), so a round starts each runtime once per group.
 
+use fiberstack::config::Runtime;
+
 /// How the load is generated.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Load {
@@ -34,7 +36,8 @@ impl Load {
     }
 }
 
-/// Server settings a scenario needs: the same on both runtimes.
+/// Server settings a scenario needs: the same on every runtime (minihttp ignores the
+/// fiber pool's, and says so in its log).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
     /// `--fibers` (the twin's concurrency limit).
@@ -61,6 +64,30 @@ pub struct Scenario {
     pub warmup_secs: u64,
     /// Report (RSS under load - idle RSS) / concurrency for this scenario.
     pub memory_per_request: bool,
+}
+
+impl Scenario {
+    /// Why `runtime` does not run this scenario, if it does not: the raw minihttp
+    /// baseline runs only the wrk loads on routes it has, within its listen backlog.
+    pub fn skipped_on(&self, runtime: Runtime) -> Option<String> {
+        if runtime != Runtime::Minihttp {
+            return None;
+        }
+        if matches!(self.load, Load::Ab { .. }) {
+            return Some("ab hangs: may_minihttp never closes an HTTP/1.0 connection".to_string());
+        }
+        let path = self.path.split('?').next().unwrap_or("");
+        if !["/hello", "/widgets"].contains(&path) {
+            return Some(format!("no {path} route on the raw baseline"));
+        }
+        let backlog = fiberstack::mini::LISTEN_BACKLOG;
+        (self.load.concurrency() > backlog).then(|| {
+            format!(
+                "{} connects at once overflow may's fixed listen backlog of {backlog}:                  the row would time SYN retries",
+                self.load.concurrency()
+            )
+        })
+    }
 }
 
 /// Settings for the ab, /hello and /widgets/http scenarios: room for ab's 220
@@ -246,5 +273,28 @@ mod tests {
             assert_eq!(grouped, list.len());
         }
         assert_eq!(groups(&full(10)).len(), 3);
+    }
+
+    #[test]
+    fn minihttp_runs_the_wrk_scenarios_it_can_take() {
+        let ran: Vec<&str> = full(10)
+            .into_iter()
+            .filter(|s| s.skipped_on(Runtime::Minihttp).is_none())
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(ran, ["hello-64", "hello-256", "widgets-1000"]);
+        for s in full(10) {
+            assert_eq!(s.skipped_on(Runtime::Fibers), None);
+            assert_eq!(s.skipped_on(Runtime::Async), None);
+        }
+        let why = |name| {
+            full(10)
+                .into_iter()
+                .find(|s| s.name == name)
+                .and_then(|s| s.skipped_on(Runtime::Minihttp))
+                .unwrap()
+        };
+        assert!(why("ab-c220").contains("ab hangs"));
+        assert!(why("widgets-5000").contains("backlog of 1024"));
     }
 }

@@ -1,0 +1,107 @@
+//! External programs the tests drive (chromium, haproxy, ab): a check that names the
+//! Debian package when one is missing, children killed when a test ends, and runs
+//! bounded by a deadline.
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Panics, naming the Debian package to install, unless `program` runs with `arg`.
+/// A missing tool fails the test that needs it: nothing is skipped in silence.
+pub fn require(program: &str, arg: &str, package: &str) {
+    let runs = Command::new(program)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    assert!(
+        runs,
+        "`{program}` is not installed: install Debian's `{package}` package \
+         (apt-get install {package}, or scripts/install-deps)"
+    );
+}
+
+/// A child process killed and reaped when dropped (a failing test leaves none behind).
+pub struct Reaped(Option<Child>);
+
+impl Reaped {
+    pub fn spawn(cmd: &mut Command) -> Reaped {
+        Reaped(Some(
+            cmd.spawn()
+                .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}")),
+        ))
+    }
+
+    pub fn child(&mut self) -> &mut Child {
+        self.0
+            .as_mut()
+            .expect("a child until dropped or waited for")
+    }
+
+    /// Whether the child has exited.
+    pub fn exited(&mut self) -> bool {
+        self.child().try_wait().unwrap().is_some()
+    }
+
+    /// Wait for the child's exit at most `within` (else kill it and panic), then its
+    /// output (it must have been spawned with piped stdout and stderr).
+    pub fn output_within(mut self, within: Duration) -> Output {
+        let deadline = Instant::now() + within;
+        while !self.exited() {
+            assert!(
+                Instant::now() < deadline,
+                "{:?} did not finish within {within:?}",
+                self.child().id()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let child = self.0.take().expect("not yet waited for");
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Run `cmd` to its end, at most `within`; its output.
+pub fn run_within(cmd: &mut Command, within: Duration) -> Output {
+    Reaped::spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped())).output_within(within)
+}
+
+/// `ab -c c -n n url` running in the background, output piped.
+pub fn ab(c: usize, n: usize, url: &str) -> Reaped {
+    require("ab", "-V", "apache2-utils");
+    Reaped::spawn(
+        Command::new("ab")
+            .args(["-c", &c.to_string(), "-n", &n.to_string(), "-s", "30", url])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+}
+
+/// The text of a finished child's stdout and stderr.
+pub fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The address in `fiberstack serve`'s start-up line ("listening on http://ADDR ...",
+/// or an example's "listening on http://ADDR/hello").
+pub fn banner_addr(banner: &str) -> SocketAddr {
+    banner
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| c.is_whitespace() || c == '/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {banner:?}"))
+}

@@ -1,0 +1,92 @@
+//! Dependency hygiene: the crates whose internals we rely on (may, corosensei,
+//! mysql_common; see the root Cargo.toml) must be built exactly once. Two copies of
+//! mysql_common would mean two protocol implementations, two of may two schedulers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+/// Crates of which exactly one version may be in the build.
+const ONE_COPY: &[&str] = &["may", "corosensei", "mysql_common"];
+
+/// `cargo metadata` of the workspace: every target and feature it builds,
+/// dev-dependencies included.
+fn metadata() -> serde_json::Value {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(&cargo)
+        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cargo} metadata: {e}"));
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Versions of each package in the resolved dependency graph of `meta`.
+fn resolved_versions(meta: &serde_json::Value) -> BTreeMap<String, BTreeSet<String>> {
+    // Resolve node ids name packages; look each up to get its name and version.
+    let packages: BTreeMap<&str, (&str, &str)> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap();
+            (s("id"), (s("name"), s("version")))
+        })
+        .collect();
+    let mut versions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for node in meta["resolve"]["nodes"].as_array().unwrap() {
+        let (name, version) = packages[node["id"].as_str().unwrap()];
+        versions
+            .entry(name.to_string())
+            .or_default()
+            .insert(version.to_string());
+    }
+    versions
+}
+
+/// What is wrong with `meta`: each crate of [`ONE_COPY`] not built exactly once.
+fn not_once(meta: &serde_json::Value) -> Vec<String> {
+    let versions = resolved_versions(meta);
+    ONE_COPY
+        .iter()
+        .filter_map(|name| {
+            let found = versions.get(*name).cloned().unwrap_or_default();
+            (found.len() != 1).then(|| format!("{name}: {found:?}"))
+        })
+        .collect()
+}
+
+#[test]
+fn may_corosensei_and_mysql_common_are_built_once() {
+    let wrong = not_once(&metadata());
+    assert!(
+        wrong.is_empty(),
+        "expected exactly one version of each, found {wrong:?}; align the versions in \
+         the root Cargo.toml (`cargo tree -d` shows who pulls each)"
+    );
+}
+
+#[test]
+fn the_check_catches_a_second_copy() {
+    // The real graph, with a second mysql_common added as cargo would list it.
+    let mut meta = metadata();
+    let id = "registry+https://github.com/rust-lang/crates.io-index#mysql_common@0.38.2";
+    meta["packages"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({ "id": id, "name": "mysql_common", "version": "0.38.2" }));
+    meta["resolve"]["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({ "id": id }));
+    let wrong = not_once(&meta);
+    assert_eq!(wrong.len(), 1, "{wrong:?}");
+    assert!(
+        wrong[0].contains("0.37.3") && wrong[0].contains("0.38.2"),
+        "{wrong:?}"
+    );
+}
