@@ -132,6 +132,7 @@ fn worker_pids(addr: SocketAddr, n: usize) -> HashSet<u32> {
 
 /// `ab` with the acceptance load on `/widgets?sleep=0.1`, on a thread.
 fn ab(addr: SocketAddr) -> std::thread::JoinHandle<Output> {
+    common::tools::require("ab", "-V", "apache2-utils");
     std::thread::spawn(move || {
         Command::new("ab")
             .args(AB_LOAD)
@@ -144,8 +145,7 @@ fn ab(addr: SocketAddr) -> std::thread::JoinHandle<Output> {
 /// ab's output once it ended, all 5000 requests done (failed ones included).
 fn finished(load: std::thread::JoinHandle<Output>) -> String {
     let out = load.join().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text = common::tools::text(&out);
     assert!(out.status.success(), "ab failed:\n{text}");
     assert_eq!(ab_count(&text, "Complete requests:"), 5000, "{text}");
     text
@@ -336,6 +336,7 @@ fn systemd_socket_activation_serves_on_the_socket_it_passes() {
             std::thread::sleep(Duration::from_millis(20));
         }
     });
+    common::tools::require("systemd-socket-activate", "--version", "systemd");
     let mut cmd = Command::new("systemd-socket-activate");
     cmd.args(["-l", &addr.to_string(), BIN]);
     let serve = serve_with(cmd, &[]);
