@@ -1,15 +1,21 @@
-//! A minimal server on our HTTP layer: one route, its handler on a fiber.
+//! A minimal server on our HTTP layer: one route, its handler on a fiber, and (when
+//! asked for 2 or more processes) a supervisor that runs that many copies of it behind
+//! one port, replaces one that dies, and restarts them one by one on SIGHUP.
 //!
 //! Run with: cargo run --example minimal_server            (or `-- 127.0.0.1:0` for any free port)
+//!      or:  cargo run --example minimal_server -- 127.0.0.1:3001 4     (4 worker processes)
 //! Then:     curl -i http://127.0.0.1:3001/hello?name=fibers
 #![forbid(unsafe_code)]
 
+use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use fiberstack::config::HttpLimits;
 use fiberstack::http::{Handler, Request, Response, Router};
 use fiberstack::server::{self, App};
 use fiberstack::stats::HttpStats;
+use fiberstack::supervisor::{self, SupervisorConfig};
 
 struct Greeter {
     greeting: &'static str,
@@ -21,7 +27,26 @@ fn hello(state: &Greeter, req: &Request) -> Response {
     Response::text(200, format!("{}, {name}!\n", state.greeting))
 }
 
-fn main() -> std::io::Result<()> {
+fn main() -> io::Result<()> {
+    // First: a worker finds its supervisor and its listening socket here.
+    supervisor::init();
+    // The address to listen on (else 127.0.0.1:3001), and how many processes (else 1).
+    let mut args = std::env::args().skip(1);
+    let addr = match args.next() {
+        Some(arg) => arg.parse().map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("address {arg}: {e}"))
+        })?,
+        None => std::net::SocketAddr::from(([127, 0, 0, 1], 3001)),
+    };
+    let processes = args.next().map_or(Ok(1), |n| {
+        n.parse::<usize>()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("processes {n}: {e}")))
+    })?;
+    if let Some(done) = supervisor::supervise(SupervisorConfig::new(processes, addr)) {
+        return done.map_err(io::Error::other); // this process was the supervisor
+    }
+
+    let stops = supervisor::stop_requests()?;
     let fibers = fiber_pool::FiberPool::new(fiber_pool::PoolConfig::default()).unwrap();
     let stats: Arc<HttpStats> = Default::default();
     let app = App {
@@ -31,19 +56,15 @@ fn main() -> std::io::Result<()> {
         limits: Default::default(),
         stats: Arc::clone(&stats),
     };
-    // The address to listen on: the first argument, else 127.0.0.1:3001.
-    let addr = match std::env::args().nth(1) {
-        Some(arg) => arg.parse().map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("address {arg}: {e}"),
-            )
-        })?,
-        None => std::net::SocketAddr::from(([127, 0, 0, 1], 3001)),
-    };
-    let listener = fiberstack::http::listener::bind(addr)?;
-    let server = server::spawn(listener, Arc::new(app), HttpLimits::default(), stats)?;
+    let server = server::spawn(
+        supervisor::listener(addr)?,
+        Arc::new(app),
+        HttpLimits::default(),
+        stats,
+    )?;
     println!("listening on http://{}/hello", server.addr());
-    server.wait();
+    supervisor::ready();
+    stops.wait();
+    server.shutdown(Duration::from_secs(5));
     Ok(())
 }

@@ -38,6 +38,11 @@ pub const DEFAULT_ACCESS_LOG: bool = true;
 
 /// `HttpLimits::connection_stack`: bytes of may stack per connection coroutine.
 pub const CONNECTION_STACK: usize = 16 * 1024;
+/// `--processes`: one process, no supervisor (2 or more start a supervisor).
+pub const DEFAULT_PROCESSES: usize = 1;
+/// Longest a new worker process may take to accept before the supervisor kills it and
+/// starts another (MariaDB connections, schema check, bind: well under a second here).
+pub const DEFAULT_WORKER_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Limits of the HTTP/1.x server, per connection and per request.
 #[derive(Clone, Debug)]
@@ -187,10 +192,16 @@ pub struct ServeConfig {
     pub workers: usize,
     /// The JSON API `/twitter` reads; `None` means this server's own `/upstream/search.json`.
     pub upstream: Option<String>,
-    /// Time in-flight requests get to finish after SIGTERM.
+    /// Time in-flight requests get to finish after SIGTERM, or, in a worker being
+    /// replaced, after the supervisor told it to stop.
     pub shutdown_grace: Duration,
     /// Whether each request gets an access line (at info, target `fiberstack::access`).
     pub access_log: bool,
+    /// Worker processes behind the port: 1 serves in this process, 2 or more start a
+    /// supervisor (`supervisor/`) that runs that many workers and replaces them.
+    pub processes: usize,
+    /// Longest a new worker may take to accept before it is killed and started again.
+    pub worker_start_timeout: Duration,
     /// HTTP server limits.
     pub http: HttpLimits,
     /// HTTP client limits.
@@ -224,6 +235,8 @@ impl Default for ServeConfig {
             upstream: None,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             access_log: DEFAULT_ACCESS_LOG,
+            processes: DEFAULT_PROCESSES,
+            worker_start_timeout: DEFAULT_WORKER_START_TIMEOUT,
             http: HttpLimits::default(),
             client: ClientLimits::default(),
         }

@@ -17,6 +17,8 @@
 //!   -> stack_use.rs (each route's fiber stack use: for stack-report and tests/stack.rs)
 //!   -> logging.rs (the logger: RUST_LOG, line format; the access and 5xx lines)
 //!   -> app/ (one file per route group; the twin shares its pure pieces)
+//!   -> supervisor/ (worker processes behind one port: the supervisor, the worker's
+//!                   side, the inherited listening socket)
 //!   -> http/ (request, response, router, the handler type, the refusal 503s, query
 //!            strings, HTML escaping, connection loop, listener, client)
 //!   -> config.rs (every limit, named), shutdown.rs, stats.rs
@@ -44,4 +46,5 @@ pub mod shutdown;
 pub mod stack_use;
 pub mod start;
 pub mod stats;
+pub mod supervisor;
 pub mod twin;

@@ -15,16 +15,17 @@
 //! could be abandoned mid-write by an overflow: STACK_SIZES.md).
 
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fiber_pool::{FiberPool, RunError};
-use may::net::TcpListener;
+use may::io::WaitIo;
+use may::io::WaitIoWaker;
 
 use crate::config::HttpLimits;
 use crate::http::conn::{self, Client, Service};
-use crate::http::listener;
+use crate::http::listener::{self, Listener};
 use crate::http::refusal::{over_limit, queue_full, wait_timed_out, OVER_LIMIT_WRITE_TIMEOUT};
 use crate::http::router::Router;
 use crate::http::{Handler, Request, Response};
@@ -245,38 +246,46 @@ fn target(req: &Request) -> String {
     }
 }
 
-/// How long `shutdown`'s wake-up connection to the accept loop may take (loopback).
-const WAKE_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-
 /// A running server: its address, and the handle that stops it.
 pub struct Server {
     addr: SocketAddr,
     stop: Arc<Stop>,
+    /// Wakes the accept loop from its wait for a connection, to see the stop flag.
+    wake_accept: WaitIoWaker,
     accept: Option<fiber_pool::carrier::JoinHandle<()>>,
 }
 
-/// Start serving `service` on `listener` in may coroutines; returns at once.
+/// Start serving `service` on `listener` (bound here, or inherited: see
+/// [`listener::Listener`]) in may coroutines; returns at once.
 pub fn spawn(
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     service: Arc<dyn Service>,
     limits: HttpLimits,
     stats: Arc<HttpStats>,
 ) -> io::Result<Server> {
-    let addr = listener.local_addr()?;
+    let listener = listener.into();
+    let addr = listener.socket.local_addr()?;
     let stop = Arc::new(Stop::default());
     let accept_stop = Arc::clone(&stop);
+    let wake_accept = listener.socket.waker();
     let accept = fiber_pool::carrier::spawn("accept", None, move || {
         accept_loop(listener, service, limits, stats, accept_stop)
     })?;
     Ok(Server {
         addr,
         stop,
+        wake_accept,
         accept: Some(accept),
     })
 }
 
+/// Accept with std's non-blocking `accept(2)` and wait in may between connections
+/// (`wait_io`), instead of may's `accept`: a coroutine parked in may's `accept` cannot
+/// be woken without a connection, and on a listening socket shared with other workers
+/// that connection may go to any of them. The waker ([`Server::shutdown`]) ends the
+/// wait at once, so a stopping worker takes no connection after it was told to stop.
 fn accept_loop(
-    listener: TcpListener,
+    listener: Listener,
     service: Arc<dyn Service>,
     limits: HttpLimits,
     stats: Arc<HttpStats>,
@@ -284,8 +293,23 @@ fn accept_loop(
 ) {
     let limits = Arc::new(limits);
     loop {
-        let stream = match listener.accept() {
-            Ok((stream, _)) => stream,
+        if stop.is_stopping() && listener.shared {
+            break; // the backlog is the other workers' to serve
+        }
+        let stream = match listener.socket.inner().accept() {
+            Ok((stream, _)) => fiber_pool::net::adopt_stream(stream),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if stop.is_stopping() {
+                    // Stopping, and nothing else waits in the backlog: close the port.
+                    break;
+                }
+                listener.socket.wait_io();
+                continue;
+            }
+            Err(e) => Err(e),
+        };
+        let stream = match stream {
+            Ok(stream) => stream,
             Err(e) => {
                 if stop.is_stopping() {
                     break;
@@ -296,6 +320,9 @@ fn accept_loop(
                 continue;
             }
         };
+        // When stopping, a connection still taken here waited in our own backlog: the
+        // kernel completed its handshake, so its client believes it was accepted. It is
+        // served (with `Connection: close`) instead of reset by the port's closing.
         stats.accepted();
         if stop.connections() >= limits.max_connections {
             stats.rejected_connection();
@@ -304,13 +331,8 @@ fn accept_loop(
         } else {
             spawn_connection(stream, &service, &limits, &stats, &stop);
         }
-        if stop.is_stopping() && !pending(&listener) {
-            // Stopping, and nothing else waits in the backlog: close the port. (The
-            // connection just served may be `shutdown`'s wake-up call: it reads EOF.)
-            break;
-        }
     }
-    // Dropping the listener here closes the port: new connections are refused.
+    // Dropping the listener here closes the port (or, when shared, our copy of it).
 }
 
 /// Serve `stream` on a coroutine of its own, counted until it closes.
@@ -337,16 +359,6 @@ fn spawn_connection(
     }
 }
 
-/// Whether a connection waits in the listener's backlog. The kernel completed its
-/// handshake, so its client believes it was accepted: when stopping, the accept loop
-/// serves every such connection (with `Connection: close`) before it closes the port,
-/// instead of letting the close reset them.
-fn pending(listener: &TcpListener) -> bool {
-    use fiber_pool::net::{poll_now, PollFlags};
-    use std::os::fd::AsFd;
-    poll_now(listener.inner().as_fd(), PollFlags::POLLIN).is_ok_and(|ready| !ready.is_empty())
-}
-
 /// Answer a connection over the limit with a 503 and close it.
 fn reject(mut stream: may::net::TcpStream, max: usize) {
     let _ = stream.set_write_timeout(Some(OVER_LIMIT_WRITE_TIMEOUT));
@@ -367,7 +379,7 @@ impl Server {
     /// Stop accepting, let in-flight requests finish for up to `grace`, and report.
     pub fn shutdown(mut self, grace: Duration) -> Drained {
         self.stop.begin();
-        self.wake_accept();
+        self.wake_accept.wakeup();
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
         }
@@ -381,18 +393,5 @@ impl Server {
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
         }
-    }
-
-    /// The accept loop waits in `accept`; a connection to ourselves wakes it to see
-    /// the stop flag.
-    fn wake_accept(&self) {
-        let mut addr = self.addr;
-        if addr.ip().is_unspecified() {
-            addr.set_ip(match addr {
-                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        let _ = std::net::TcpStream::connect_timeout(&addr, WAKE_CONNECT_TIMEOUT);
     }
 }

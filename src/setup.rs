@@ -78,7 +78,11 @@ pub fn database(cfg: &ServeConfig) -> Result<Database, StartError> {
         mariadbd: cfg.mariadbd.clone(),
         ..LaunchConfig::default()
     })
-    .map_err(|e| fail(format!("cannot start the private MariaDB: {e}")))?;
+    .map_err(|e| {
+        fail(format!(
+            "cannot start the private MariaDB (--mariadbd): {e}"
+        ))
+    })?;
     Ok(Database {
         opts: db.opts(),
         db_where: format!(

@@ -90,3 +90,53 @@ impl Drop for Counted<'_> {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
+
+/// The requests to stop this process, from whichever source comes first: signals, and
+/// (for a supervised worker) the supervisor (`supervisor::stop_requests` adds it).
+pub struct StopRequests {
+    tx: std::sync::mpsc::Sender<String>,
+    rx: std::sync::mpsc::Receiver<String>,
+}
+
+impl StopRequests {
+    /// Turn SIGTERM, and SIGINT when `on_sigint`, into stop requests. Registered before
+    /// anything starts, a signal during start-up is not lost.
+    pub fn install(on_sigint: bool) -> std::io::Result<Self> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let (tx, rx) = std::sync::mpsc::channel();
+        // A supervised worker still registers SIGINT, to ignore it: Ctrl-C reaches the
+        // whole process group, and its supervisor stops the workers in order.
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+        let signal_tx = tx.clone();
+        std::thread::Builder::new()
+            .name("stop-signals".into())
+            .spawn(move || {
+                for signal in signals.forever() {
+                    let name = if signal == SIGINT {
+                        "SIGINT"
+                    } else {
+                        "SIGTERM"
+                    };
+                    if (signal != SIGINT || on_sigint)
+                        && signal_tx.send(format!("got {name}")).is_err()
+                    {
+                        return;
+                    }
+                }
+            })?;
+        Ok(StopRequests { tx, rx })
+    }
+
+    /// Another source of stop requests.
+    pub fn sender(&self) -> std::sync::mpsc::Sender<String> {
+        self.tx.clone()
+    }
+
+    /// Block until a stop is requested; why.
+    pub fn wait(&self) -> String {
+        // `self.tx` lives as long as `self`: recv cannot fail.
+        self.rx
+            .recv()
+            .unwrap_or_else(|_| "no source of stop requests is left".into())
+    }
+}

@@ -1,5 +1,5 @@
 //! Starting the whole demo in-process: fibers, MySQL (private or external), the schema,
-//! the listener and the server. The binary and the integration tests both call
+//! the listener (bound here, or inherited from a supervisor or systemd) and the server. The binary and the integration tests both call
 //! [`start`], so what the tests prove is what `fiberstack serve` runs.
 
 use std::net::SocketAddr;
@@ -17,6 +17,7 @@ use crate::server::{self, App, RouteLimits, Server};
 use crate::setup::{bound, fail, fiber_mysql_pool, own_address, own_urls, StartError};
 use crate::shutdown::Drained;
 use crate::stats::HttpStats;
+use crate::supervisor;
 
 /// A running demo.
 pub struct Running {
@@ -43,9 +44,13 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
 
     let (db, mariadb, db_where) = fiber_mysql_pool(cfg)?;
 
-    let listener = listener::bind_with_backlog(cfg.bind, cfg.http.listen_backlog)
-        .map_err(|e| fail(e.to_string()))?;
-    let addr = bound(listener.local_addr())?;
+    let listener = match supervisor::take_listener().map_err(|e| fail(e.to_string()))? {
+        // A worker's, or systemd's socket activation: the socket is bound already.
+        Some(inherited) => listener::adopt(inherited),
+        None => listener::bind_with_backlog(cfg.bind, cfg.http.listen_backlog).map(Into::into),
+    }
+    .map_err(|e| fail(e.to_string()))?;
+    let addr = bound(listener.socket.local_addr())?;
     let (self_widgets, upstream) = own_urls(cfg, addr)?;
     let http_stats = Arc::new(HttpStats::new(app::route_labels(), cfg.access_log));
     let state = Arc::new(AppState {

@@ -4,121 +4,33 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::child::{alive, Served};
 use common::{concurrent_gets, get, wait_for_stats};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fiberstack");
 
-/// A `fiberstack serve` child; killed if a test fails before it exits.
-struct Serve {
-    child: Child,
-    addr: SocketAddr,
-    banner: String,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serve {
-    fn start(args: &[&str]) -> Serve {
-        let mut child = Command::new(BIN)
-            .args([
-                "serve",
-                "--bind",
-                "127.0.0.1:0",
-                "--fibers",
-                "20",
-                "--db-pool",
-                "10",
-            ])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let banner = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("a start-up line");
-        let addr = common::tools::banner_addr(&banner);
-        let (etx, erx) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = etx.send(line);
-            }
-        });
-        Serve {
-            child,
-            addr,
-            banner,
-            stderr: erx,
-        }
-    }
-
-    fn sigterm(&self) {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-
-    /// Wait for the process to exit (bounded) and return its stderr lines.
-    fn wait_exit(&mut self, within: Duration) -> (std::process::ExitStatus, Vec<String>) {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                // The reader thread ends at the pipe's EOF, closing the channel.
-                let mut lines = Vec::new();
-                let eof_by = Instant::now() + Duration::from_secs(5);
-                while let Ok(line) = self
-                    .stderr
-                    .recv_timeout(eof_by.saturating_duration_since(Instant::now()))
-                {
-                    lines.push(line);
-                }
-                return (status, lines);
-            }
-            assert!(Instant::now() < deadline, "did not exit within {within:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// The pid of the private MariaDB, from the start-up line.
-    fn mariadb_pid(&self) -> u32 {
-        let after = self
-            .banner
-            .split("(pid ")
-            .nth(1)
-            .expect("a private MariaDB");
-        after.trim_end_matches(')').parse().unwrap()
-    }
-}
-
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
+/// `fiberstack serve` with small pools and `args`, once it prints its start-up line.
+fn serve(args: &[&str]) -> Served {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--fibers",
+        "20",
+        "--db-pool",
+        "10",
+    ])
+    .args(args);
+    Served::start(cmd, |_| true, Duration::from_secs(60))
 }
 
 #[test]
 fn sigterm_finishes_in_flight_requests_then_stops_mariadb() {
-    let mut s = Serve::start(&[]);
+    let mut s = serve(&[]);
     assert!(
         s.banner
             .contains("runtime fibers, 20 fibers x 128KiB stack"),
@@ -139,7 +51,7 @@ fn sigterm_finishes_in_flight_requests_then_stops_mariadb() {
         Duration::from_secs(20),
         |st| st["db"]["in_use"].as_u64() >= Some(10),
     );
-    s.sigterm();
+    s.signal("TERM");
     let (resps, _) = in_flight.join().unwrap();
     assert!(resps.iter().all(|r| r.status == 200), "{resps:?}");
     assert!(resps
@@ -171,7 +83,7 @@ fn ab_across_a_shutdown_sees_no_failed_accepted_request() {
     if Command::new("ab").arg("-V").output().is_err() {
         panic!("ab is missing: run scripts/install-deps");
     }
-    let mut s = Serve::start(&[]);
+    let mut s = serve(&[]);
     let url = format!("http://{}/widgets?sleep=0.1", s.addr);
     let ab = Command::new("ab")
         .args(["-c", "10", "-n", "400", "-s", "20", &url])
@@ -186,7 +98,7 @@ fn ab_across_a_shutdown_sees_no_failed_accepted_request() {
         Duration::from_secs(30),
         |st| st["fibers"]["routes"]["widgets"]["runs"].as_u64() >= Some(50),
     );
-    s.sigterm();
+    s.signal("TERM");
     let out = ab.wait_with_output().unwrap();
     let text = format!(
         "{}{}",
@@ -258,7 +170,7 @@ fn a_taken_port_stops_the_start_with_the_flag_to_change() {
 #[test]
 fn a_mysql_error_is_a_500_whose_text_is_logged() {
     let mut db = fiber_mysql::launcher::MariaDb::start(Default::default()).unwrap();
-    let s = Serve::start(&["--database-url", &db.url()]);
+    let s = serve(&["--database-url", &db.url()]);
     assert!(
         s.banner.contains("external mysql://app:***@"),
         "{}",

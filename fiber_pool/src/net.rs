@@ -129,6 +129,28 @@ fn into_may(socket: Socket) -> io::Result<may::net::TcpStream> {
     .map_err(|_| io::Error::other("may's event loop refused the new connection"))
 }
 
+/// Give an accepted connection to may: what may's own `accept` does after `accept(2)`
+/// (non-blocking, registered with the event loop). The server's accept loop accepts
+/// with std so that it can stop waiting at once (`WaitIo::waker`), which may's parked
+/// `accept` cannot.
+pub fn adopt_stream(stream: std::net::TcpStream) -> io::Result<may::net::TcpStream> {
+    into_may(Socket::from(stream))
+}
+
+/// Give a listening socket to may: one inherited from a supervisor or from systemd's
+/// socket activation (`LISTEN_FDS`) arrives as a std listener.
+pub fn adopt_listener(listener: std::net::TcpListener) -> io::Result<may::net::TcpListener> {
+    use std::os::fd::FromRawFd;
+    let fd = listener.into_raw_fd();
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: `fd` is an open listening TCP socket that nothing else owns:
+        // `into_raw_fd` gave up the std listener's ownership, and may's TcpListener
+        // takes it (closing it on drop, or while unwinding if registration fails).
+        unsafe { may::net::TcpListener::from_raw_fd(fd) }
+    }))
+    .map_err(|_| io::Error::other("may's event loop refused the listening socket"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

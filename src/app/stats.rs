@@ -1,4 +1,5 @@
-//! `GET /stats`: the fiber pool, the MySQL pool, the HTTP client and server, uptime.
+//! `GET /stats`: the fiber pool, the MySQL pool, the HTTP client and server, uptime, and
+//! which process answered (its pid; its worker id and generation under a supervisor).
 
 use crate::app::AppState;
 use crate::http::{Request, Response};
@@ -12,6 +13,7 @@ pub fn stats(state: &AppState, _req: &Request) -> Response {
 pub fn snapshot(state: &AppState) -> serde_json::Value {
     serde_json::json!({
         "uptime_secs": state.http_stats.uptime_secs(),
+        "worker": crate::supervisor::describe(),
         "fibers": fibers_json(&state.fibers.stats()),
         "db": db_json(&state.db.stats()),
         "http_client": state.http.stats_json(),

@@ -98,8 +98,9 @@ pub fn serve<S: Service + ?Sized>(
     };
     // Allocated by the first read, released while the connection idles (`read_head`).
     let mut buf: Vec<u8> = Vec::new();
+    let mut first = true;
     loop {
-        let head = match read_head(&mut stream, &mut buf, limits, stop) {
+        let head = match read_head(&mut stream, &mut buf, limits, stop, first) {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(ReadError::Http(e)) => {
@@ -109,6 +110,7 @@ pub fn serve<S: Service + ?Sized>(
             }
             Err(ReadError::Io) => return,
         };
+        first = false;
         buf.drain(..head.head_len);
         let mut req = head.request;
         if head.framing != Framing::Length(0) && req.expects_continue() && buf.is_empty() {
@@ -213,17 +215,22 @@ impl Socket {
 }
 
 /// Read until `buf` holds a complete head. `Ok(None)`: the client closed between
-/// requests, stayed idle past `idle_timeout`, or the server is stopping.
+/// requests, stayed idle past `idle_timeout`, or the server is stopping. A `first`
+/// request (the connection has sent nothing yet) gets one [`IDLE_POLL`] look even when
+/// stopping: its client connected before the accept loop stopped and has most likely
+/// sent its request already (a worker being replaced must answer it, not drop it).
 fn read_head(
     stream: &mut Socket,
     buf: &mut Vec<u8>,
     limits: &HttpLimits,
     stop: &Stop,
+    first: bool,
 ) -> Result<Option<crate::http::request::Head>, ReadError> {
     // Set when a read first times out, backdated by that slice: a keep-alive client
     // usually sends its next request within the first slice, and then the clock is
     // not read for the idle time at all.
     let mut idle_since: Option<Instant> = None;
+    let mut last_look = !first;
     let mut head_deadline: Option<Instant> = None;
     loop {
         if !buf.is_empty() {
@@ -239,7 +246,10 @@ fn read_head(
             },
             None => {
                 if stop.is_stopping() {
-                    return Ok(None);
+                    if last_look {
+                        return Ok(None);
+                    }
+                    last_look = true;
                 }
                 let idle = idle_since.map_or(Duration::ZERO, |since| since.elapsed());
                 if idle >= limits.idle_timeout {

@@ -5,6 +5,10 @@
 //! bind the address once with std (which sets no SO_REUSEPORT): Linux refuses that
 //! while any socket listens there, so a taken port is reported with the flag to change.
 //!
+//! A listening socket can also be inherited (from `fiberstack`'s supervisor, or from
+//! systemd's socket activation: see `supervisor/inherit.rs`): [`adopt`] hands it to may
+//! as a [`Listener`] marked shared, whose backlog other processes serve too.
+//!
 //! may also hard-codes a listen backlog of 1024; we raise it to
 //! `HttpLimits::listen_backlog` so that a burst of connects (ab -c 2000) waits in the
 //! kernel instead of being dropped.
@@ -18,6 +22,34 @@ use crate::config::HttpLimits;
 /// The pause after a failed accept (out of file descriptors and the like) before the
 /// accept loop tries again: long enough not to spin, short enough to go unnoticed.
 pub const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(10);
+
+/// A listening socket for the server, and whether it is shared with other processes.
+#[derive(Debug)]
+pub struct Listener {
+    pub socket: may::net::TcpListener,
+    /// Inherited: a supervisor and its other workers hold the same socket. A stopping
+    /// server then stops accepting at once and leaves the backlog to them; a server
+    /// that owns its socket serves the backlog before it closes the port.
+    pub shared: bool,
+}
+
+impl From<may::net::TcpListener> for Listener {
+    fn from(socket: may::net::TcpListener) -> Self {
+        Listener {
+            socket,
+            shared: false,
+        }
+    }
+}
+
+/// Serve an inherited listening socket (from a supervisor or systemd), shared with the
+/// processes that hold it too.
+pub fn adopt(inherited: std::net::TcpListener) -> io::Result<Listener> {
+    Ok(Listener {
+        socket: fiber_pool::net::adopt_listener(inherited)?,
+        shared: true,
+    })
+}
 
 /// Bind `addr` for may with the default backlog, refusing a taken port.
 pub fn bind(addr: SocketAddr) -> io::Result<may::net::TcpListener> {

@@ -1,6 +1,7 @@
 //! Starting the async twin in-process: the tokio runtime, MySQL (private or external),
-//! the schema, the listener and the server; compare `src/start.rs`. The binary
-//! (`serve --runtime async`) and the tests both call [`start`].
+//! the schema, the listener (bound, or inherited as in `src/start.rs`) and the server;
+//! compare `src/start.rs`. The binary (`serve --runtime async`) and the tests both call
+//! [`start`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +43,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         .build()
         .map_err(|e| fail(format!("cannot start the tokio runtime (--workers): {e}")))?;
 
+    let inherited = crate::supervisor::take_listener().map_err(|e| fail(e.to_string()))?;
     // The launcher blocks while MariaDB starts: do it before the runtime is busy.
     let Database {
         mariadb,
@@ -65,9 +67,14 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
             }
         }
 
-        let listener = server::bind(cfg.bind, cfg.http.listen_backlog)
-            .await
-            .map_err(|e| fail(e.to_string()))?;
+        let listener = match inherited {
+            // A worker's, or systemd's socket activation: the socket is bound already.
+            Some(std_listener) => std_listener
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::TcpListener::from_std(std_listener)),
+            None => server::bind(cfg.bind, cfg.http.listen_backlog).await,
+        }
+        .map_err(|e| fail(e.to_string()))?;
         let addr = bound(listener.local_addr())?;
         let (self_widgets, upstream) = own_urls(cfg, addr)?;
         let http_stats = Arc::new(HttpStats::new(app::route_labels(), cfg.access_log));

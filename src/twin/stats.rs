@@ -16,6 +16,7 @@ pub fn snapshot(state: &Shared) -> serde_json::Value {
     serde_json::json!({
         "runtime": "async",
         "uptime_secs": state.http_stats.uptime_secs(),
+        "worker": crate::supervisor::describe(),
         "tasks": state.limit.to_json(),
         "db": state.db.to_json(),
         "http_client": state.http.to_json(),

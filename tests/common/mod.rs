@@ -3,6 +3,7 @@
 //! that a bug there cannot hide a bug in the server).
 #![allow(dead_code)]
 
+pub mod child;
 pub mod tools;
 
 use std::io::{Read, Write};

@@ -95,12 +95,13 @@ pub fn text(out: &Output) -> String {
     )
 }
 
-/// The address in `fiberstack serve`'s start-up line ("listening on http://ADDR ...").
+/// The address in `fiberstack serve`'s start-up line ("listening on http://ADDR ...",
+/// or an example's "listening on http://ADDR/hello").
 pub fn banner_addr(banner: &str) -> SocketAddr {
     banner
         .split("http://")
         .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|rest| rest.split(|c: char| c.is_whitespace() || c == '/').next())
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no address in {banner:?}"))
 }

@@ -10,10 +10,12 @@ use clap::{Args, Parser, Subcommand};
 use fiber_mysql::launcher::LaunchConfig;
 use fiberstack::config::{
     ByteSize, Runtime, ServeConfig, DEFAULT_ACCESS_LOG, DEFAULT_BIND, DEFAULT_DB_POOL,
-    DEFAULT_DB_WAIT, DEFAULT_FIBERS, DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS, DEFAULT_QUEUE,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE,
+    DEFAULT_DB_WAIT, DEFAULT_FIBERS, DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE,
 };
+use fiberstack::shutdown::StopRequests;
 use fiberstack::start;
+use fiberstack::supervisor::{self, Supervisor, SupervisorConfig, MAX_PROCESSES};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -102,9 +104,15 @@ pub struct ServeArgs {
     /// Most open client connections; more are answered 503.
     #[arg(long, env = "FIBERSTACK_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
-    /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C.
+    /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C (and in a worker
+    /// being replaced).
     #[arg(long, env = "FIBERSTACK_SHUTDOWN_GRACE", default_value_t = DEFAULT_SHUTDOWN_GRACE.as_secs_f64())]
     pub shutdown_grace: f64,
+    /// Worker processes: 2 or more start a supervisor that binds the port once, shares
+    /// one private MariaDB, replaces a worker that dies, and restarts them all one by
+    /// one on SIGHUP. 1 serves in this process, with no supervisor.
+    #[arg(long, env = "FIBERSTACK_PROCESSES", default_value_t = DEFAULT_PROCESSES as u64, value_parser = clap::value_parser!(u64).range(1..=MAX_PROCESSES as u64))]
+    pub processes: u64,
     /// An access line per request on stderr: on or off (what it costs: BENCHMARKS.md).
     /// RUST_LOG filters it too, as target fiberstack::access.
     #[arg(long, env = "FIBERSTACK_ACCESS_LOG", default_value = on_off(DEFAULT_ACCESS_LOG),
@@ -158,6 +166,7 @@ impl ServeArgs {
             db_wait_timeout: secs("db-wait", self.db_wait)?,
             shutdown_grace: secs("shutdown-grace", self.shutdown_grace)?,
             access_log: self.access_log,
+            processes: self.processes as usize,
             ..ServeConfig::default()
         };
         if let Some(w) = self.workers {
@@ -170,6 +179,9 @@ impl ServeArgs {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    // First, before any thread: a worker's identity and inherited socket are in the
+    // environment, which this reads and cleans.
+    supervisor::init();
     let cli = Cli::parse();
     fiberstack::logging::init();
     let result = match cli.command {
@@ -203,23 +215,28 @@ pub fn stop_signals() -> Result<signal_hook::iterator::Signals, String> {
         .map_err(|e| format!("cannot install signal handlers: {e}"))
 }
 
-/// Run the server until SIGINT or SIGTERM, then shut down gracefully.
+/// Run the server until it is told to stop (SIGINT or SIGTERM, or its supervisor),
+/// then shut down gracefully. With `--processes` 2 or more, run the supervisor instead.
 pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
-    let mut signals = stop_signals()?;
+    if cfg.processes > 1 && supervisor::worker().is_none() {
+        return supervise(cfg);
+    }
+    let stops =
+        supervisor::stop_requests().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let drained = match cfg.runtime {
-        Runtime::Minihttp => return serve_minihttp(cfg, &mut signals),
+        Runtime::Minihttp => return serve_minihttp(cfg, &stops),
         Runtime::Fibers => {
             let running = start::start(cfg).map_err(|e| e.to_string())?;
             println!("{}", running.banner(cfg));
-            let signal = wait_for_stop(&mut signals);
-            stopping(signal, running.server.stop_state().in_flight(), cfg);
+            supervisor::ready();
+            stopping(&stops.wait(), running.server.stop_state().in_flight(), cfg);
             running.shutdown(cfg.shutdown_grace)
         }
         Runtime::Async => {
             let running = fiberstack::twin::start(cfg).map_err(|e| e.to_string())?;
             println!("{}", running.banner(cfg));
-            let signal = wait_for_stop(&mut signals);
-            stopping(signal, running.server.stop_state().in_flight(), cfg);
+            supervisor::ready();
+            stopping(&stops.wait(), running.server.stop_state().in_flight(), cfg);
             running.shutdown(cfg.shutdown_grace)
         }
     };
@@ -233,36 +250,56 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// `serve --runtime minihttp`: say which flags it ignores, serve until a signal, then
-/// stop MySQL. Open connections are cut: may_minihttp has no graceful shutdown.
-fn serve_minihttp(
-    cfg: &ServeConfig,
-    signals: &mut signal_hook::iterator::Signals,
-) -> Result<(), String> {
+/// The supervisor: bind, start the one private MariaDB the workers share (sized for
+/// all their pools plus one replacement's), run the workers, and stop MariaDB last.
+fn supervise(cfg: &ServeConfig) -> Result<(), String> {
+    if cfg.runtime == Runtime::Minihttp {
+        return Err(
+            "--processes needs --runtime fibers or async: stock may_minihttp binds its own \
+             socket and cannot serve an inherited one"
+                .into(),
+        );
+    }
+    let mut sup = Supervisor::bind(SupervisorConfig {
+        processes: cfg.processes,
+        bind: cfg.bind,
+        listen_backlog: cfg.http.listen_backlog,
+        shutdown_grace: cfg.shutdown_grace,
+        start_timeout: cfg.worker_start_timeout,
+    })?;
+    let all_pools = ServeConfig {
+        db_pool: cfg.db_pool * (cfg.processes + 1),
+        ..cfg.clone()
+    };
+    let db = fiberstack::setup::database(&all_pools).map_err(|e| e.to_string())?;
+    if let Some(mariadb) = &db.mariadb {
+        // The environment, not argv: the URL holds the password.
+        sup.env("DATABASE_URL", mariadb.url());
+    }
+    sup.note(format!("MySQL: {}", db.db_where));
+    let result = sup.run();
+    drop(db);
+    log::info!("fiberstack: stopped");
+    result
+}
+
+/// `serve --runtime minihttp`: say which flags it ignores, serve until told to stop,
+/// then stop MySQL. Open connections are cut: may_minihttp has no graceful shutdown.
+fn serve_minihttp(cfg: &ServeConfig, stops: &StopRequests) -> Result<(), String> {
     for line in fiberstack::mini::ignored_flags(cfg) {
         log::warn!("fiberstack: minihttp: {line}");
     }
     let running = fiberstack::mini::start(cfg).map_err(|e| e.to_string())?;
     println!("{}", running.banner(cfg));
-    let signal = wait_for_stop(signals);
-    log::info!(
-        "fiberstack: got {signal}; minihttp has no graceful shutdown, open connections are cut"
-    );
+    let why = stops.wait();
+    log::info!("fiberstack: {why}; minihttp has no graceful shutdown, open connections are cut");
     running.shutdown();
     Ok(())
 }
 
-/// Block until SIGINT or SIGTERM; the signal's name.
-fn wait_for_stop(signals: &mut signal_hook::iterator::Signals) -> &'static str {
-    match signals.forever().next() {
-        Some(signal_hook::consts::SIGINT) => "SIGINT",
-        _ => "SIGTERM",
-    }
-}
-
-fn stopping(signal: &str, in_flight: usize, cfg: &ServeConfig) {
+fn stopping(why: &str, in_flight: usize, cfg: &ServeConfig) {
     log::info!(
-        "fiberstack: got {signal}, finishing {in_flight} in-flight requests (up to {:?})",
+        "fiberstack: {why}: finishing {in_flight} in-flight requests (up to {:?})",
         cfg.shutdown_grace
     );
 }

@@ -1,0 +1,102 @@
+//! Several worker processes behind one port, and a supervisor that replaces them
+//! without refusing a connection: `fiberstack serve --processes N`, and the same for
+//! any app built on the library (see `examples/minimal_server.rs`).
+//!
+//! ```text
+//! supervisor (process.rs): binds the port once, owns what the workers share (the
+//!   |   private MariaDB: its URL goes to the workers in the environment, never argv),
+//!   |   never accepts. SIGHUP: rolling restart. SIGTERM/SIGINT: stop all, then return.
+//!   |-- worker 1 (this same binary, re-executed with the same arguments)
+//!   |-- worker 2      each inherits the listening socket (inherit.rs: LISTEN_FDS, as
+//!   '-- ...           systemd passes it) and talks to the supervisor on its stdin
+//!                     (worker.rs: "ready", "replace <reason>"; the supervisor: "stop")
+//! ```
+//!
+//! A replacement goes in this order: the new worker starts and says `ready` once it
+//! accepts; only then is the old one told to stop; it stops accepting at once (the
+//! accept loop's wait is woken, see `server.rs`), finishes its in-flight requests for
+//! up to `--shutdown-grace`, and exits. The listening socket stays open in the
+//! supervisor all along, so the port never refuses a connection: connections wait in
+//! the kernel's backlog for whichever worker accepts next. A worker that dies (exit,
+//! crash, `kill -9`) is replaced at once; what it had accepted and not answered is lost
+//! with it, nothing else.
+//!
+//! # The contract of [`ask_for_replacement`]
+//! Any thread of a worker (the stall watchdog, a handler that noticed broken state)
+//! may call `ask_for_replacement(reason)`. It never blocks for long (one short write,
+//! bounded by [`worker::CONTROL_WRITE_TIMEOUT`]) and never stops the caller's process
+//! by itself. In a supervised worker the supervisor logs the reason, starts a new
+//! worker, and once that one accepts, tells this one to stop (gracefully: SIGTERM-like,
+//! in-flight requests finish up to `--shutdown-grace`). Repeated calls while a
+//! replacement is under way are ignored by the supervisor. Without a supervisor
+//! (`--processes 1`, the default) it only logs that nobody can replace this process,
+//! and the process carries on.
+//!
+//! # Starting the supervisor from an app
+//! ```text
+//! supervisor::init();                               // first thing in main
+//! if let Some(done) = supervisor::supervise(SupervisorConfig::new(processes, addr)) {
+//!     return done;                                  // this process was the supervisor
+//! }
+//! let stops = supervisor::stop_requests()?;         // signals, and the supervisor's word
+//! let server = server::spawn(supervisor::listener(addr)?, app, limits, stats)?;
+//! supervisor::ready();                              // accepting: an old worker may stop
+//! stops.wait();
+//! server.shutdown(grace);
+//! ```
+//! `examples/minimal_server.rs` is that, whole; `fiberstack serve` does the same and
+//! starts the one private MariaDB in the supervisor between `bind` and `run`.
+
+pub mod inherit;
+pub mod process;
+pub mod worker;
+
+pub use inherit::take_listener;
+pub use process::{Supervisor, SupervisorConfig, MAX_PROCESSES};
+pub use worker::{ask_for_replacement, ready, stop_requests, worker, Worker};
+
+/// Read what this process inherited (its worker identity, its listening socket) and
+/// take it out of the environment. Call it first in `main`, before any thread starts;
+/// later calls do nothing.
+pub fn init() {
+    let _ = worker::worker();
+    inherit::init();
+}
+
+/// Run this process as the supervisor of `cfg.processes` copies of itself, when that
+/// is 2 or more and this process is not a worker already: `Some` with how that ended
+/// (after SIGTERM or Ctrl-C). `None`: serve in this process (a worker, or one process).
+pub fn supervise(cfg: SupervisorConfig) -> Option<Result<(), String>> {
+    if cfg.processes < 2 || worker().is_some() {
+        return None;
+    }
+    Some(Supervisor::bind(cfg).and_then(Supervisor::run))
+}
+
+/// The socket to serve on: the inherited one (a worker's, or systemd's), else `addr`
+/// bound here.
+pub fn listener(addr: std::net::SocketAddr) -> std::io::Result<crate::http::listener::Listener> {
+    match take_listener()? {
+        Some(inherited) => crate::http::listener::adopt(inherited),
+        None => crate::http::listener::bind(addr).map(Into::into),
+    }
+}
+
+/// Who answers: this process's pid, and its worker id and generation when a
+/// supervisor runs it (`/stats` shows it).
+pub fn describe() -> serde_json::Value {
+    match worker() {
+        Some(w) => serde_json::json!({
+            "pid": std::process::id(),
+            "id": w.id,
+            "generation": w.generation,
+            "supervisor_pid": w.supervisor_pid,
+        }),
+        None => serde_json::json!({
+            "pid": std::process::id(),
+            "id": null,
+            "generation": null,
+            "supervisor_pid": null,
+        }),
+    }
+}

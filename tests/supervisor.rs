@@ -1,0 +1,442 @@
+//! `fiberstack serve --processes N` as a user runs it, against its own private MariaDB,
+//! with plain `ab` as the load: a worker killed with `kill -9` (only its own in-flight
+//! requests may fail, no connection is refused, a replacement answers soon), a rolling
+//! restart on SIGHUP (no failed request), SIGTERM (every worker, then MariaDB, exit 0),
+//! the default without a supervisor, systemd's socket activation, and the supervisor's
+//! start-up errors, each naming its flag. About 40 s of CI time, mostly the two `ab`
+//! runs (5000 requests of 0.1 s at 100 at once: 5 s each at best).
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::child::{alive, Served};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fiberstack");
+/// Longest a start (MariaDB and the workers) may take on a loaded machine.
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+/// The load of the issue's acceptance runs. `-r`: go on after a receive error (a
+/// killed worker's connection reset), instead of aborting. A connection the dead
+/// worker's kernel closed with a FIN instead reads as an empty response: ab counts it
+/// as a "Length" failure (every body is compared with the first one), which is why
+/// `-l` must not be given.
+const AB_LOAD: [&str; 5] = ["-c", "100", "-n", "5000", "-r"];
+
+/// `fiberstack serve` (through `cmd`: the binary, or a wrapper that runs it) with
+/// test-sized pools plus `args`, once it prints its start-up line (for a supervisor:
+/// once every worker accepts; its workers print their own lines first).
+fn serve_with(mut cmd: Command, args: &[&str]) -> Served {
+    cmd.args([
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--fibers",
+        "120",
+        "--db-pool",
+        "60",
+        "--workers",
+        "2",
+        "--shutdown-grace",
+        "10",
+    ])
+    .args(args)
+    .env_remove("DATABASE_URL");
+    let supervised = args.contains(&"--processes");
+    Served::start(
+        cmd,
+        move |line| !supervised || line.contains("supervisor pid"),
+        START_TIMEOUT,
+    )
+}
+
+fn serve(args: &[&str]) -> Served {
+    serve_with(Command::new(BIN), args)
+}
+
+/// `GET path` over a fresh connection: status and body (10 s at most).
+fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.get(9..12)?.parse().ok()?;
+    let body = out.split_once("\r\n\r\n")?.1.to_string();
+    Some((status, body))
+}
+
+/// What `/stats` says about the process that answered.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    pid: u32,
+    /// Requests running or waiting for a fiber there.
+    in_flight: u64,
+    /// Requests it finished.
+    completed: u64,
+}
+
+fn stats(addr: SocketAddr) -> Option<Answer> {
+    let (status, body) = get(addr, "/stats")?;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("/stats is JSON");
+    Some(Answer {
+        pid: v["worker"]["pid"].as_u64().expect("worker.pid") as u32,
+        in_flight: v["fibers"]["busy"].as_u64().unwrap_or(0)
+            + v["fibers"]["queued"].as_u64().unwrap_or(0),
+        completed: v["fibers"]["completed"].as_u64().unwrap_or(0),
+    })
+}
+
+/// Poll `/stats` until `until` holds for an answer (bounded); that answer.
+fn poll_stats(addr: SocketAddr, within: Duration, until: impl Fn(&Answer) -> bool) -> Answer {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(a) = stats(addr) {
+            if until(&a) {
+                return a;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/stats never answered as wanted within {within:?}"
+        );
+    }
+}
+
+/// The answer of a worker under ab's full load: 100 at once over two workers, about 50
+/// each once ab has ramped up, and many responses done (ab takes the first one's length
+/// as the reference, and a failure counted before the second would replace it).
+fn under_full_load(addr: SocketAddr) -> Answer {
+    poll_stats(addr, Duration::from_secs(30), |a| {
+        a.in_flight >= 30 && a.completed >= 100
+    })
+}
+
+/// The pids of the workers, from `/stats` answers (both of two, bounded).
+fn worker_pids(addr: SocketAddr, n: usize) -> HashSet<u32> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = HashSet::new();
+    while seen.len() < n {
+        assert!(Instant::now() < deadline, "only {seen:?} answered");
+        if let Some(a) = stats(addr) {
+            seen.insert(a.pid);
+        }
+    }
+    seen
+}
+
+/// `ab` with the acceptance load on `/widgets?sleep=0.1`, on a thread.
+fn ab(addr: SocketAddr) -> std::thread::JoinHandle<Output> {
+    common::tools::require("ab", "-V", "apache2-utils");
+    std::thread::spawn(move || {
+        Command::new("ab")
+            .args(AB_LOAD)
+            .arg(format!("http://{addr}/widgets?sleep=0.1"))
+            .output()
+            .expect("ab runs (scripts/install-deps installs it)")
+    })
+}
+
+/// ab's output once it ended, all 5000 requests done (failed ones included).
+fn finished(load: std::thread::JoinHandle<Output>) -> String {
+    let out = load.join().unwrap();
+    let text = common::tools::text(&out);
+    assert!(out.status.success(), "ab failed:\n{text}");
+    assert_eq!(ab_count(&text, "Complete requests:"), 5000, "{text}");
+    text
+}
+
+/// SIGTERM, then a clean exit.
+fn stop(mut serve: Served) {
+    serve.signal("TERM");
+    let (status, log) = serve.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status}: {log:?}");
+}
+
+/// ab's count after `label` ("Failed requests:", or "Receive:" in the line below it).
+fn ab_count(out: &str, label: &str) -> u64 {
+    out.lines()
+        .find_map(|l| l.split_once(label).map(|(_, rest)| rest))
+        .and_then(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .find(|n| !n.is_empty())
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no '{label}' in ab's output:\n{out}"))
+}
+
+/// ab's failures by kind: (connect, receive, length); its breakdown line is printed
+/// only when some failed.
+fn ab_failures(out: &str) -> (u64, u64, u64) {
+    if ab_count(out, "Failed requests:") == 0 {
+        return (0, 0, 0);
+    }
+    let line = out
+        .lines()
+        .find(|l| l.contains("(Connect:"))
+        .unwrap_or_else(|| panic!("no breakdown of the failures:\n{out}"));
+    (
+        ab_count(line, "Connect:"),
+        ab_count(line, "Receive:"),
+        ab_count(line, "Length:"),
+    )
+}
+
+fn kill9(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+#[test]
+fn a_killed_worker_is_replaced_and_only_its_requests_fail() {
+    let mut serve = serve(&["--processes", "2"]);
+    let addr = serve.addr;
+    let first = worker_pids(addr, 2);
+    let load = ab(addr);
+    // Kill a worker just after it said how many requests it has in flight.
+    let victim = under_full_load(addr);
+    kill9(victim.pid);
+    let killed_at = Instant::now();
+    let replacement = poll_stats(addr, Duration::from_secs(10), |a| !first.contains(&a.pid));
+    let took = killed_at.elapsed();
+    let text = finished(load);
+    assert!(!text.contains("refused"), "{text}");
+    // A request lost with the worker fails once: as a receive error (a reset, which ab
+    // counts once more as an "exception"), or as an empty response ("Length").
+    let (connect, received, length) = ab_failures(&text);
+    assert_eq!(connect, 0, "{text}");
+    let failed = received + length;
+    // Connections the victim had accepted but not yet handed to a fiber fail too, and
+    // its count moved between the poll and the kill: a margin of 20.
+    assert!(
+        failed <= victim.in_flight + 20,
+        "{failed} failed, but only {} were in flight on the killed worker:\n{text}",
+        victim.in_flight
+    );
+    let line = serve.wait_log(
+        &[
+            &format!("(pid {})", victim.pid),
+            "was killed (SIGKILL)",
+            "replacing it",
+        ],
+        Duration::from_secs(5),
+    );
+    eprintln!(
+        "killed pid {} with {} in flight: {failed} failed; pid {} answered {} ms after the \
+         kill\n  {line}",
+        victim.pid,
+        victim.in_flight,
+        replacement.pid,
+        took.as_millis()
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "the replacement answered {took:?} after the kill (1 s is the aim; 3 s on a \
+         loaded 2-core machine)"
+    );
+    stop(serve);
+}
+
+#[test]
+fn sighup_restarts_every_worker_without_a_failed_request() {
+    let mut serve = serve(&["--processes", "2"]);
+    let addr = serve.addr;
+    let first = worker_pids(addr, 2);
+    let load = ab(addr);
+    under_full_load(addr);
+    serve.signal("HUP");
+    for old in &first {
+        serve.wait_log(
+            &[&format!("(pid {old})"), "after it was replaced"],
+            Duration::from_secs(30),
+        );
+    }
+    let now = worker_pids(addr, 2);
+    assert!(now.is_disjoint(&first), "old {first:?}, now {now:?}");
+    let text = finished(load);
+    assert_eq!(ab_count(&text, "Failed requests:"), 0, "{text}");
+    stop(serve);
+}
+
+#[test]
+fn sigterm_finishes_requests_stops_every_worker_then_mariadb_and_exits_0() {
+    let mut serve = serve(&["--processes", "2"]);
+    let addr = serve.addr;
+    let workers = worker_pids(addr, 2);
+    let mariadb = serve.mariadb_pid();
+    assert!(alive(mariadb));
+    let slow = std::thread::spawn(move || get(addr, "/widgets?sleep=1"));
+    poll_stats(addr, Duration::from_secs(10), |a| a.in_flight >= 1);
+    serve.signal("TERM");
+    // Watch who goes when: no worker may outlive MariaDB.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut workers_gone_first = false;
+    while alive(mariadb) {
+        assert!(Instant::now() < deadline, "MariaDB still runs");
+        if !workers_gone_first && workers.iter().all(|&w| !alive(w)) {
+            workers_gone_first = true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (status, log) = serve.wait_exit(Duration::from_secs(30));
+    let log = log.join("\n");
+    assert!(
+        workers_gone_first,
+        "MariaDB stopped while a worker ran:\n{log}"
+    );
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        slow.join().unwrap(),
+        Some((200, "Oh hai".to_string())),
+        "the request in flight at SIGTERM was not finished"
+    );
+    assert!(workers.iter().all(|&w| !alive(w)));
+    assert!(log.contains("every worker has stopped"), "{log}");
+}
+
+#[test]
+fn without_processes_one_process_serves_and_no_supervisor_runs() {
+    let mut serve = serve(&[]);
+    let a = stats(serve.addr).expect("/stats");
+    assert_eq!(a.pid, serve.child.id(), "the serve process itself answers");
+    let (_, body) = get(serve.addr, "/stats").unwrap();
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(v["worker"]["id"].is_null(), "{body}");
+    assert!(!serve.banner.contains("supervisor"), "{}", serve.banner);
+    serve.signal("TERM");
+    let (status, log) = serve.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    assert!(!log.iter().any(|l| l.contains("supervisor")), "{log:?}");
+}
+
+#[test]
+fn systemd_socket_activation_serves_on_the_socket_it_passes() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // systemd-socket-activate starts the program at the first connection: make one
+    // (retrying until it listens), answered once the server runs.
+    let first = std::thread::spawn(move || {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(answer) = get(addr, "/widgets?sleep=0") {
+                return answer.0;
+            }
+            assert!(Instant::now() < deadline, "{addr} never answered");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    common::tools::require("systemd-socket-activate", "--version", "systemd");
+    let mut cmd = Command::new("systemd-socket-activate");
+    cmd.args(["-l", &addr.to_string(), BIN]);
+    let serve = serve_with(cmd, &[]);
+    assert_eq!(first.join().unwrap(), 200);
+    // Our --bind said port 0: the address served is the inherited socket's.
+    assert_eq!(serve.addr.port(), port, "{}", serve.banner);
+    assert_eq!(get(serve.addr, "/widgets?sleep=0").map(|r| r.0), Some(200));
+    stop(serve);
+}
+
+/// Runs `serve` with `args` to its end (it must fail at start-up); its stderr.
+fn start_error(args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .arg("serve")
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("FIBERSTACK_PROCESSES")
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn the_supervisors_start_up_errors_name_their_flag() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let err = start_error(&["--processes", "2", "--bind", &addr]);
+    assert!(
+        err.contains("already in use") && err.contains("--bind"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    for bad in ["0", "1000"] {
+        let err = start_error(&["--processes", bad]);
+        assert!(err.contains("--processes"), "{err}");
+    }
+
+    let err = start_error(&[
+        "--processes",
+        "2",
+        "--bind",
+        "127.0.0.1:0",
+        "--mariadbd",
+        "/nonexistent/mariadbd",
+    ]);
+    assert!(
+        err.contains("--mariadbd") && err.contains("/nonexistent/mariadbd"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// `examples/minimal_server`, built beside this test's binary (scripts/test builds
+/// every example first; built here when missing).
+fn minimal_server() -> std::path::PathBuf {
+    let bin = std::path::Path::new(BIN)
+        .parent()
+        .expect("the binary's directory")
+        .join("examples/minimal_server");
+    if !bin.exists() {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+            "build",
+            "--quiet",
+            "--example",
+            "minimal_server",
+        ]);
+        if !cfg!(debug_assertions) {
+            cargo.arg("--release");
+        }
+        assert!(cargo.status().unwrap().success(), "building the example");
+    }
+    bin
+}
+
+#[test]
+fn an_app_on_the_library_gets_the_supervisor_the_example_shows() {
+    let mut cmd = Command::new(minimal_server());
+    cmd.args(["127.0.0.1:0", "2"]);
+    let mut serve = Served::start(cmd, |line| line.contains("supervisor pid"), START_TIMEOUT);
+    let hello = |addr| get(addr, "/hello?name=workers");
+    assert_eq!(hello(serve.addr), Some((200, "Hello, workers!\n".into())));
+    // kill -9 a worker: the supervisor replaces it, and the port keeps answering.
+    let started = serve.wait_log(&["started worker 1 generation 0"], Duration::from_secs(5));
+    let pid: u32 = started
+        .split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {started:?}"));
+    kill9(pid);
+    serve.wait_log(
+        &["worker 1 generation 1", "accepts"],
+        Duration::from_secs(30),
+    );
+    for _ in 0..10 {
+        assert_eq!(hello(serve.addr), Some((200, "Hello, workers!\n".into())));
+    }
+    stop(serve);
+}
