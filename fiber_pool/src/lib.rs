@@ -122,6 +122,7 @@
 #![warn(missing_docs)]
 
 mod admission;
+pub mod aftermath;
 pub mod alloc;
 pub mod carrier;
 pub mod config;
@@ -129,17 +130,22 @@ pub mod error;
 mod highwater;
 pub mod lent;
 pub mod net;
+mod offstack;
 pub mod pool;
 pub mod registry;
 pub mod signal;
 mod stack;
+pub mod stall;
 pub mod stats;
 
+pub use aftermath::{aftermath, Aftermath};
 pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use error::RunError;
 pub use lent::Lent;
+pub use offstack::{drop_on_carrier, on_carrier, sleep};
 pub use pool::FiberPool;
+pub use stall::{jobs_running_longer_than, RunningJob};
 pub use stats::{LabelStats, PoolStats};
 
 /// Is the caller running on a fiber of some pool?
@@ -182,6 +188,7 @@ pub fn reserve_stack(bytes: usize) {
     if let Some(entry) = registry::StackEntry::find_running(sp) {
         let guard_end = entry.guard_end();
         if sp.saturating_sub(guard_end) < bytes {
+            entry.mark_safe_point();
             overflow_now(guard_end);
         }
     }
@@ -193,13 +200,6 @@ pub fn reserve_stack(bytes: usize) {
 /// frames, which are several times larger in a debug build. The server's
 /// `tests/stack.rs` sweeps every route over many stack sizes to check it.
 pub const LOCK_STACK_MARGIN: usize = 8 * 1024;
-
-/// Stack a may I/O call needs when it must wait: may registers the wait with its
-/// event loop and timer list, under locks of its own. An overflow inside them
-/// would leave may's own locks held and stop the scheduler, so code that does
-/// I/O on fibers calls [`reserve_stack`] with this first (fiber_mysql's socket
-/// and the server's HTTP client do it before every read, write and connect).
-pub const IO_STACK_MARGIN: usize = 8 * 1024;
 
 /// Locks `m` from code that may run on a fiber: first [`reserve_stack`]s
 /// [`LOCK_STACK_MARGIN`], so that an overflow strikes here, holding nothing,

@@ -66,18 +66,19 @@ pub fn db_conn_within(
 ) -> Result<Lent<PooledConn>, fiber_mysql::Error> {
     // Between `get` and `Lent::new` the checkout is a plain value on this stack: make
     // sure an overflow cannot strike there (it would strike here, holding nothing).
-    // `get` is shallow: a permit wait and an idle pop; a handshake, if one is needed,
-    // happens later, inside the Lent.
+    // `get` runs on the carrier's stack (a permit wait and an idle pop); a handshake,
+    // if one is needed, happens later, inside the Lent.
     fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
     db.get_timeout(wait)
         .map(|conn| Lent::new(conn, PooledConn::discard))
 }
 
-/// Stack that `Pool::get` plus `Lent::new` need: a may semaphore wait (may's timer
-/// and event-loop locks, see `fiber_pool::IO_STACK_MARGIN`), the permit and idle
-/// bookkeeping and the Lent's allocation, with room for debug builds' larger frames.
-/// `tests/stack.rs` sweeps overflows through every point of the DB routes to check it.
-pub const CHECKOUT_STACK_MARGIN: usize = fiber_pool::IO_STACK_MARGIN + 4 * 1024;
+/// Stack that `Pool::get` plus `Lent::new` need on the fiber: `get` itself runs on the
+/// carrier's stack (`fiber_pool::on_carrier`: its may semaphore wait and its lock are
+/// never on a fiber), so what is left is `Lent::new`'s own margin and the frames
+/// between, with room for debug builds' larger frames. `tests/stack.rs` sweeps
+/// overflows through every point of the DB routes to check it.
+pub const CHECKOUT_STACK_MARGIN: usize = fiber_pool::lent::LENT_STACK_MARGIN + 2 * 1024;
 
 /// The response for a MySQL failure: 503 when the database is unavailable (down,
 /// refusing, pool exhausted), else 500 with the server's message. Handlers do not log
