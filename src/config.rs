@@ -30,6 +30,12 @@ pub const DEFAULT_DB_WAIT: Duration = Duration::from_secs(10);
 pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 /// `--max-connections`: open client connections (under `ulimit -n`, 20000 here).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 15_000;
+/// `--stall-warn`: a job that holds its worker thread (running its own code, not
+/// waiting in may) this long is logged and counted as a stall.
+pub const DEFAULT_STALL_WARN: Duration = Duration::from_millis(100);
+/// `--stall-limit`: a job that holds its worker thread this long makes the watchdog ask
+/// for this process to be replaced.
+pub const DEFAULT_STALL_LIMIT: Duration = Duration::from_secs(10);
 /// `--shutdown-grace`: time in-flight requests get after SIGTERM.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
@@ -172,6 +178,11 @@ pub struct ServeConfig {
     pub upstream: Option<String>,
     /// Time in-flight requests get to finish after SIGTERM.
     pub shutdown_grace: Duration,
+    /// A job holding its worker thread this long is a stall: logged, counted per route.
+    pub stall_warn: Duration,
+    /// A job holding its worker thread this long makes the watchdog ask for a
+    /// replacement process.
+    pub stall_limit: Duration,
     /// HTTP server limits.
     pub http: HttpLimits,
     /// HTTP client limits.
@@ -204,6 +215,8 @@ impl Default for ServeConfig {
             workers: cores(),
             upstream: None,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            stall_warn: DEFAULT_STALL_WARN,
+            stall_limit: DEFAULT_STALL_LIMIT,
             http: HttpLimits::default(),
             client: ClientLimits::default(),
         }

@@ -17,7 +17,7 @@
 //!   -> app/ (one file per route group; the twin shares its pure pieces)
 //!   -> http/ (request, response, router, the handler type, the refusal 503s, query
 //!            strings, HTML escaping, connection loop, listener, client)
-//!   -> config.rs (every limit, named), shutdown.rs, stats.rs
+//!   -> config.rs (every limit, named), shutdown.rs, stats.rs, watchdog.rs (stalls)
 //!   -> fiber_mysql (MySQL client, pool, private MariaDB)  ->  fiber_pool (guarded fibers)  ->  may
 //! ```
 
@@ -41,3 +41,4 @@ pub mod stack_use;
 pub mod start;
 pub mod stats;
 pub mod twin;
+pub mod watchdog;

@@ -19,6 +19,7 @@ use crate::setup::{
 };
 use crate::shutdown::Drained;
 use crate::stats::HttpStats;
+use crate::watchdog::{self, ReplaceHook, Watchdog};
 
 /// A running demo.
 pub struct Running {
@@ -28,11 +29,23 @@ pub struct Running {
     pub mariadb: Option<MariaDb>,
     /// Where MySQL is, for the start-up line (password redacted).
     pub db_where: String,
+    /// The stall watchdog; stopped on drop.
+    pub watchdog: Watchdog,
 }
 
-/// Start everything `cfg` describes. Set may's worker count first: may reads it once,
-/// when the first coroutine starts.
+/// Start everything `cfg` describes, with a stall watchdog whose replacement requests
+/// are only logged (no supervisor to hand them to): see [`start_with`].
 pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
+    start_with(
+        cfg,
+        Box::new(|reason| eprintln!("fiberstack: would ask for replacement: {reason}")),
+    )
+}
+
+/// Start everything `cfg` describes; the stall watchdog calls `replace` with the reason
+/// when this process should be replaced (see [`crate::watchdog`]). Set may's worker
+/// count first: may reads it once, when the first coroutine starts.
+pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, StartError> {
     may::config().set_workers(cfg.workers);
     let fibers = FiberPool::new(fiber_pool::PoolConfig {
         size: cfg.fibers,
@@ -87,6 +100,8 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
             "it calls back into this server, so the other fibers stay free for those calls",
         ),
     });
+    let watchdog = watchdog::spawn(cfg.stall_warn, cfg.stall_limit, replace)
+        .map_err(|e| fail(format!("cannot start the stall watchdog: {e}")))?;
     let server = server::spawn(listener, service, cfg.http.clone(), http_stats)
         .map_err(|e| fail(format!("cannot start the server: {e}")))?;
     Ok(Running {
@@ -94,6 +109,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         state,
         mariadb,
         db_where,
+        watchdog,
     })
 }
 
@@ -123,6 +139,7 @@ impl Running {
     /// pool and stop the private MariaDB.
     pub fn shutdown(self, grace: Duration) -> Drained {
         let drained = self.server.shutdown(grace);
+        drop(self.watchdog);
         drop(self.state);
         drop(self.mariadb);
         drained

@@ -215,13 +215,77 @@ impl<T: Send + 'static> DerefMut for Lent<T> {
 
 impl<T: Send + 'static> Drop for Lent<T> {
     fn drop(&mut self) {
-        self.deregister();
-        if self.cell.claimed.swap(true, Ordering::AcqRel) {
-            return; // handed to on_abandon already
-        }
-        // SAFETY: we won `claimed`, so `abandon` never touches the cell; drop
-        // the value now rather than when the last Arc goes.
-        drop(unsafe { (*self.cell.value.get()).take() });
+        // Overflow here, at a safe point, while the value is still registered
+        // (an overflow then hands it to on_abandon), rather than below.
+        check_margin();
+        let registration = self.registration.take();
+        let cell = &self.cell;
+        // The value's drop (a connection's give-back: locks, may calls) and the
+        // ledger's lock run on the carrier's stack, never on the fiber.
+        crate::on_carrier(move || {
+            if let Some((ledger, id)) = registration {
+                ledger.lock().retain(|(i, _)| *i != id);
+            }
+            if !cell.claimed.swap(true, Ordering::AcqRel) {
+                // SAFETY: we won `claimed`, so `abandon` never touches the cell;
+                // drop the value now rather than when the last Arc goes.
+                drop(unsafe { (*cell.value.get()).take() });
+            }
+        });
+    }
+}
+
+/// A raw pointer to a Lent's value slot, sent to the carrier by [`Lent::acquire`].
+struct Slot<T>(*mut Option<T>);
+
+// SAFETY: the pointer is used only by the carrier while the fiber that owns the
+// `Lent` is suspended inside `on_carrier` (no concurrent access), and the value it
+// writes is `Send`.
+unsafe impl<T: Send> Send for Slot<T> {}
+
+impl<T: Send + 'static> Lent<T> {
+    /// Acquires a resource straight into a `Lent`: `make` runs on the carrier's stack
+    /// ([`on_carrier`](crate::on_carrier)) and its value is written into the `Lent`'s
+    /// cell, already registered, so the value is never a plain local on the fiber
+    /// stack (where an overflow before `Lent::new` would lose it: a pool checkout
+    /// never given back). `make`'s error is returned as is.
+    pub fn acquire<E: Send>(
+        make: impl FnOnce() -> Result<T, E> + Send,
+        on_abandon: impl FnOnce(T) + Send + 'static,
+    ) -> Result<Lent<T>, E> {
+        let (ledger, home) = match current_job() {
+            Some((ledger, home)) => (Some(ledger), Some(home)),
+            None => (None, None),
+        };
+        let cell = Arc::new(LentCell {
+            value: UnsafeCell::new(None),
+            on_abandon: UnsafeCell::new(Some(Box::new(on_abandon) as OnAbandon<T>)),
+            claimed: AtomicBool::new(false),
+        });
+        let registration = ledger.map(|ledger| {
+            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+            ledger
+                .lock()
+                .push((id, Arc::clone(&cell) as Arc<dyn Abandon>));
+            (ledger, id)
+        });
+        let lent = Lent {
+            cell,
+            registration,
+            home,
+            _local: PhantomData,
+        };
+        let slot = Slot(lent.cell.value.get());
+        crate::on_carrier(move || {
+            let slot = slot;
+            make().map(|value| {
+                // SAFETY: see `Slot`: the fiber is suspended in `on_carrier`, and
+                // nothing else reaches a cell that is registered but unclaimed
+                // while its fiber runs (an abandon needs the fiber gone).
+                unsafe { *slot.0 = Some(value) };
+            })
+        })
+        .map(|()| lent)
     }
 }
 
