@@ -3,9 +3,11 @@
 use crate::app::AppState;
 use crate::http::{Request, Response};
 
-/// `GET /stats` as JSON.
+/// `GET /stats` as JSON. The snapshot (every pool's counters, under their locks) is
+/// taken on the carrier's stack (`fiber_pool::on_carrier`), so no lock is held on
+/// the fiber.
 pub fn stats(state: &AppState, _req: &Request) -> Response {
-    Response::json(200, &snapshot(state))
+    Response::json(200, &fiber_pool::on_carrier(|| snapshot(state)))
 }
 
 /// Everything `/stats` shows.

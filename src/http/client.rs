@@ -232,19 +232,22 @@ impl HttpClient {
         }
     }
 
-    // The idle map is locked from fibers for a map operation only, never across
-    // a yield, and through `fiber_pool::lock`: an overflow must not strike with
-    // the lock held (an abandoned guard never unlocks).
+    // The idle map is locked for a map operation only, never across a yield, and on
+    // the carrier's stack (`fiber_pool::on_carrier`): an overflow cannot strike with
+    // the lock held (an abandoned guard never unlocks), and a fiber needs no stack
+    // reserved for it. A stream dropped there (the list is full) closes there too.
     fn take_idle(&self, addr: SocketAddr) -> Option<CarrierStream> {
-        fiber_pool::lock(&self.idle).get_mut(&addr)?.pop()
+        fiber_pool::on_carrier(|| fiber_pool::lock(&self.idle).get_mut(&addr)?.pop())
     }
 
     fn put_idle(&self, addr: SocketAddr, stream: CarrierStream) {
-        let mut idle = fiber_pool::lock(&self.idle);
-        let list = idle.entry(addr).or_default();
-        if list.len() < self.limits.max_idle_per_host {
-            list.push(stream);
-        }
+        fiber_pool::on_carrier(move || {
+            let mut idle = fiber_pool::lock(&self.idle);
+            let list = idle.entry(addr).or_default();
+            if list.len() < self.limits.max_idle_per_host {
+                list.push(stream);
+            }
+        });
     }
 
     fn connect(&self, addr: SocketAddr, deadline: Instant) -> Result<CarrierStream, ClientError> {
