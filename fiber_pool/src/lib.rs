@@ -3,11 +3,15 @@
 //!
 //! [`FiberPool::run`] is called from a may coroutine (an HTTP connection's,
 //! say). It waits for one of N fibers (FIFO, bounded queue, timeout) and runs
-//! the job on that fiber's stack, carried by the calling coroutine. Jobs do
-//! may I/O directly on the fiber stack: may suspends the carrier with the
-//! fiber inside it, and other coroutines run. (We chose this over
-//! `Yielder::on_parent_stack` so that jobs are plain closures, and so that the
-//! stack high-water marks include the I/O code paths the job really runs.)
+//! the job on that fiber's stack, carried by the calling coroutine. may calls
+//! do not run on the fiber: [`on_carrier`] runs them on the carrier's stack
+//! (corosensei's `Yielder::on_parent_stack`), where may suspends the carrier
+//! with the fiber parked inside it and other coroutines run. Our sockets
+//! ([`net::CarrierStream`]), [`sleep`] and fiber_mysql's pool do it for every
+//! call, so no may or generator frame is ever on a fiber stack: an overflow can
+//! never strike inside may's own locks and queues. The round trip costs about
+//! 20-30 ns in a release build (`examples/on_carrier_bench.rs`). Stack
+//! high-water marks measure what the job itself uses.
 //!
 //! # A pool's stacks
 //!
@@ -83,10 +87,20 @@
 //! * **Panics** on a fiber run the panic hook (which locks stderr) on the
 //!   fiber stack: a panic near the stack limit can overflow inside it. Keep
 //!   panics for bugs.
-//! * may's own internals (scheduler queues, timers) take their locks on the
-//!   fiber stack during may I/O; their frames are small, but nothing here
-//!   guarantees they cannot overflow mid-lock. Size stacks from
-//!   `peak_stack_bytes` so that overflows stay rare bugs.
+//! * **may calls: through [`on_carrier`]** (our sockets, [`sleep`] and the
+//!   MySQL pool do it). A may call made directly on a fiber still works, but
+//!   puts may's frames, and its locks, on the fiber stack.
+//! * **What is left behind is counted.** An overflow at a safe point
+//!   ([`reserve_stack`], so [`lock`], `Lent` and the allocator) held nothing;
+//!   one anywhere else struck in the job's own code and is counted apart
+//!   (`RunError::StackOverflow::at_safe_point`, `PoolStats::unsafe_overflows`,
+//!   [`aftermath()`]), with the states known to be broken (an overflow while
+//!   panicking, a panicking `on_abandon`). [`jobs_running_longer_than`] shows a
+//!   thread held by a job (for a stall watchdog).
+//! * **Signals**: asynchronous signals are blocked on may's threads (see
+//!   [`signal::BLOCKED_ON_MAY_THREADS`]), so none is delivered on a fiber
+//!   stack near its guard page; every thread gets a 64 KiB alternate signal
+//!   stack before a fiber runs on it.
 //!
 //! This is the limit of trap-based recovery (corosensei's
 //! `setup_trap_handler` contract asks that a trapping coroutine touch no
@@ -101,7 +115,7 @@
 //! let pool = FiberPool::new(PoolConfig { size: 4, ..PoolConfig::default() }).unwrap();
 //! let p = pool.clone();
 //! let answer = may::go!(move || p.run("answer", || {
-//!     may::coroutine::sleep(std::time::Duration::from_millis(1)); // may I/O on the fiber
+//!     fiber_pool::sleep(std::time::Duration::from_millis(1)); // may, on the carrier
 //!     40 + 2
 //! }))
 //! .join()
@@ -115,7 +129,8 @@
 //! (trap handler, alternate stacks), `admission` (FIFO queue), [`pool`]
 //! (`run`), [`lent`] (resource hand-off), [`alloc`] ([`FiberSafeAlloc`]),
 //! `highwater` (stack use), [`stats`], [`net`] (a TCP connect that avoids a race in
-//! may's).
+//! may's, and [`net::CarrierStream`]), `offstack` ([`on_carrier`]), [`stall`] (which
+//! job holds each thread), [`mod@aftermath`] (what overflows left behind).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]

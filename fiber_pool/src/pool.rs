@@ -120,9 +120,31 @@ impl FiberPool {
     ///
     /// Waits in FIFO order while all fibers are busy; `Busy` at once if
     /// `queue` callers already wait, `Timeout` after `wait_timeout`. The job
-    /// may do may I/O; it then yields the carrier like any may code. A stack
-    /// overflow gives `StackOverflow` (frames abandoned, [`Lent`](crate::Lent)
-    /// values handed back), a panic gives `Panicked`.
+    /// may do may I/O through [`on_carrier`](crate::on_carrier); it then yields
+    /// the carrier like any may code. A stack overflow gives `StackOverflow`
+    /// (frames abandoned, [`Lent`](crate::Lent) values handed back), a panic
+    /// gives `Panicked`.
+    ///
+    /// # What a job must not do
+    ///
+    /// An overflow abandons the job's frames and the stack is reused by the
+    /// next job at once. So a job must not:
+    /// - **hand addresses of its stack to other threads** (`std::thread::scope`,
+    ///   a channel carrying `&local`, a raw pointer to a local): after an
+    ///   overflow they would point into another job's frames. `scope` also
+    ///   blocks the worker thread while it waits;
+    /// - **block its thread** (`std::thread::sleep`, `std::net`, `std::fs`,
+    ///   std `Mutex`/`Condvar` waits, long CPU loops): every coroutine of that
+    ///   may worker waits meanwhile ([`jobs_running_longer_than`](crate::jobs_running_longer_than)
+    ///   shows it to a watchdog);
+    /// - **keep a [`Lent`](crate::Lent) past its end** (in a thread-local):
+    ///   using it from elsewhere panics (tested in `tests/hazards.rs`);
+    /// - **hold a std lock, a `Once`/`LazyLock` initialisation or stdout across
+    ///   deep code**: an overflow there leaves it held; reserve stack first
+    ///   ([`lock`](crate::lock), [`reserve_stack`](crate::reserve_stack)).
+    ///
+    /// The first is not checked (nothing can see a thread borrow a stack
+    /// address); the rest are reported (stall watchdog, `unsafe_overflows`).
     pub fn run<T, F>(&self, label: &'static str, job: F) -> Result<T, RunError>
     where
         F: FnOnce() -> T + Send,

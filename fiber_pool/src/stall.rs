@@ -7,7 +7,7 @@
 //! coroutine of that thread runs. A job that stays there long is blocking the thread
 //! (a blocking std call, a CPU loop, a lock left behind by an abandoned fiber).
 //!
-//! Each thread that carries fibers claims one [`ThreadSlot`] of a static table on its
+//! Each thread that carries fibers claims one `ThreadSlot` of a static table on its
 //! first resume (on the carrier's stack, where the thread-local's registration may
 //! allocate) and gives it back when the thread ends. The slot is written only by its
 //! thread, at every switch: the label and a coarse monotonic timestamp when a fiber is
