@@ -137,14 +137,20 @@ impl<T: Send + 'static> Lent<T> {
     /// alive, `on_abandon(value)` runs (once) on the carrier after the fiber is
     /// gone.
     pub fn new(value: T, on_abandon: impl FnOnce(T) + Send + 'static) -> Lent<T> {
+        Lent::registered(Some(value), Box::new(on_abandon))
+    }
+
+    /// A `Lent` holding `value`, registered in the ledger of the fiber we run on
+    /// (if any), so that an overflow from here on hands the value to `on_abandon`.
+    fn registered(value: Option<T>, on_abandon: OnAbandon<T>) -> Lent<T> {
         // Look up the ledger (and check the stack margin) before allocating.
         let (ledger, home) = match current_job() {
             Some((ledger, home)) => (Some(ledger), Some(home)),
             None => (None, None),
         };
         let cell = Arc::new(LentCell {
-            value: UnsafeCell::new(Some(value)),
-            on_abandon: UnsafeCell::new(Some(Box::new(on_abandon) as OnAbandon<T>)),
+            value: UnsafeCell::new(value),
+            on_abandon: UnsafeCell::new(Some(on_abandon)),
             claimed: AtomicBool::new(false),
         });
         let registration = ledger.map(|ledger| {
@@ -253,28 +259,7 @@ impl<T: Send + 'static> Lent<T> {
         make: impl FnOnce() -> Result<T, E> + Send,
         on_abandon: impl FnOnce(T) + Send + 'static,
     ) -> Result<Lent<T>, E> {
-        let (ledger, home) = match current_job() {
-            Some((ledger, home)) => (Some(ledger), Some(home)),
-            None => (None, None),
-        };
-        let cell = Arc::new(LentCell {
-            value: UnsafeCell::new(None),
-            on_abandon: UnsafeCell::new(Some(Box::new(on_abandon) as OnAbandon<T>)),
-            claimed: AtomicBool::new(false),
-        });
-        let registration = ledger.map(|ledger| {
-            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-            ledger
-                .lock()
-                .push((id, Arc::clone(&cell) as Arc<dyn Abandon>));
-            (ledger, id)
-        });
-        let lent = Lent {
-            cell,
-            registration,
-            home,
-            _local: PhantomData,
-        };
+        let lent = Lent::registered(None, Box::new(on_abandon));
         let slot = Slot(lent.cell.value.get());
         crate::on_carrier(move || {
             let slot = slot;
