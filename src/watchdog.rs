@@ -89,6 +89,22 @@ pub fn spawn(warn: Duration, limit: Duration, replace: ReplaceHook) -> io::Resul
     })
 }
 
+/// The log line for a stall: the route, how long, and the likely causes.
+fn stall_line(job: &RunningJob, warn: Duration, aftermath: Aftermath) -> String {
+    format!(
+        "fiberstack: stall: route {} has held its worker thread for {} ms without going \
+         back to may (--stall-warn {} ms); every other request on that thread waits. \
+         Likely causes: a blocking std call (std::thread::sleep, std::net, std::fs, a std \
+         Mutex or Condvar wait), a CPU loop, or a lock left held by a fiber abandoned \
+         after a stack overflow ({} so far outside a safe point). See STACK_SIZES.md, \
+         \"What a handler may do\".",
+        job.label,
+        job.running_for.as_millis(),
+        warn.as_millis(),
+        aftermath.outside_safe_point,
+    )
+}
+
 /// The watchdog's memory between looks.
 struct Watch {
     warn: Duration,
@@ -123,18 +139,7 @@ impl Watch {
             let key = (job.thread, job.resume);
             if self.reported.insert(key) {
                 *lock(&STALLS).entry(job.label).or_default() += 1;
-                eprintln!(
-                    "fiberstack: stall: route {} has held its worker thread for {} ms without \
-                     going back to may (--stall-warn {} ms); every other request on that \
-                     thread waits. Likely causes: a blocking std call (std::thread::sleep, \
-                     std::net, std::fs, a std Mutex or Condvar wait), a CPU loop, or a lock \
-                     left held by a fiber abandoned after a stack overflow ({} so far outside \
-                     a safe point). See STACK_SIZES.md, \"What a handler may do\".",
-                    job.label,
-                    job.running_for.as_millis(),
-                    self.warn.as_millis(),
-                    aftermath.outside_safe_point,
-                );
+                eprintln!("{}", stall_line(job, self.warn, aftermath));
                 if aftermath.outside_safe_point > 0 {
                     self.ask(
                         "stall-after-overflow",
@@ -218,6 +223,24 @@ mod tests {
         drop(asked);
         w.look(&[job("unit_stall", 150, 8)], Aftermath::default());
         assert_eq!(stalls()["unit_stall"], before + 2);
+    }
+
+    #[test]
+    fn the_log_line_names_the_route_how_long_and_the_likely_causes() {
+        let line = stall_line(
+            &job("blocking_route", 512, 1),
+            Duration::from_millis(100),
+            Aftermath::default(),
+        );
+        for says in [
+            "route blocking_route",
+            "512 ms",
+            "blocking std call",
+            "CPU loop",
+            "lock left held",
+        ] {
+            assert!(line.contains(says), "{says}: {line}");
+        }
     }
 
     #[test]
