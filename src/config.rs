@@ -30,6 +30,12 @@ pub const DEFAULT_DB_WAIT: Duration = Duration::from_secs(10);
 pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 /// `--max-connections`: open client connections (under `ulimit -n`, 20000 here).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 15_000;
+/// `--stall-warn`: a job that holds its worker thread (running its own code, not
+/// waiting in may) this long is logged and counted as a stall.
+pub const DEFAULT_STALL_WARN: Duration = Duration::from_millis(100);
+/// `--stall-limit`: a job that holds its worker thread this long makes the watchdog ask
+/// for this process to be replaced.
+pub const DEFAULT_STALL_LIMIT: Duration = Duration::from_secs(10);
 /// `--shutdown-grace`: time in-flight requests get after SIGTERM.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 /// `--access-log`: on, as Rails and most development servers print each request; the
@@ -37,7 +43,7 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 pub const DEFAULT_ACCESS_LOG: bool = true;
 
 /// `HttpLimits::connection_stack`: bytes of may stack per connection coroutine.
-pub const CONNECTION_STACK: usize = 16 * 1024;
+pub const CONNECTION_STACK: usize = 32 * 1024;
 /// `--processes`: one process, no supervisor (2 or more start a supervisor).
 pub const DEFAULT_PROCESSES: usize = 1;
 /// Longest a new worker process may take to accept before the supervisor kills it and
@@ -68,11 +74,12 @@ pub struct HttpLimits {
     /// 1024; Linux caps it at /proc/sys/net/core/somaxconn, 4096 on current kernels).
     pub listen_backlog: i32,
     /// may stack of each connection's coroutine (the carrier a fiber runs on; parsing
-    /// and writing happen there, handlers run on the fiber's own stack). Sized from
-    /// measurement (docs/PROFILE.md, may's odd-size stack report): a connection's
-    /// coroutine used at most 782 words (6.1 KiB, answering an overflowed `/deep`),
-    /// 415 (3.3 KiB) for `/hello` and `/widgets`, 265 for a 431; 16 KiB leaves 2.6x.
-    /// Only touched pages are resident, so the size costs address space, not RSS.
+    /// and writing happen there, handlers run on the fiber's own stack, and every may
+    /// call a handler makes runs here through `fiber_pool::on_carrier`: under 1 KiB
+    /// each in release). Measured with may's odd-size report: without `on_carrier` a
+    /// connection's coroutine used at most 6.1 KiB (docs/PROFILE.md); with it a debug
+    /// build peaked at 18 KiB over every route (release is 3-5x smaller), so 32 KiB
+    /// keeps room. Only touched pages are resident: the size costs address space, not RSS.
     pub connection_stack: usize,
 }
 
@@ -202,6 +209,11 @@ pub struct ServeConfig {
     pub processes: usize,
     /// Longest a new worker may take to accept before it is killed and started again.
     pub worker_start_timeout: Duration,
+    /// A job holding its worker thread this long is a stall: logged, counted per route.
+    pub stall_warn: Duration,
+    /// A job holding its worker thread this long makes the watchdog ask for a
+    /// replacement process.
+    pub stall_limit: Duration,
     /// HTTP server limits.
     pub http: HttpLimits,
     /// HTTP client limits.
@@ -237,6 +249,8 @@ impl Default for ServeConfig {
             access_log: DEFAULT_ACCESS_LOG,
             processes: DEFAULT_PROCESSES,
             worker_start_timeout: DEFAULT_WORKER_START_TIMEOUT,
+            stall_warn: DEFAULT_STALL_WARN,
+            stall_limit: DEFAULT_STALL_LIMIT,
             http: HttpLimits::default(),
             client: ClientLimits::default(),
         }

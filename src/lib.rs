@@ -21,7 +21,7 @@
 //!                   side, the inherited listening socket)
 //!   -> http/ (request, response, router, the handler type, the refusal 503s, query
 //!            strings, HTML escaping, connection loop, listener, client)
-//!   -> config.rs (every limit, named), shutdown.rs, stats.rs
+//!   -> config.rs (every limit, named), shutdown.rs, stats.rs, watchdog.rs (stalls)
 //!   -> fiber_mysql (MySQL client, pool, private MariaDB)  ->  fiber_pool (guarded fibers)  ->  may
 //! ```
 
@@ -48,3 +48,4 @@ pub mod start;
 pub mod stats;
 pub mod supervisor;
 pub mod twin;
+pub mod watchdog;

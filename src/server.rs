@@ -223,16 +223,32 @@ fn fiber_error(
         RunError::Timeout { .. } => {
             wait_timed_out("fiber", fibers.wait_timeout.unwrap_or_default())
         }
-        RunError::StackOverflow { stack_size, .. } => Response::error(
-            500,
-            format!(
-                "fiber stack overflow in route {label} ({} {}): its {stack_size}-byte stack was too \
-                 small. The server is fine and kept serving; restart it with a larger --stack-size \
-                 (see STACK_SIZES.md)",
-                req.method,
-                target(req),
-            ),
-        ),
+        RunError::StackOverflow {
+            stack_size,
+            at_safe_point,
+            ..
+        } => {
+            // Say only what is known: at a safe point the fiber held nothing; anywhere
+            // else it may have held a lock or been initialising a Once/LazyLock.
+            let aftermath = if at_safe_point {
+                "The server is fine and kept serving: the overflow struck at a safe point, \
+                 holding nothing"
+            } else {
+                "The overflow struck inside the handler's own code: state it held (a lock, \
+                 a Once/LazyLock being initialised) may be left behind; the stall \
+                 watchdog reports any thread that hangs on it"
+            };
+            Response::error(
+                500,
+                format!(
+                    "fiber stack overflow in route {label} ({} {}): its {stack_size}-byte stack \
+                     was too small. {aftermath}. Restart with a larger --stack-size (see \
+                     STACK_SIZES.md)",
+                    req.method,
+                    target(req),
+                ),
+            )
+        }
         other => Response::error(500, format!("route {label} failed: {other}")),
     }
 }

@@ -18,6 +18,7 @@ use crate::setup::{bound, fail, fiber_mysql_pool, own_address, own_urls, StartEr
 use crate::shutdown::Drained;
 use crate::stats::HttpStats;
 use crate::supervisor;
+use crate::watchdog::{self, ReplaceHook, Watchdog};
 
 /// A running demo.
 pub struct Running {
@@ -27,11 +28,21 @@ pub struct Running {
     pub mariadb: Option<MariaDb>,
     /// Where MySQL is, for the start-up line (password redacted).
     pub db_where: String,
+    /// The stall watchdog; stopped on drop.
+    pub watchdog: Watchdog,
 }
 
-/// Start everything `cfg` describes. Set may's worker count first: may reads it once,
-/// when the first coroutine starts.
+/// Start everything `cfg` describes, with a stall watchdog whose replacement requests
+/// go to the supervisor ([`supervisor::ask_for_replacement`]: without one, it logs that
+/// this process should be replaced and carries on); see [`start_with`].
 pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
+    start_with(cfg, Box::new(supervisor::ask_for_replacement))
+}
+
+/// Start everything `cfg` describes; the stall watchdog calls `replace` with the reason
+/// when this process should be replaced (see [`crate::watchdog`]). Set may's worker
+/// count first: may reads it once, when the first coroutine starts.
+pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, StartError> {
     may::config().set_workers(cfg.workers);
     let fibers = FiberPool::new(fiber_pool::PoolConfig {
         size: cfg.fibers,
@@ -77,6 +88,8 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         limits,
         stats: Arc::clone(&http_stats),
     });
+    let watchdog = watchdog::spawn(cfg.stall_warn, cfg.stall_limit, replace)
+        .map_err(|e| fail(format!("cannot start the stall watchdog: {e}")))?;
     let server = server::spawn(listener, service, cfg.http.clone(), http_stats)
         .map_err(|e| fail(format!("cannot start the server: {e}")))?;
     Ok(Running {
@@ -84,6 +97,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         state,
         mariadb,
         db_where,
+        watchdog,
     })
 }
 
@@ -113,6 +127,7 @@ impl Running {
     /// pool and stop the private MariaDB.
     pub fn shutdown(self, grace: Duration) -> Drained {
         let drained = self.server.shutdown(grace);
+        drop(self.watchdog);
         drop(self.state);
         drop(self.mariadb);
         drained

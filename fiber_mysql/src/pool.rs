@@ -196,8 +196,14 @@ impl Shared {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Gives a checkout's permit back, with its connection if still good.
+    /// Gives a checkout's permit back, with its connection if still good. On a
+    /// fiber this runs on the carrier's stack (`fiber_pool::on_carrier`): the idle
+    /// list's lock, its allocation and the semaphore's post are never on a fiber.
     fn give_back(&self, conn: Option<Backend>) {
+        fiber_pool::on_carrier(|| self.give_back_here(conn));
+    }
+
+    fn give_back_here(&self, conn: Option<Backend>) {
         match conn {
             Some(conn) if !conn.is_broken() => self.idle().push(conn),
             Some(_broken) => {
@@ -270,8 +276,14 @@ impl Pool {
         self.get_timeout(self.shared.cfg.wait_timeout)
     }
 
-    /// Like [`Pool::get`] with an explicit wait limit.
+    /// Like [`Pool::get`] with an explicit wait limit. On a fiber the whole checkout
+    /// (the semaphore wait, the idle list's lock) runs on the carrier's stack
+    /// (`fiber_pool::on_carrier`), so no may frame and no pool lock is ever on a fiber.
     pub fn get_timeout(&self, wait: Duration) -> Result<PooledConn> {
+        fiber_pool::on_carrier(|| self.get_here(wait))
+    }
+
+    fn get_here(&self, wait: Duration) -> Result<PooledConn> {
         let s = &self.shared;
         if !s.permits.try_wait() {
             let started = Instant::now();

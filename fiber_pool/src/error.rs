@@ -27,6 +27,11 @@ pub enum RunError {
         stack_size: usize,
         /// The job's label.
         label: &'static str,
+        /// The overflow struck at a safe point ([`reserve_stack`](crate::reserve_stack),
+        /// which `lock`, `Lent` and the allocator call), holding nothing. When false
+        /// it struck in the job's own code, and state that code held (a lock, a
+        /// `Once`/`LazyLock` being initialised) may be left behind.
+        at_safe_point: bool,
     },
     /// The job panicked; its frames were unwound normally.
     Panicked {
@@ -48,9 +53,18 @@ impl fmt::Display for RunError {
                 f,
                 "no fiber became free within {waited:?}: raise the pool's `size` or `wait_timeout`"
             ),
-            RunError::StackOverflow { stack_size, label } => write!(
+            RunError::StackOverflow {
+                stack_size,
+                label,
+                at_safe_point,
+            } => write!(
                 f,
-                "job `{label}` overflowed its {stack_size}-byte fiber stack: raise the pool's `stack_size` (see the per-label peak_stack_bytes in the pool stats)"
+                "job `{label}` overflowed its {stack_size}-byte fiber stack ({}): raise the pool's `stack_size` (see the per-label peak_stack_bytes in the pool stats)",
+                if *at_safe_point {
+                    "at a safe point, holding nothing"
+                } else {
+                    "inside its own code: state it held may be left behind"
+                }
             ),
             RunError::Panicked { label, message } => {
                 write!(f, "job `{label}` panicked: {message}")

@@ -12,14 +12,19 @@
 //! threads). Outside a fiber a `Lent` is just a box.
 //!
 //! `Lent` is neither `Send` nor `Sync`: it must stay within the job that
-//! created it, so that "abandoned with the job's frames" is true of it. (Do
-//! not stash one in a thread-local: after an overflow its value is gone and
-//! using it panics.)
+//! created it, so that "abandoned with the job's frames" is true of it. A
+//! thread-local can still hold one past its job (thread-locals need not be
+//! `Send`), and another fiber could then reach it while its own job, moved to
+//! another worker, overflows and the carrier hands the value to `on_abandon`.
+//! Two guards make that a panic instead of a data race: a registered `Lent`
+//! checks on every access that it runs in the job that made it (same stack,
+//! same job), and its value goes to whichever of its drop and `on_abandon`
+//! claims it first (an atomic flag), never to both.
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::registry::StackEntry;
@@ -66,14 +71,16 @@ impl Ledger {
 
     /// After an overflow: give every registered value to its callback, newest
     /// first. A panicking callback does not keep the others from running.
-    /// Returns how many there were.
-    pub(crate) fn abandon_all(&self) -> usize {
+    /// Returns how many there were, and how many callbacks panicked.
+    pub(crate) fn abandon_all(&self) -> (usize, usize) {
         let entries = std::mem::take(&mut *self.lock());
         let n = entries.len();
+        let mut failed = 0;
         for (_, cell) in entries.into_iter().rev() {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cell.abandon()));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cell.abandon()));
+            failed += usize::from(r.is_err());
         }
-        n
+        (n, failed)
     }
 }
 
@@ -82,20 +89,29 @@ type OnAbandon<T> = Box<dyn FnOnce(T) + Send>;
 struct LentCell<T> {
     value: UnsafeCell<Option<T>>,
     on_abandon: UnsafeCell<Option<OnAbandon<T>>>,
+    /// Set by the first of `abandon` and the `Lent`'s drop (or `into_inner`);
+    /// only that one touches the `UnsafeCell`s afterwards.
+    claimed: AtomicBool,
 }
 
-// SAFETY: the cell is touched by its `Lent` (which is !Send and !Sync, so on
-// the fiber that made it) or, after that fiber was abandoned by an overflow,
-// by the carrier calling `abandon`, never both: the abandoned fiber never runs
-// again. The value moves to the callback, so it must be `Send`.
+// SAFETY: the cell is touched by its `Lent` (which is !Send and !Sync, and
+// checks on every access that it runs in the job that made it, see `home`) or,
+// after that job was abandoned by an overflow, by the carrier calling
+// `abandon`, never both: the abandoned job never runs again, a `Lent` reached
+// from elsewhere panics before touching the cell, and its drop touches the
+// cell only if it wins `claimed` against `abandon`. The value moves to the
+// callback, so it must be `Send`.
 unsafe impl<T: Send> Send for LentCell<T> {}
 // SAFETY: as above; there is no concurrent access to the `UnsafeCell`s.
 unsafe impl<T: Send> Sync for LentCell<T> {}
 
 impl<T: Send> Abandon for LentCell<T> {
     fn abandon(&self) {
+        if self.claimed.swap(true, Ordering::AcqRel) {
+            return; // dropped meanwhile, by a `Lent` kept past its job
+        }
         // SAFETY: called by the carrier after the owning fiber is gone (see
-        // the `Send` impl), so nobody else accesses the cell.
+        // the `Send` impl), and we won `claimed`: nobody else accesses the cell.
         let (value, f) = unsafe { ((*self.value.get()).take(), (*self.on_abandon.get()).take()) };
         if let (Some(value), Some(f)) = (value, f) {
             f(value);
@@ -109,6 +125,9 @@ pub struct Lent<T: Send + 'static> {
     cell: Arc<LentCell<T>>,
     /// The slot ledger and our id in it, when created on a fiber.
     registration: Option<(Arc<Ledger>, u64)>,
+    /// The job that made it, when made on a fiber: its stack's entry address and
+    /// the entry's job generation.
+    home: Option<(usize, u64)>,
     /// Neither `Send` nor `Sync`.
     _local: PhantomData<*const ()>,
 }
@@ -118,11 +137,21 @@ impl<T: Send + 'static> Lent<T> {
     /// alive, `on_abandon(value)` runs (once) on the carrier after the fiber is
     /// gone.
     pub fn new(value: T, on_abandon: impl FnOnce(T) + Send + 'static) -> Lent<T> {
+        Lent::registered(Some(value), Box::new(on_abandon))
+    }
+
+    /// A `Lent` holding `value`, registered in the ledger of the fiber we run on
+    /// (if any), so that an overflow from here on hands the value to `on_abandon`.
+    fn registered(value: Option<T>, on_abandon: OnAbandon<T>) -> Lent<T> {
         // Look up the ledger (and check the stack margin) before allocating.
-        let ledger = current_ledger();
+        let (ledger, home) = match current_job() {
+            Some((ledger, home)) => (Some(ledger), Some(home)),
+            None => (None, None),
+        };
         let cell = Arc::new(LentCell {
-            value: UnsafeCell::new(Some(value)),
-            on_abandon: UnsafeCell::new(Some(Box::new(on_abandon) as OnAbandon<T>)),
+            value: UnsafeCell::new(value),
+            on_abandon: UnsafeCell::new(Some(on_abandon)),
+            claimed: AtomicBool::new(false),
         });
         let registration = ledger.map(|ledger| {
             let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -134,15 +163,32 @@ impl<T: Send + 'static> Lent<T> {
         Lent {
             cell,
             registration,
+            home,
             _local: PhantomData,
         }
     }
 
     /// Takes the value out; it is no longer handed back on an overflow.
     pub fn into_inner(mut self) -> T {
+        self.check_home();
         self.deregister();
-        // SAFETY: the Lent is the only accessor while registered or not.
+        assert!(
+            !self.cell.claimed.swap(true, Ordering::AcqRel),
+            "the value of this Lent was given back after its fiber overflowed"
+        );
+        // SAFETY: we won `claimed`: `abandon` will not touch the cell.
         unsafe { (*self.cell.value.get()).take() }.expect("a Lent holds its value until dropped")
+    }
+
+    /// Panics unless we run in the job that made this `Lent` (see the module docs).
+    fn check_home(&self) {
+        if let Some(home) = self.home {
+            assert!(
+                current_home() == Some(home),
+                "a Lent was used outside the job that made it (kept in a thread-local?): \
+                 its value may be handed to on_abandon at any time"
+            );
+        }
     }
 
     fn deregister(&mut self) {
@@ -156,7 +202,9 @@ impl<T: Send + 'static> Lent<T> {
 impl<T: Send + 'static> Deref for Lent<T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: only this Lent accesses the cell while its fiber runs.
+        self.check_home();
+        // SAFETY: we run in the job that made this Lent (checked above), so its
+        // fiber is not abandoned and `abandon` cannot run meanwhile.
         unsafe { (*self.cell.value.get()).as_ref() }
             .expect("the value of this Lent was given back after its fiber overflowed")
     }
@@ -164,6 +212,7 @@ impl<T: Send + 'static> Deref for Lent<T> {
 
 impl<T: Send + 'static> DerefMut for Lent<T> {
     fn deref_mut(&mut self) -> &mut T {
+        self.check_home();
         // SAFETY: as in `deref`, and `&mut self` is exclusive.
         unsafe { (*self.cell.value.get()).as_mut() }
             .expect("the value of this Lent was given back after its fiber overflowed")
@@ -172,15 +221,61 @@ impl<T: Send + 'static> DerefMut for Lent<T> {
 
 impl<T: Send + 'static> Drop for Lent<T> {
     fn drop(&mut self) {
-        self.deregister();
-        // SAFETY: only this Lent accesses the cell; drop the value now rather
-        // than when the last Arc goes.
-        drop(unsafe { (*self.cell.value.get()).take() });
+        // Overflow here, at a safe point, while the value is still registered
+        // (an overflow then hands it to on_abandon), rather than below.
+        check_margin();
+        let registration = self.registration.take();
+        let cell = &self.cell;
+        // The value's drop (a connection's give-back: locks, may calls) and the
+        // ledger's lock run on the carrier's stack, never on the fiber.
+        crate::on_carrier(move || {
+            if let Some((ledger, id)) = registration {
+                ledger.lock().retain(|(i, _)| *i != id);
+            }
+            if !cell.claimed.swap(true, Ordering::AcqRel) {
+                // SAFETY: we won `claimed`, so `abandon` never touches the cell;
+                // drop the value now rather than when the last Arc goes.
+                drop(unsafe { (*cell.value.get()).take() });
+            }
+        });
     }
 }
 
-/// The ledger of the fiber we are running on, found by address.
-fn current_ledger() -> Option<Arc<Ledger>> {
+/// A raw pointer to a Lent's value slot, sent to the carrier by [`Lent::acquire`].
+struct Slot<T>(*mut Option<T>);
+
+// SAFETY: the pointer is used only by the carrier while the fiber that owns the
+// `Lent` is suspended inside `on_carrier` (no concurrent access), and the value it
+// writes is `Send`.
+unsafe impl<T: Send> Send for Slot<T> {}
+
+impl<T: Send + 'static> Lent<T> {
+    /// Acquires a resource straight into a `Lent`: `make` runs on the carrier's stack
+    /// ([`on_carrier`](crate::on_carrier)) and its value is written into the `Lent`'s
+    /// cell, already registered, so the value is never a plain local on the fiber
+    /// stack (where an overflow before `Lent::new` would lose it: a pool checkout
+    /// never given back). `make`'s error is returned as is.
+    pub fn acquire<E: Send>(
+        make: impl FnOnce() -> Result<T, E> + Send,
+        on_abandon: impl FnOnce(T) + Send + 'static,
+    ) -> Result<Lent<T>, E> {
+        let lent = Lent::registered(None, Box::new(on_abandon));
+        let slot = Slot(lent.cell.value.get());
+        crate::on_carrier(move || {
+            let slot = slot;
+            make().map(|value| {
+                // SAFETY: see `Slot`: the fiber is suspended in `on_carrier`, and
+                // nothing else reaches a cell that is registered but unclaimed
+                // while its fiber runs (an abandon needs the fiber gone).
+                unsafe { *slot.0 = Some(value) };
+            })
+        })
+        .map(|()| lent)
+    }
+}
+
+/// The ledger and identity of the job we are running in, found by address.
+fn current_job() -> Option<(Arc<Ledger>, (usize, u64))> {
     check_margin();
     let entry = StackEntry::find_running(crate::stack_pointer())?;
     let ledger = entry.ledger();
@@ -189,10 +284,21 @@ fn current_ledger() -> Option<Arc<Ledger>> {
     }
     // SAFETY: the pointer comes from `Arc::as_ptr` of the slot's ledger, which
     // lives as long as the slot, and the slot outlives the fiber we run on.
-    unsafe {
+    let ledger = unsafe {
         Arc::increment_strong_count(ledger);
-        Some(Arc::from_raw(ledger))
-    }
+        Arc::from_raw(ledger)
+    };
+    Some((ledger, home_of(entry)))
+}
+
+/// The identity of the job running on `entry`'s stack.
+fn home_of(entry: &StackEntry) -> (usize, u64) {
+    (entry as *const StackEntry as usize, entry.generation())
+}
+
+/// The identity of the job we run in, if on a fiber.
+fn current_home() -> Option<(usize, u64)> {
+    StackEntry::find_running(crate::stack_pointer()).map(home_of)
 }
 
 /// Treats "less than LENT_STACK_MARGIN bytes left" as an overflow, before

@@ -3,11 +3,15 @@
 //!
 //! [`FiberPool::run`] is called from a may coroutine (an HTTP connection's,
 //! say). It waits for one of N fibers (FIFO, bounded queue, timeout) and runs
-//! the job on that fiber's stack, carried by the calling coroutine. Jobs do
-//! may I/O directly on the fiber stack: may suspends the carrier with the
-//! fiber inside it, and other coroutines run. (We chose this over
-//! `Yielder::on_parent_stack` so that jobs are plain closures, and so that the
-//! stack high-water marks include the I/O code paths the job really runs.)
+//! the job on that fiber's stack, carried by the calling coroutine. may calls
+//! do not run on the fiber: [`on_carrier`] runs them on the carrier's stack
+//! (corosensei's `Yielder::on_parent_stack`), where may suspends the carrier
+//! with the fiber parked inside it and other coroutines run. Our sockets
+//! ([`net::CarrierStream`]), [`sleep`] and fiber_mysql's pool do it for every
+//! call, so no may or generator frame is ever on a fiber stack: an overflow can
+//! never strike inside may's own locks and queues. The round trip costs about
+//! 20-30 ns in a release build (`examples/on_carrier_bench.rs`). Stack
+//! high-water marks measure what the job itself uses.
 //!
 //! # A pool's stacks
 //!
@@ -83,10 +87,20 @@
 //! * **Panics** on a fiber run the panic hook (which locks stderr) on the
 //!   fiber stack: a panic near the stack limit can overflow inside it. Keep
 //!   panics for bugs.
-//! * may's own internals (scheduler queues, timers) take their locks on the
-//!   fiber stack during may I/O; their frames are small, but nothing here
-//!   guarantees they cannot overflow mid-lock. Size stacks from
-//!   `peak_stack_bytes` so that overflows stay rare bugs.
+//! * **may calls: through [`on_carrier`]** (our sockets, [`sleep`] and the
+//!   MySQL pool do it). A may call made directly on a fiber still works, but
+//!   puts may's frames, and its locks, on the fiber stack.
+//! * **What is left behind is counted.** An overflow at a safe point
+//!   ([`reserve_stack`], so [`lock`], `Lent` and the allocator) held nothing;
+//!   one anywhere else struck in the job's own code and is counted apart
+//!   (`RunError::StackOverflow::at_safe_point`, `PoolStats::unsafe_overflows`,
+//!   [`aftermath()`]), with the states known to be broken (an overflow while
+//!   panicking, a panicking `on_abandon`). [`jobs_running_longer_than`] shows a
+//!   thread held by a job (for a stall watchdog).
+//! * **Signals**: asynchronous signals are blocked on may's threads (see
+//!   [`signal::BLOCKED_ON_MAY_THREADS`]), so none is delivered on a fiber
+//!   stack near its guard page; every thread gets a 64 KiB alternate signal
+//!   stack before a fiber runs on it.
 //!
 //! This is the limit of trap-based recovery (corosensei's
 //! `setup_trap_handler` contract asks that a trapping coroutine touch no
@@ -101,7 +115,7 @@
 //! let pool = FiberPool::new(PoolConfig { size: 4, ..PoolConfig::default() }).unwrap();
 //! let p = pool.clone();
 //! let answer = may::go!(move || p.run("answer", || {
-//!     may::coroutine::sleep(std::time::Duration::from_millis(1)); // may I/O on the fiber
+//!     fiber_pool::sleep(std::time::Duration::from_millis(1)); // may, on the carrier
 //!     40 + 2
 //! }))
 //! .join()
@@ -115,13 +129,15 @@
 //! (trap handler, alternate stacks), `admission` (FIFO queue), [`pool`]
 //! (`run`), [`lent`] (resource hand-off), [`alloc`] ([`FiberSafeAlloc`]),
 //! `highwater` (stack use), [`stats`], [`net`] (a TCP connect that avoids a race in
-//! may's).
+//! may's, and [`net::CarrierStream`]), `offstack` ([`on_carrier`]), [`stall`] (which
+//! job holds each thread), [`mod@aftermath`] (what overflows left behind).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
 mod admission;
+pub mod aftermath;
 pub mod alloc;
 pub mod carrier;
 pub mod config;
@@ -129,17 +145,22 @@ pub mod error;
 mod highwater;
 pub mod lent;
 pub mod net;
+mod offstack;
 pub mod pool;
 pub mod registry;
 pub mod signal;
 mod stack;
+pub mod stall;
 pub mod stats;
 
+pub use aftermath::{aftermath, Aftermath};
 pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use error::RunError;
 pub use lent::Lent;
+pub use offstack::{drop_on_carrier, on_carrier, sleep};
 pub use pool::FiberPool;
+pub use stall::{jobs_running_longer_than, RunningJob};
 pub use stats::{LabelStats, PoolStats};
 
 /// Is the caller running on a fiber of some pool?
@@ -182,6 +203,7 @@ pub fn reserve_stack(bytes: usize) {
     if let Some(entry) = registry::StackEntry::find_running(sp) {
         let guard_end = entry.guard_end();
         if sp.saturating_sub(guard_end) < bytes {
+            entry.mark_safe_point();
             overflow_now(guard_end);
         }
     }
@@ -193,13 +215,6 @@ pub fn reserve_stack(bytes: usize) {
 /// frames, which are several times larger in a debug build. The server's
 /// `tests/stack.rs` sweeps every route over many stack sizes to check it.
 pub const LOCK_STACK_MARGIN: usize = 8 * 1024;
-
-/// Stack a may I/O call needs when it must wait: may registers the wait with its
-/// event loop and timer list, under locks of its own. An overflow inside them
-/// would leave may's own locks held and stop the scheduler, so code that does
-/// I/O on fibers calls [`reserve_stack`] with this first (fiber_mysql's socket
-/// and the server's HTTP client do it before every read, write and connect).
-pub const IO_STACK_MARGIN: usize = 8 * 1024;
 
 /// Locks `m` from code that may run on a fiber: first [`reserve_stack`]s
 /// [`LOCK_STACK_MARGIN`], so that an overflow strikes here, holding nothing,

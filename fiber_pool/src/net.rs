@@ -19,8 +19,10 @@
 //! `CONNECT_POLL_MAX` late, on a path (a new pooled connection) that is rare by design.
 //! Loopback and LAN connects usually finish before the first look.
 
-use std::io;
+use std::io::{self, Read, Write};
+use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -38,12 +40,16 @@ pub const CONNECT_POLL_MAX: Duration = Duration::from_millis(8);
 const CONNECT_POLL_YIELDS: u32 = 4;
 
 /// Connect to `addr` within `timeout`, from a may coroutine or a fiber (off them it
-/// still works, sleeping the thread between looks). Reserves
-/// [`IO_STACK_MARGIN`](crate::IO_STACK_MARGIN) first, like every may I/O call on a
-/// fiber should. Errors: the connect's own (refused, unreachable), or
-/// `ErrorKind::TimedOut` after `timeout`.
-pub fn connect(addr: &SocketAddr, timeout: Duration) -> io::Result<may::net::TcpStream> {
-    crate::reserve_stack(crate::IO_STACK_MARGIN);
+/// still works, sleeping the thread between looks). On a fiber the whole connect runs
+/// on the carrier's stack ([`on_carrier`](crate::on_carrier)), and so does every
+/// read, write and the drop of the [`CarrierStream`] it returns. Errors: the
+/// connect's own (refused, unreachable), or `ErrorKind::TimedOut` after `timeout`.
+pub fn connect(addr: &SocketAddr, timeout: Duration) -> io::Result<CarrierStream> {
+    crate::on_carrier(|| connect_here(addr, timeout)).map(CarrierStream::new)
+}
+
+/// [`connect`] on the current stack.
+fn connect_here(addr: &SocketAddr, timeout: Duration) -> io::Result<may::net::TcpStream> {
     let deadline = Instant::now() + timeout;
     // socket2 opens sockets close-on-exec.
     let socket = Socket::new(
@@ -149,6 +155,66 @@ pub fn adopt_listener(listener: std::net::TcpListener) -> io::Result<may::net::T
         unsafe { may::net::TcpListener::from_raw_fd(fd) }
     }))
     .map_err(|_| io::Error::other("may's event loop refused the listening socket"))
+}
+
+/// A may socket whose every may call runs on the carrier's stack
+/// ([`on_carrier`](crate::on_carrier)): reads, writes, flushes and its drop (which
+/// deregisters it from may's event loop). Socket options and addresses are reached
+/// through `Deref` (plain syscalls, no may state).
+#[derive(Debug)]
+pub struct CarrierStream(ManuallyDrop<may::net::TcpStream>);
+
+impl CarrierStream {
+    /// Takes over a may socket.
+    pub fn new(stream: may::net::TcpStream) -> CarrierStream {
+        CarrierStream(ManuallyDrop::new(stream))
+    }
+}
+
+impl Deref for CarrierStream {
+    type Target = may::net::TcpStream;
+
+    fn deref(&self) -> &may::net::TcpStream {
+        &self.0
+    }
+}
+
+impl Read for CarrierStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let stream = &mut *self.0;
+        crate::on_carrier(|| stream.read(buf))
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        let stream = &mut *self.0;
+        crate::on_carrier(|| stream.read_exact(buf))
+    }
+}
+
+impl Write for CarrierStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let stream = &mut *self.0;
+        crate::on_carrier(|| stream.write(buf))
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        let stream = &mut *self.0;
+        crate::on_carrier(|| stream.write_all(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let stream = &mut *self.0;
+        crate::on_carrier(|| stream.flush())
+    }
+}
+
+impl Drop for CarrierStream {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` is taken exactly once, here, and `self` is never used
+        // again (this is its drop).
+        let stream = unsafe { ManuallyDrop::take(&mut self.0) };
+        crate::drop_on_carrier(stream);
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use crate::registry::Region;
 use crate::signal::{self, Outcome};
 use crate::stack::{self, page_size, FiberStack};
 use crate::stats::{Counters, Ended, PoolStats};
+use crate::{aftermath, stall};
 
 /// A fixed-size pool of guarded fibers. Cheap to clone; all clones share the
 /// pool.
@@ -69,8 +70,13 @@ impl Drop for Release<'_> {
 fn init_process() -> Result<(), ConfigError> {
     static MAY_STARTED: Once = Once::new();
     MAY_STARTED.call_once(|| {
-        // may installs its overflow handler when it creates a coroutine.
+        // may installs its overflow handler when it creates a coroutine. If this is
+        // the first one, may starts its threads now, and they inherit our signal
+        // mask: block the asynchronous signals for them (see `signal`), then put
+        // this thread's mask back.
+        let old = signal::block_async_signals();
         let _ = may::go!(|| ()).join();
+        signal::restore_signal_mask(&old);
     });
     signal::install().map_err(ConfigError::Os)
 }
@@ -83,7 +89,7 @@ impl FiberPool {
     pub fn new(cfg: PoolConfig) -> Result<FiberPool, ConfigError> {
         let stack_size = cfg.validate(page_size())?;
         init_process()?;
-        signal::ensure_alt_stack();
+        signal::prepare_thread();
         let (layout, stacks) = stack::reserve(cfg.size, stack_size).map_err(ConfigError::Os)?;
         let slots: Vec<Slot> = stacks
             .into_iter()
@@ -114,9 +120,31 @@ impl FiberPool {
     ///
     /// Waits in FIFO order while all fibers are busy; `Busy` at once if
     /// `queue` callers already wait, `Timeout` after `wait_timeout`. The job
-    /// may do may I/O; it then yields the carrier like any may code. A stack
-    /// overflow gives `StackOverflow` (frames abandoned, [`Lent`](crate::Lent)
-    /// values handed back), a panic gives `Panicked`.
+    /// may do may I/O through [`on_carrier`](crate::on_carrier); it then yields
+    /// the carrier like any may code. A stack overflow gives `StackOverflow`
+    /// (frames abandoned, [`Lent`](crate::Lent) values handed back), a panic
+    /// gives `Panicked`.
+    ///
+    /// # What a job must not do
+    ///
+    /// An overflow abandons the job's frames and the stack is reused by the
+    /// next job at once. So a job must not:
+    /// - **hand addresses of its stack to other threads** (`std::thread::scope`,
+    ///   a channel carrying `&local`, a raw pointer to a local): after an
+    ///   overflow they would point into another job's frames. `scope` also
+    ///   blocks the worker thread while it waits;
+    /// - **block its thread** (`std::thread::sleep`, `std::net`, `std::fs`,
+    ///   std `Mutex`/`Condvar` waits, long CPU loops): every coroutine of that
+    ///   may worker waits meanwhile ([`jobs_running_longer_than`](crate::jobs_running_longer_than)
+    ///   shows it to a watchdog);
+    /// - **keep a [`Lent`](crate::Lent) past its end** (in a thread-local):
+    ///   using it from elsewhere panics (tested in `tests/hazards.rs`);
+    /// - **hold a std lock, a `Once`/`LazyLock` initialisation or stdout across
+    ///   deep code**: an overflow there leaves it held; reserve stack first
+    ///   ([`lock`](crate::lock), [`reserve_stack`](crate::reserve_stack)).
+    ///
+    /// The first is not checked (nothing can see a thread borrow a stack
+    /// address); the rest are reported (stall watchdog, `unsafe_overflows`).
     pub fn run<T, F>(&self, label: &'static str, job: F) -> Result<T, RunError>
     where
         F: FnOnce() -> T + Send,
@@ -154,7 +182,7 @@ impl FiberPool {
             admission: &inner.admission,
             slot: slot_index,
         };
-        signal::ensure_alt_stack();
+        signal::prepare_thread();
         let slot = &inner.slots[slot_index];
         let stack = lock(&slot.stack)
             .take()
@@ -170,10 +198,13 @@ impl FiberPool {
             highwater::reset(&stack);
         }
 
+        let entry = inner.region.entry(slot_index);
         let mut value: Option<T> = None;
         let out: *mut Option<T> = &mut value;
-        let body = move |_: &Yielder<(), ()>, (): ()| -> Outcome {
-            match panic::catch_unwind(AssertUnwindSafe(job)) {
+        let body = move |yielder: &Yielder<(), ()>, (): ()| -> Outcome {
+            // Lets `on_carrier` find this coroutine's yielder by the stack address.
+            entry.set_yielder(yielder);
+            let outcome = match panic::catch_unwind(AssertUnwindSafe(job)) {
                 Ok(v) => {
                     // SAFETY: `out` points into `run`'s frame on the carrier's
                     // stack, which outlives the coroutine (driven to its end
@@ -183,20 +214,25 @@ impl FiberPool {
                     Outcome::Done
                 }
                 Err(payload) => Outcome::Panicked(crate::error::panic_message(&*payload)),
-            }
+            };
+            entry.set_yielder(std::ptr::null());
+            outcome
         };
-        // SAFETY: `body` borrows `value` (through `out`) and whatever `job`
-        // borrows from the caller; all of it outlives the coroutine, which is
-        // resumed to completion (it never suspends: the job has no yielder)
-        // and turned back into its stack before this function returns.
+        // SAFETY: `body` borrows `value` (through `out`), the slot's entry and
+        // whatever `job` borrows from the caller; all of it outlives the
+        // coroutine, which is resumed to completion (it never suspends: only
+        // `on_carrier` uses its yielder, and that runs a call on this stack and
+        // returns to the fiber) and turned back into its stack before this
+        // function returns.
         let mut fiber: Coroutine<(), (), Outcome, FiberStack> =
             unsafe { Coroutine::with_stack_unchecked(stack, body) };
-        let entry = inner.region.entry(slot_index);
-        entry.begin(fiber.trap_handler());
+        entry.begin(fiber.trap_handler(), label);
+        stall::enter(label);
         let outcome = match fiber.resume(()) {
             CoroutineResult::Return(outcome) => outcome,
             CoroutineResult::Yield(()) => unreachable!("a job cannot suspend its fiber"),
         };
+        stall::leave();
         entry.end();
         let stack = fiber.into_stack();
 
@@ -220,13 +256,19 @@ impl FiberPool {
                 (Ended::Panicked, Err(RunError::Panicked { label, message }))
             }
             Outcome::Overflow => {
-                // Here, on the carrier's stack, after the fiber is gone.
-                slot.ledger.abandon_all();
+                // Here, on the carrier's stack, after the fiber is gone, on the
+                // thread it overflowed on (no yield since): std's panic count
+                // still shows a panic the fiber was in.
+                let at_safe_point = entry.struck_at_safe_point();
+                aftermath::overflowed(at_safe_point, std::thread::panicking());
+                let (_, failed) = slot.ledger.abandon_all();
+                aftermath::second_faults(failed);
                 let err = RunError::StackOverflow {
                     stack_size: inner.stack_size,
                     label,
+                    at_safe_point,
                 };
-                (Ended::Overflowed, Err(err))
+                (Ended::Overflowed { at_safe_point }, Err(err))
             }
         };
         inner.counters.ran(label, ended, used);

@@ -25,9 +25,10 @@
 
 use std::cell::UnsafeCell;
 use std::ptr;
-use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use corosensei::trap::CoroutineTrapHandler;
+use corosensei::Yielder;
 
 use crate::lent::Ledger;
 use crate::signal::Outcome;
@@ -48,14 +49,25 @@ pub struct StackEntry {
     /// while `running` is false, read by the signal handler only after it saw
     /// `running` true on a stack that contains its own stack pointer.
     trap: UnsafeCell<Option<CoroutineTrapHandler<Outcome>>>,
+    /// The running job's label; written with `trap`, under the same rule.
+    label: UnsafeCell<&'static str>,
+    /// The running coroutine's yielder, for [`on_carrier`](crate::on_carrier): set
+    /// by the fiber itself when it starts, cleared before it ends; null otherwise.
+    yielder: AtomicPtr<Yielder<(), ()>>,
+    /// Jobs begun on this stack: tells a `Lent` made by one job from a later one.
+    generation: AtomicU64,
+    /// Set by [`reserve_stack`](crate::reserve_stack) just before it overflows on
+    /// purpose: the overflow then struck at a safe point. Cleared by `begin`.
+    safe_point: AtomicBool,
 }
 
 // SAFETY: `bottom`, `guard_end` and `ledger` are written before the entry is
-// published and never again. `trap` is written only by the slot's owner while
+// published and never again. `trap` and `label` are written only by the slot's owner while
 // `running` is false (no fiber on the stack), and read only by a signal
 // handler whose stack pointer lies in this stack, i.e. by the very thread
 // executing the fiber after `running` was set with release ordering; so reads
-// and writes never overlap. The ledger pointer is only dereferenced by code
+// and writes never overlap (`label` is read only by code on or carrying this
+// fiber, after it saw `running`). The other fields are atomics. The ledger pointer is only dereferenced by code
 // running on this slot's fiber (the pool, and so the ledger, is alive then).
 unsafe impl Sync for StackEntry {}
 // SAFETY: as above; the entry holds no thread-bound state.
@@ -135,6 +147,10 @@ impl Region {
                     guard_end: bottom + layout.guard,
                     ledger,
                     trap: UnsafeCell::new(None),
+                    label: UnsafeCell::new(""),
+                    yielder: AtomicPtr::new(ptr::null_mut()),
+                    generation: AtomicU64::new(0),
+                    safe_point: AtomicBool::new(false),
                 }
             })
             .collect();
@@ -249,17 +265,57 @@ impl StackEntry {
         find(addr).filter(|e| e.running.load(Ordering::Acquire))
     }
 
-    /// Marks a fiber as running on this stack, resettable through `trap`.
-    pub(crate) fn begin(&self, trap: CoroutineTrapHandler<Outcome>) {
+    /// Marks a fiber running job `label` on this stack, resettable through `trap`.
+    pub(crate) fn begin(&self, trap: CoroutineTrapHandler<Outcome>, label: &'static str) {
         // SAFETY: only the slot's owner calls begin/end, and `running` is
-        // false here, so no signal handler reads `trap` (see `Sync` above).
-        unsafe { *self.trap.get() = Some(trap) };
+        // false here, so no signal handler or fiber reads `trap` or `label`
+        // (see `Sync` above).
+        unsafe {
+            *self.trap.get() = Some(trap);
+            *self.label.get() = label;
+        }
+        self.safe_point.store(false, Ordering::Relaxed);
+        self.generation.fetch_add(1, Ordering::Relaxed);
         self.running.store(true, Ordering::Release);
     }
 
     /// Marks the stack idle again.
     pub(crate) fn end(&self) {
+        self.yielder.store(ptr::null_mut(), Ordering::Relaxed);
         self.running.store(false, Ordering::Release);
+    }
+
+    /// The running job's label. Call only from code running on this stack (or
+    /// carrying it), between `begin` and `end`.
+    pub(crate) fn label(&self) -> &'static str {
+        // SAFETY: written only by `begin`, before `running` was set (release),
+        // which our caller observed (acquire) when it found this entry running.
+        unsafe { *self.label.get() }
+    }
+
+    /// Records (or, with null, forgets) the yielder of the coroutine running here.
+    pub(crate) fn set_yielder(&self, y: *const Yielder<(), ()>) {
+        self.yielder.store(y.cast_mut(), Ordering::Relaxed);
+    }
+
+    /// The yielder recorded by the fiber running here, or null.
+    pub(crate) fn yielder(&self) -> *const Yielder<(), ()> {
+        self.yielder.load(Ordering::Relaxed)
+    }
+
+    /// Which job on this stack this is (see `generation`).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Notes that the coming overflow is deliberate, at a safe point.
+    pub(crate) fn mark_safe_point(&self) {
+        self.safe_point.store(true, Ordering::Relaxed);
+    }
+
+    /// Did the last overflow strike at a safe point? Read by the carrier after it.
+    pub(crate) fn struck_at_safe_point(&self) -> bool {
+        self.safe_point.load(Ordering::Relaxed)
     }
 
     /// Is a fault at `fault_addr`, with the stack pointer at `sp` (inside this

@@ -259,10 +259,65 @@ thread_local! {
     static ALT_STACK: std::cell::OnceCell<Option<AltStack>> = const { std::cell::OnceCell::new() };
 }
 
-/// Makes sure the current thread has an alternate signal stack big enough for
-/// an overflow to be caught here. Cheap after the first call on a thread.
-pub(crate) fn ensure_alt_stack() {
+/// Asynchronous signals blocked on may's threads, so that none is ever delivered on a
+/// fiber's stack. A handler installed without `SA_ONSTACK` (a profiler's SIGPROF, a
+/// Ctrl-C crate's SIGINT) runs on the interrupted stack; a fiber within a few KiB of
+/// its guard page has no room for the kernel's signal frame (up to 3.5 KiB with
+/// AVX-512 state), and the kernel then kills the process with SIGSEGV. Blocked here,
+/// a process-directed signal goes to a thread that does not block it (the main
+/// thread, or a signal-handling thread of the application); a signal sent to one may
+/// thread with `tgkill` stays pending. Threads that call `run` outside may (a plain
+/// thread) are left alone: they may be the ones meant to receive them.
+pub const BLOCKED_ON_MAY_THREADS: [libc::c_int; 11] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGCHLD,
+    libc::SIGWINCH,
+];
+
+/// Blocks [`BLOCKED_ON_MAY_THREADS`] on the calling thread; returns the old mask.
+pub(crate) fn block_async_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; the set is initialised by sigemptyset before
+    // use and pthread_sigmask writes the old mask into a valid local.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in BLOCKED_ON_MAY_THREADS {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        old
+    }
+}
+
+/// Puts back a mask returned by [`block_async_signals`].
+pub(crate) fn restore_signal_mask(old: &libc::sigset_t) {
+    // SAFETY: `old` is a mask pthread_sigmask gave us.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, ptr::null_mut()) };
+}
+
+/// Readies the current thread to carry fibers, once per thread: an alternate signal
+/// stack big enough for an overflow to be caught here, and, on a may thread, the
+/// asynchronous signals blocked. Called before every switch onto a fiber (in `run`,
+/// and when [`on_carrier`](crate::on_carrier) returns to the fiber, possibly on
+/// another worker than it left: may moves carriers between workers), so a worker
+/// that never called `run` is readied before the first fiber runs on it. After the
+/// first call on a thread it is one thread-local check.
+pub(crate) fn prepare_thread() {
     ALT_STACK.with(|cell| {
-        cell.get_or_init(|| AltStack::install().ok().flatten());
+        cell.get_or_init(|| {
+            if may::coroutine::is_coroutine() {
+                block_async_signals();
+            }
+            AltStack::install().ok().flatten()
+        });
     });
 }

@@ -24,6 +24,9 @@ pub struct PoolStats {
     pub timed_out: u64,
     /// Jobs that overflowed their stack.
     pub overflows: u64,
+    /// Of those, overflows that struck outside a safe point (see
+    /// [`RunError::StackOverflow`](crate::RunError::StackOverflow)).
+    pub unsafe_overflows: u64,
     /// Jobs that panicked.
     pub panics: u64,
     /// The most stack bytes a measured job used (overflows not included).
@@ -39,6 +42,8 @@ pub struct LabelStats {
     pub runs: u64,
     /// Of those, overflows.
     pub overflows: u64,
+    /// Of the overflows, those outside a safe point.
+    pub unsafe_overflows: u64,
     /// Of those, panics.
     pub panics: u64,
     /// The most stack bytes a measured job with this label used.
@@ -51,7 +56,7 @@ pub struct LabelStats {
 pub(crate) enum Ended {
     Completed,
     Panicked,
-    Overflowed,
+    Overflowed { at_safe_point: bool },
 }
 
 #[derive(Default)]
@@ -60,6 +65,7 @@ pub(crate) struct Counters {
     rejected: AtomicU64,
     timed_out: AtomicU64,
     overflows: AtomicU64,
+    unsafe_overflows: AtomicU64,
     panics: AtomicU64,
     peak: AtomicUsize,
     per_label: Mutex<BTreeMap<&'static str, LabelStats>>,
@@ -79,9 +85,18 @@ impl Counters {
         let counter = match ended {
             Ended::Completed => &self.completed,
             Ended::Panicked => &self.panics,
-            Ended::Overflowed => &self.overflows,
+            Ended::Overflowed { .. } => &self.overflows,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        let unsafe_overflow = matches!(
+            ended,
+            Ended::Overflowed {
+                at_safe_point: false
+            }
+        );
+        if unsafe_overflow {
+            self.unsafe_overflows.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(used) = used {
             self.peak.fetch_max(used, Ordering::Relaxed);
         }
@@ -91,8 +106,9 @@ impl Counters {
         match ended {
             Ended::Completed => {}
             Ended::Panicked => entry.panics += 1,
-            Ended::Overflowed => entry.overflows += 1,
+            Ended::Overflowed { .. } => entry.overflows += 1,
         }
+        entry.unsafe_overflows += u64::from(unsafe_overflow);
         if let Some(used) = used {
             entry.measured += 1;
             entry.peak_stack_bytes = entry.peak_stack_bytes.max(used);
@@ -105,6 +121,7 @@ impl Counters {
         stats.rejected = self.rejected.load(Ordering::Relaxed);
         stats.timed_out = self.timed_out.load(Ordering::Relaxed);
         stats.overflows = self.overflows.load(Ordering::Relaxed);
+        stats.unsafe_overflows = self.unsafe_overflows.load(Ordering::Relaxed);
         stats.panics = self.panics.load(Ordering::Relaxed);
         stats.peak_stack_bytes = self.peak.load(Ordering::Relaxed);
         // Called on fibers too (a /stats route): the clone allocates, and an

@@ -51,7 +51,8 @@ fn overflow_every_slot(pool: &FiberPool, tag: usize) {
             err,
             RunError::StackOverflow {
                 stack_size,
-                label: "overflow"
+                label: "overflow",
+                at_safe_point: false
             }
         );
     }

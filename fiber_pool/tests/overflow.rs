@@ -21,7 +21,8 @@ fn one_overflow_is_an_error_and_the_fiber_works_again() {
             err,
             RunError::StackOverflow {
                 stack_size: 16 * 1024,
-                label: "deep"
+                label: "deep",
+                at_safe_point: false
             }
         );
         assert!(err.to_string().contains("stack_size"), "{err}");

@@ -73,7 +73,8 @@ fn reserve_stack_overflows_at_the_call_when_short_and_returns_when_not() {
             err,
             RunError::StackOverflow {
                 stack_size: STACK,
-                label: "short"
+                label: "short",
+                at_safe_point: true
             }
         );
         // More than the whole stack is always short.

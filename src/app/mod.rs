@@ -79,20 +79,19 @@ pub fn db_conn_within(
     db: &fiber_mysql::Pool,
     wait: std::time::Duration,
 ) -> Result<Lent<PooledConn>, fiber_mysql::Error> {
-    // Between `get` and `Lent::new` the checkout is a plain value on this stack: make
-    // sure an overflow cannot strike there (it would strike here, holding nothing).
-    // `get` is shallow: a permit wait and an idle pop; a handshake, if one is needed,
+    // The checkout runs on the carrier's stack (a permit wait and an idle pop) and goes
+    // straight into the Lent's cell, registered beforehand: it is never a plain value
+    // on this stack, where an overflow would lose it. A handshake, if one is needed,
     // happens later, inside the Lent.
     fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
-    db.get_timeout(wait)
-        .map(|conn| Lent::new(conn, PooledConn::discard))
+    Lent::acquire(|| db.get_timeout(wait), PooledConn::discard)
 }
 
-/// Stack that `Pool::get` plus `Lent::new` need: a may semaphore wait (may's timer
-/// and event-loop locks, see `fiber_pool::IO_STACK_MARGIN`), the permit and idle
-/// bookkeeping and the Lent's allocation, with room for debug builds' larger frames.
+/// Stack a MySQL checkout needs on the fiber: `Lent::acquire`'s own margin. The
+/// checkout itself runs on the carrier's stack (`fiber_pool::on_carrier`: its may
+/// semaphore wait and its lock are never on a fiber) and lands in the Lent directly.
 /// `tests/stack.rs` sweeps overflows through every point of the DB routes to check it.
-pub const CHECKOUT_STACK_MARGIN: usize = fiber_pool::IO_STACK_MARGIN + 4 * 1024;
+pub const CHECKOUT_STACK_MARGIN: usize = fiber_pool::lent::LENT_STACK_MARGIN;
 
 /// The response for a MySQL failure: 503 when the database is unavailable (down,
 /// refusing, pool exhausted), else 500 with the server's message. Handlers do not log

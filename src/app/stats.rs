@@ -4,9 +4,11 @@
 use crate::app::AppState;
 use crate::http::{Request, Response};
 
-/// `GET /stats` as JSON.
+/// `GET /stats` as JSON. The snapshot (every pool's counters, under their locks) is
+/// taken on the carrier's stack (`fiber_pool::on_carrier`), so no lock is held on
+/// the fiber.
 pub fn stats(state: &AppState, _req: &Request) -> Response {
-    Response::json(200, &snapshot(state))
+    Response::json(200, &fiber_pool::on_carrier(|| snapshot(state)))
 }
 
 /// Everything `/stats` shows.
@@ -21,24 +23,31 @@ pub fn snapshot(state: &AppState) -> serde_json::Value {
     })
 }
 
-/// The fiber pool's stats, with per-route stack peaks.
+/// The fiber pool's stats, with per-route stack peaks, overflows outside a safe point
+/// and stalls (the watchdog's), and the process's overflow aftermath.
 pub fn fibers_json(s: &fiber_pool::PoolStats) -> serde_json::Value {
-    let routes: serde_json::Map<String, serde_json::Value> = s
-        .per_label
-        .iter()
-        .map(|(label, l)| {
+    let stalls = crate::watchdog::stalls();
+    let mut labels: Vec<&'static str> = s.per_label.keys().copied().collect();
+    labels.extend(stalls.keys().filter(|l| !s.per_label.contains_key(*l)));
+    let routes: serde_json::Map<String, serde_json::Value> = labels
+        .into_iter()
+        .map(|label| {
+            let l = s.per_label.get(label).copied().unwrap_or_default();
             (
                 label.to_string(),
                 serde_json::json!({
                     "runs": l.runs,
                     "overflows": l.overflows,
+                    "unsafe_overflows": l.unsafe_overflows,
                     "panics": l.panics,
+                    "stalls": stalls.get(label).copied().unwrap_or(0),
                     "measured": l.measured,
                     "peak_stack_bytes": l.peak_stack_bytes,
                 }),
             )
         })
         .collect();
+    let aftermath = fiber_pool::aftermath();
     serde_json::json!({
         "size": s.size,
         "stack_size": s.stack_size,
@@ -48,7 +57,14 @@ pub fn fibers_json(s: &fiber_pool::PoolStats) -> serde_json::Value {
         "rejected": s.rejected,
         "timed_out": s.timed_out,
         "overflows": s.overflows,
+        "unsafe_overflows": s.unsafe_overflows,
         "panics": s.panics,
+        "stalls": stalls.values().sum::<u64>(),
+        "aftermath": {
+            "outside_safe_point": aftermath.outside_safe_point,
+            "while_panicking": aftermath.while_panicking,
+            "second_faults": aftermath.second_faults,
+        },
         "peak_stack_bytes": s.peak_stack_bytes,
         "routes": routes,
     })

@@ -1,7 +1,9 @@
 //! A coroutine-native HTTP/1.1 client on `may::net`: keep-alive connections per
 //! upstream address, a timeout for every phase, and a cap on response size.
 //!
-//! Called from a fiber, `get` looks blocking and yields to may while it waits. URLs
+//! Called from a fiber, `get` looks blocking and yields to may while it waits; every
+//! may call (connect, read, write, a socket's drop) runs on the carrier's stack
+//! through `fiber_pool::net::CarrierStream`. URLs
 //! name IP addresses (or `localhost`): may's connect resolves names with blocking DNS,
 //! so names are resolved once, at start-up, by [`Url::parse_resolving`].
 
@@ -13,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use may::net::TcpStream;
+use fiber_pool::net::CarrierStream;
 
 use crate::config::ClientLimits;
 
@@ -188,7 +190,7 @@ struct Counters {
 /// The client: share one per process.
 pub struct HttpClient {
     limits: ClientLimits,
-    idle: Mutex<HashMap<SocketAddr, Vec<TcpStream>>>,
+    idle: Mutex<HashMap<SocketAddr, Vec<CarrierStream>>>,
     counters: Counters,
 }
 
@@ -239,26 +241,29 @@ impl HttpClient {
         }
     }
 
-    // The idle map is locked from fibers for a map operation only, never across
-    // a yield, and through `fiber_pool::lock`: an overflow must not strike with
-    // the lock held (an abandoned guard never unlocks).
-    fn take_idle(&self, addr: SocketAddr) -> Option<TcpStream> {
-        fiber_pool::lock(&self.idle).get_mut(&addr)?.pop()
+    // The idle map is locked for a map operation only, never across a yield, and on
+    // the carrier's stack (`fiber_pool::on_carrier`): an overflow cannot strike with
+    // the lock held (an abandoned guard never unlocks), and a fiber needs no stack
+    // reserved for it. A stream dropped there (the list is full) closes there too.
+    fn take_idle(&self, addr: SocketAddr) -> Option<CarrierStream> {
+        fiber_pool::on_carrier(|| fiber_pool::lock(&self.idle).get_mut(&addr)?.pop())
     }
 
-    fn put_idle(&self, addr: SocketAddr, stream: TcpStream) {
-        let mut idle = fiber_pool::lock(&self.idle);
-        let list = idle.entry(addr).or_default();
-        if list.len() < self.limits.max_idle_per_host {
-            list.push(stream);
-        }
+    fn put_idle(&self, addr: SocketAddr, stream: CarrierStream) {
+        fiber_pool::on_carrier(move || {
+            let mut idle = fiber_pool::lock(&self.idle);
+            let list = idle.entry(addr).or_default();
+            if list.len() < self.limits.max_idle_per_host {
+                list.push(stream);
+            }
+        });
     }
 
-    fn connect(&self, addr: SocketAddr, deadline: Instant) -> Result<TcpStream, ClientError> {
+    fn connect(&self, addr: SocketAddr, deadline: Instant) -> Result<CarrierStream, ClientError> {
         self.counters.connects.fetch_add(1, Ordering::Relaxed);
         let limit = self.limits.connect_timeout.min(left(deadline));
         // Not may's TcpStream::connect_timeout: it races (see fiber_pool::net). This one
-        // also reserves fiber_pool::IO_STACK_MARGIN first, like every I/O call here.
+        // runs on the carrier's stack, like every may call of a CarrierStream.
         let stream = fiber_pool::net::connect(&addr, limit).map_err(|e| {
             if matches!(
                 e.kind(),
@@ -278,7 +283,7 @@ impl HttpClient {
 
     fn exchange(
         &self,
-        mut stream: TcpStream,
+        mut stream: CarrierStream,
         url: &Url,
         request: &str,
         deadline: Instant,
@@ -288,7 +293,6 @@ impl HttpClient {
                 self.limits.read_timeout.min(left(deadline)),
             )))
             .map_err(io_failed)?;
-        fiber_pool::reserve_stack(fiber_pool::IO_STACK_MARGIN);
         if let Err(e) = stream.write_all(request.as_bytes()) {
             return Err(if is_stale(&e) {
                 Exchange::Stale
@@ -430,7 +434,7 @@ fn left(deadline: Instant) -> Duration {
 
 /// Reads a response within the per-read timeout, the total deadline and the size cap.
 struct Reader<'a> {
-    stream: &'a mut TcpStream,
+    stream: &'a mut CarrierStream,
     buf: Vec<u8>,
     read_timeout: Duration,
     /// The limit `deadline` enforces, for the error message.
@@ -467,7 +471,6 @@ impl Reader<'_> {
             .map_err(ClientError::Io)?;
         let start = self.buf.len();
         self.buf.resize(start + READ_CHUNK, 0);
-        fiber_pool::reserve_stack(fiber_pool::IO_STACK_MARGIN);
         let r = self.stream.read(&mut self.buf[start..]);
         self.buf.truncate(start + *r.as_ref().unwrap_or(&0));
         let n = r.map_err(|e| match e.kind() {

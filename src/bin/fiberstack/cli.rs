@@ -12,6 +12,7 @@ use fiberstack::config::{
     ByteSize, Runtime, ServeConfig, DEFAULT_ACCESS_LOG, DEFAULT_BIND, DEFAULT_DB_POOL,
     DEFAULT_DB_WAIT, DEFAULT_FIBERS, DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE,
+    DEFAULT_STALL_LIMIT, DEFAULT_STALL_WARN,
 };
 use fiberstack::shutdown::StopRequests;
 use fiberstack::start;
@@ -53,6 +54,9 @@ const MAX_DB_POOL: u64 = 10_000;
 const MAX_WORKERS: u64 = 1024;
 /// Longest `--fiber-wait`, `--db-wait` or `--shutdown-grace`: an hour.
 const MAX_WAIT_SECS: f64 = 3600.0;
+
+/// Shortest `--stall-warn`: the stall clock ticks in milliseconds (a coarse clock).
+const MIN_STALL_WARN: Duration = Duration::from_millis(10);
 
 /// The flags of `fiberstack serve`.
 #[derive(Args, Debug, Clone)]
@@ -108,6 +112,14 @@ pub struct ServeArgs {
     /// being replaced).
     #[arg(long, env = "FIBERSTACK_SHUTDOWN_GRACE", default_value_t = DEFAULT_SHUTDOWN_GRACE.as_secs_f64())]
     pub shutdown_grace: f64,
+    /// Seconds a request may hold its worker thread (running its own code, not
+    /// waiting in may) before the watchdog logs it and counts a stall.
+    #[arg(long, env = "FIBERSTACK_STALL_WARN", default_value_t = DEFAULT_STALL_WARN.as_secs_f64())]
+    pub stall_warn: f64,
+    /// Seconds a request may hold its worker thread before the watchdog asks for this
+    /// process to be replaced.
+    #[arg(long, env = "FIBERSTACK_STALL_LIMIT", default_value_t = DEFAULT_STALL_LIMIT.as_secs_f64())]
+    pub stall_limit: f64,
     /// Worker processes: 2 or more start a supervisor that binds the port once, shares
     /// one private MariaDB, replaces a worker that dies, and restarts them all one by
     /// one on SIGHUP. 1 serves in this process, with no supervisor.
@@ -167,8 +179,17 @@ impl ServeArgs {
             shutdown_grace: secs("shutdown-grace", self.shutdown_grace)?,
             access_log: self.access_log,
             processes: self.processes as usize,
+            stall_warn: secs("stall-warn", self.stall_warn)?,
+            stall_limit: secs("stall-limit", self.stall_limit)?,
             ..ServeConfig::default()
         };
+        if cfg.stall_warn < MIN_STALL_WARN || cfg.stall_limit < cfg.stall_warn {
+            return Err(format!(
+                "--stall-warn must be at least {MIN_STALL_WARN:?} and --stall-limit at least \
+                 --stall-warn; got --stall-warn {} and --stall-limit {}",
+                self.stall_warn, self.stall_limit
+            ));
+        }
         if let Some(w) = self.workers {
             cfg.workers = w as usize;
         }

@@ -1,0 +1,65 @@
+//! What caught overflows may have left behind, process-wide: the counters a watchdog
+//! reads to decide that this process should be replaced rather than trusted.
+//!
+//! An overflow is caught at a *safe point* when it struck in
+//! [`reserve_stack`](crate::reserve_stack) (which [`lock`](crate::lock), `Lent` and
+//! [`FiberSafeAlloc`](crate::FiberSafeAlloc) call): nothing was held. Anywhere else it
+//! struck inside the job's own code, and whatever that code held (a `std::sync`
+//! lock, a `Once`/`LazyLock` being initialised, stdout's lock) stays held. Those are
+//! counted here, with two states that are known to be broken:
+//! - the thread was *panicking* when the overflow struck: std's panic count on that
+//!   thread never goes back to zero, so the next panic there aborts the process;
+//! - a *second fault*: a resource's abandon callback panicked while the pool was
+//!   cleaning up after an overflow.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static OUTSIDE_SAFE_POINT: AtomicU64 = AtomicU64::new(0);
+static WHILE_PANICKING: AtomicU64 = AtomicU64::new(0);
+static SECOND_FAULTS: AtomicU64 = AtomicU64::new(0);
+
+/// A snapshot of the process-wide aftermath counters (all pools).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Aftermath {
+    /// Overflows that struck outside a safe point: state the job held may be left
+    /// behind (a lock, a `Once`).
+    pub outside_safe_point: u64,
+    /// Overflows that struck while the job was panicking: the thread's panic state is
+    /// left behind and a later panic on it aborts. Known broken.
+    pub while_panicking: u64,
+    /// Faults while handling an overflow (an abandon callback panicked). Known broken.
+    pub second_faults: u64,
+}
+
+impl Aftermath {
+    /// Is the process known to be in a broken state (not merely suspect)?
+    pub fn is_broken(&self) -> bool {
+        self.while_panicking > 0 || self.second_faults > 0
+    }
+}
+
+/// The counters now.
+pub fn aftermath() -> Aftermath {
+    Aftermath {
+        outside_safe_point: OUTSIDE_SAFE_POINT.load(Ordering::Relaxed),
+        while_panicking: WHILE_PANICKING.load(Ordering::Relaxed),
+        second_faults: SECOND_FAULTS.load(Ordering::Relaxed),
+    }
+}
+
+/// Records a caught overflow, as seen from the carrier right after it.
+pub(crate) fn overflowed(at_safe_point: bool, panicking: bool) {
+    if !at_safe_point {
+        OUTSIDE_SAFE_POINT.fetch_add(1, Ordering::Relaxed);
+    }
+    if panicking {
+        WHILE_PANICKING.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Records faults while cleaning up after an overflow.
+pub(crate) fn second_faults(n: usize) {
+    if n > 0 {
+        SECOND_FAULTS.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}

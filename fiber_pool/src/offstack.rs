@@ -1,0 +1,78 @@
+//! [`on_carrier`]: running a call on the carrier's stack instead of the fiber's, so
+//! that no may (or generator) frame is ever on a fiber stack.
+//!
+//! may's I/O, timers and `may::sync` take may's own locks and update its queues on
+//! whatever stack calls them. On a fiber, an overflow inside them would abandon those
+//! frames mid-update: a queue left marked, a mutex owned for ever, the scheduler
+//! stopped (see STACK_SIZES.md). corosensei's `Yielder::on_parent_stack` runs a
+//! closure on the stack that resumed the coroutine, below the frames of
+//! [`FiberPool::run`](crate::FiberPool::run): the carrier's may stack, which is sized
+//! for may and never overflows into a fiber's guard page. The fiber is parked there
+//! meanwhile, exactly as if it had called a function.
+//!
+//! Measured (release, `fiber_pool/examples/on_carrier_bench.rs`): the round trip costs
+//! a few dozen nanoseconds (two context switches of a handful of registers each, the
+//! registry lookup and the stall bookkeeping), against the microseconds of the
+//! syscall it wraps.
+
+use std::time::Duration;
+
+use crate::registry::StackEntry;
+use crate::{signal, stall};
+
+/// Runs `f` on the carrier's stack when called on a fiber (and simply calls it
+/// otherwise), and returns its value. A panic in `f` propagates to the caller.
+///
+/// Every may call that a job makes should go through here: sockets (use
+/// [`net::CarrierStream`](crate::net::CarrierStream), which does it for every read,
+/// write and drop), sleeps ([`sleep`]), `may::sync` waits and posts, channel
+/// operations. While `f` runs the job does not count as holding its thread (see
+/// [`stall`](crate::stall)), and [`reserve_stack`](crate::reserve_stack) inside `f`
+/// does nothing: `f` is not on a fiber.
+///
+/// `f` must be `Send` (corosensei's rule: it keeps a fiber's references out of the
+/// carrier's code); capture `&mut` to sockets and buffers, not fiber-only types.
+#[inline]
+pub fn on_carrier<R, F>(f: F) -> R
+where
+    F: FnOnce() -> R + Send,
+{
+    let Some(entry) = StackEntry::find_running(crate::stack_pointer()) else {
+        return f();
+    };
+    let yielder = entry.yielder();
+    if yielder.is_null() {
+        return f();
+    }
+    let label = entry.label();
+    // SAFETY: the yielder was recorded by the coroutine whose stack we are running on
+    // (our stack pointer is in that entry's stack and the entry is running), at its
+    // start, and is cleared before that coroutine ends; the coroutine is alive and
+    // running (it is us), so the yielder it was passed is valid for this call.
+    let yielder = unsafe { &*yielder };
+    yielder.on_parent_stack(move || {
+        stall::leave();
+        // Back to the fiber, even if `f` panics: the thread holds the job again,
+        // possibly another thread than before (may moved the carrier).
+        struct Back(&'static str);
+        impl Drop for Back {
+            fn drop(&mut self) {
+                signal::prepare_thread();
+                stall::enter(self.0);
+            }
+        }
+        let _back = Back(label);
+        f()
+    })
+}
+
+/// `may::coroutine::sleep` on the carrier's stack (a plain thread sleep off may).
+pub fn sleep(d: Duration) {
+    on_carrier(|| may::coroutine::sleep(d));
+}
+
+/// Drops `value` on the carrier's stack: for may objects whose drop does may work
+/// (a socket's drop deregisters it from may's event loop).
+pub fn drop_on_carrier<T: Send>(value: T) {
+    on_carrier(move || drop(value));
+}

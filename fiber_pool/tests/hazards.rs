@@ -1,0 +1,195 @@
+//! The hazards of a review of fiber_pool, provoked on purpose: an asynchronous signal
+//! aimed at a may thread whose fiber sits just above its guard page, a `Lent` kept in
+//! a thread-local past its job, and the alternate signal stack of a worker that never
+//! called `run`.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fiber_pool::{on_carrier, stack_remaining, FiberPool, Lent, PoolConfig};
+
+static HANDLED: AtomicUsize = AtomicUsize::new(0);
+
+/// How close to its guard page the job waits for the signal (debug frames included).
+const NEAR: usize = 3 * 1024;
+
+extern "C" fn count(_: libc::c_int) {
+    HANDLED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Recurses (256-byte frames) until fewer than `left` bytes of fiber stack remain,
+/// then runs `f` there.
+#[inline(never)]
+fn near_the_guard<R>(left: usize, f: &mut dyn FnMut() -> R) -> R {
+    let pad = std::hint::black_box([0u8; 256]);
+    if stack_remaining().expect("on a fiber") < left {
+        f()
+    } else {
+        let r = near_the_guard(left, f);
+        std::hint::black_box(pad);
+        r
+    }
+}
+
+#[test]
+fn a_signal_sent_to_a_may_thread_whose_fiber_is_at_its_guard_page_does_not_kill() {
+    // A SIGPROF handler installed the way profilers do, without SA_ONSTACK: the
+    // kernel would build its frame on the interrupted (fiber) stack.
+    // SAFETY: a plain handler that only increments an atomic.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = count as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        assert_eq!(
+            libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut()),
+            0
+        );
+    }
+    let pool = FiberPool::new(PoolConfig {
+        size: 1,
+        stack_size: 16 * 1024,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let tid = Arc::new(AtomicI32::new(0));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let (t, s) = (Arc::clone(&tid), Arc::clone(&sent));
+    let job = fiber_pool::carrier::go(move || {
+        pool.run("at_the_guard", move || {
+            near_the_guard(NEAR, &mut || {
+                // SAFETY: gettid has no preconditions.
+                t.store(unsafe { libc::gettid() }, Ordering::SeqCst);
+                // Stay here, on this thread, until the signal was sent (and a bit).
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while s.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+                    std::hint::spin_loop();
+                }
+                let settle = Instant::now() + Duration::from_millis(50);
+                while Instant::now() < settle {
+                    std::hint::spin_loop();
+                }
+                stack_remaining().unwrap()
+            })
+        })
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tid.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the job never reached its guard page"
+        );
+        std::thread::yield_now();
+    }
+    // The thread carrying the fiber blocks every asynchronous signal of the list.
+    let status = std::fs::read_to_string(format!(
+        "/proc/self/task/{}/status",
+        tid.load(Ordering::SeqCst)
+    ))
+    .unwrap();
+    let blocked = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigBlk:"))
+        .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+        .unwrap();
+    for sig in fiber_pool::signal::BLOCKED_ON_MAY_THREADS {
+        assert!(
+            blocked & (1 << (sig - 1)) != 0,
+            "signal {sig} is not blocked on the fiber's may thread: SigBlk {blocked:x}"
+        );
+    }
+    // Aimed at that very thread: without the block, the kernel finds no room for the
+    // signal frame (1-3.5 KiB) this close to the guard page and kills the process
+    // with SIGSEGV; with room for it, the handler runs on the fiber stack.
+    // SAFETY: tgkill to a thread of this process.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            libc::getpid(),
+            tid.load(Ordering::SeqCst),
+            libc::SIGPROF,
+        )
+    };
+    assert_eq!(r, 0);
+    sent.store(1, Ordering::SeqCst);
+    let left = job.join().unwrap().unwrap();
+    assert!(left < NEAR, "{left}");
+    assert_eq!(
+        HANDLED.load(Ordering::Relaxed),
+        0,
+        "blocked on may threads: the signal stays pending there"
+    );
+}
+
+thread_local! {
+    static KEPT: RefCell<Option<Lent<u32>>> = const { RefCell::new(None) };
+}
+
+#[test]
+fn a_lent_kept_in_a_thread_local_panics_outside_its_job_instead_of_racing() {
+    let pool = FiberPool::new(PoolConfig {
+        size: 2,
+        stack_size: 64 * 1024,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let p = pool.clone();
+    let outcome = fiber_pool::carrier::go(move || {
+        // One job keeps its Lent in this thread's thread-local...
+        p.run("keeps", || {
+            KEPT.with(|k| *k.borrow_mut() = Some(Lent::new(7, |_| {})))
+        })
+        .unwrap();
+        // ...and a later job on the same thread reaches it.
+        p.run("reads", || KEPT.with(|k| k.borrow().as_ref().map(|l| **l)))
+    })
+    .join()
+    .unwrap();
+    let err = outcome.unwrap_err();
+    assert!(
+        err.to_string().contains("outside the job that made it"),
+        "{err}"
+    );
+    // Dropping it from elsewhere is fine: the value goes exactly once.
+    KEPT.with(|k| k.borrow_mut().take());
+}
+
+#[test]
+fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() {
+    // Two may workers; the carrier migrates between them inside `on_carrier` (may
+    // sleeps and yields there). Every return to the fiber readies the thread it lands
+    // on, so the fiber's thread has a 64 KiB alt stack whichever worker that is.
+    let pool = FiberPool::new(PoolConfig {
+        size: 1,
+        stack_size: 64 * 1024,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let sizes = fiber_pool::carrier::go(move || {
+        pool.run("migrates", || {
+            let mut sizes = Vec::new();
+            for _ in 0..20 {
+                on_carrier(|| {
+                    may::coroutine::yield_now();
+                    may::coroutine::sleep(Duration::from_millis(1));
+                });
+                // SAFETY: querying the current thread's alt stack into a local.
+                let mut st: libc::stack_t = unsafe { std::mem::zeroed() };
+                // SAFETY: `st` is a valid out-pointer.
+                assert_eq!(unsafe { libc::sigaltstack(std::ptr::null(), &mut st) }, 0);
+                sizes.push(st.ss_size);
+            }
+            sizes
+        })
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    assert!(
+        sizes
+            .iter()
+            .all(|&s| s >= fiber_pool::signal::ALT_STACK_SIZE),
+        "{sizes:?}"
+    );
+}
