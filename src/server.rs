@@ -169,6 +169,9 @@ impl<S: Send + Sync + 'static> Service for App<S> {
 /// checked ([`Client::gone`]); shorter waits are the client's own round trip.
 const WAITED: Duration = Duration::from_millis(1);
 
+/// How often [`Server::shutdown`] looks whether the accept loop has ended.
+const ACCEPT_EXIT_POLL: Duration = Duration::from_millis(10);
+
 /// What [`App::route`] gives back: the response, its route's label (`None`: no route
 /// matched) and, when this run was measured, the stack its fiber used.
 type Routed = (Response, Option<&'static str>, Option<usize>);
@@ -393,14 +396,25 @@ impl Server {
     }
 
     /// Stop accepting, let in-flight requests finish for up to `grace`, and report.
+    /// The accept loop is waited for within `grace` too: it is a coroutine, and one of
+    /// may's threads may be held for ever (a handler blocked on a lock an overflow
+    /// left behind; tests/adversarial.rs), with the accept loop queued behind it.
     pub fn shutdown(mut self, grace: Duration) -> Drained {
+        let deadline = Instant::now() + grace;
         self.stop.begin();
         self.wake_accept.wakeup();
         if let Some(accept) = self.accept.take() {
-            let _ = accept.join();
+            while !accept.is_done() && Instant::now() < deadline {
+                std::thread::sleep(ACCEPT_EXIT_POLL);
+            }
+            if accept.is_done() {
+                let _ = accept.join();
+            }
         }
         Drained {
-            connections_left: self.stop.wait_drained(grace),
+            connections_left: self
+                .stop
+                .wait_drained(deadline.saturating_duration_since(Instant::now())),
         }
     }
 
