@@ -144,7 +144,9 @@ fn main() -> io::Result<()> {
         .next()
         .map_or(Ok(1), |n| n.parse::<usize>().map_err(|e| invalid(&n, e)))?;
     let stall_limit = args.next().map_or(Ok(Duration::from_secs(10)), |ms| {
-        ms.parse().map(Duration::from_millis).map_err(|e| invalid(&ms, e))
+        ms.parse()
+            .map(Duration::from_millis)
+            .map_err(|e| invalid(&ms, e))
     })?;
     if let Some(done) = supervisor::supervise(SupervisorConfig::new(processes, addr)) {
         return done.map_err(io::Error::other);
@@ -153,8 +155,8 @@ fn main() -> io::Result<()> {
     may::config().set_workers(2);
     let url = std::env::var("DATABASE_URL").map_err(|e| invalid("DATABASE_URL", e))?;
     let opts = fiber_mysql::Opts::from_url(&url).map_err(|e| invalid("DATABASE_URL", e))?;
-    let db = fiber_mysql::Pool::new(fiber_mysql::PoolConfig::new(opts, 60))
-        .map_err(io::Error::other)?;
+    let db =
+        fiber_mysql::Pool::new(fiber_mysql::PoolConfig::new(opts, 60)).map_err(io::Error::other)?;
     let stops = supervisor::stop_requests()?;
     let fibers = fiber_pool::FiberPool::new(fiber_pool::PoolConfig {
         size: 120,
@@ -193,7 +195,11 @@ fn main() -> io::Result<()> {
         HttpLimits::default(),
         http_stats,
     )?;
-    println!("listening on http://{}/ (pid {})", server.addr(), std::process::id());
+    println!(
+        "listening on http://{}/ (pid {})",
+        server.addr(),
+        std::process::id()
+    );
     supervisor::ready();
     stops.wait();
     // Requests on a thread an abandoned lock blocks never finish: say how many were
