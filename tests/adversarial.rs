@@ -222,8 +222,7 @@ fn run_case(serve: &mut Served, route: &str, kind: Kind, soak: Duration) -> Outc
         .get("/stats", Duration::from_secs(10))
         .expect("/stats on the case's connection");
     let victim = pid(&serde_json::from_str(&who.body).unwrap());
-    let mut replaced = false;
-    match kind {
+    let replaced = match kind {
         Kind::Overflow { tries, must_hang } => {
             let r = conn
                 .get(&format!("/{route}"), Duration::from_secs(30))
@@ -272,7 +271,7 @@ fn run_case(serve: &mut Served, route: &str, kind: Kind, soak: Duration) -> Outc
                     Duration::from_secs(10),
                 );
             }
-            replaced = hung;
+            hung
         }
         Kind::Holds => {
             let r = conn
@@ -284,9 +283,9 @@ fn run_case(serve: &mut Served, route: &str, kind: Kind, soak: Duration) -> Outc
                 Duration::from_secs(10),
             );
             // Past --stall-limit: replaced; it finishes what it had, then exits.
-            replaced = true;
+            true
         }
-    }
+    };
     let mut unfinished = None;
     if replaced {
         serve.wait_log(
