@@ -290,16 +290,26 @@ fn with_stack_left<R>(left: usize, f: &mut dyn FnMut() -> R) -> R {
     }
 }
 
-#[test]
-fn an_overflow_at_any_point_of_any_route_leaves_no_lock_held() {
-    use fiber_pool::{FiberPool, PoolConfig};
-    use fiberstack::http::router::Found;
-    use std::sync::atomic::AtomicUsize;
+/// The built-in routes the overflow sweeps drive (every route that runs on a fiber
+/// and does more than format a constant).
+const SWEPT: [&str; 7] = [
+    "/stats",
+    "/widgets?sleep=0",
+    "/widgets/http",
+    "/twitter",
+    "/upstream/search.json?q=rails",
+    "/readyz",
+    "/healthz",
+];
 
-    const STACK: usize = 32 * 1024;
-    let app = serve(|c| c.db_pool = 4);
-    // A lock left held hangs the next locker: fail loudly instead of hanging CI.
-    let progress = Arc::new(AtomicUsize::new(0));
+/// A lock left held hangs the next locker: fail loudly instead of hanging CI. The
+/// test bumps the counter at each step and says in the string where it is; 10 s
+/// without a bump aborts the process, naming that place.
+fn abort_when_stuck() -> (
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<std::sync::Mutex<String>>,
+) {
+    let progress = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let current = Arc::new(std::sync::Mutex::new(String::new()));
     {
         let (progress, current) = (Arc::clone(&progress), Arc::clone(&current));
@@ -322,34 +332,66 @@ fn an_overflow_at_any_point_of_any_route_leaves_no_lock_held() {
             }
         });
     }
+    (progress, current)
+}
+
+/// Run `target`'s handler on `pool` with at most `left` bytes of its stack left, then
+/// take every lock a route takes (this hangs if an overflow left one held); whether it
+/// overflowed, and if so whether at a safe point.
+fn run_with_stack_left(
+    app: &fiberstack::start::Running,
+    pool: &fiber_pool::FiberPool,
+    target: &str,
+    left: usize,
+) -> Option<bool> {
+    use fiberstack::http::router::Found;
+    let req = fiberstack::http::Request::get(target);
     let router = fiberstack::app::router();
-    let targets = [
-        "/stats",
-        "/widgets?sleep=0",
-        "/widgets/http",
-        "/twitter",
-        "/upstream/search.json?q=rails",
-        "/readyz",
-        "/healthz",
-    ];
+    let Found::Route(route) = router.find("GET", &req.path) else {
+        panic!("no route for {target}")
+    };
+    let (label, handler) = (route.label, route.handler);
+    let (pool, state) = (pool.clone(), Arc::clone(&app.state));
+    let outcome = fiber_pool::carrier::go(move || {
+        pool.run(label, || {
+            with_stack_left(left, &mut || handler(&state, &req).status)
+        })
+    })
+    .join()
+    .unwrap();
+    app.state.fibers.stats();
+    app.state.db.stats();
+    app.state.http.stats_json();
+    match outcome {
+        Ok(_) => None,
+        Err(fiber_pool::RunError::StackOverflow { at_safe_point, .. }) => Some(at_safe_point),
+        Err(e) => panic!("{target} with {left} bytes left: {e}"),
+    }
+}
+
+/// A single-fiber pool with `stack_size` bytes of stack.
+fn one_fiber(stack_size: usize) -> fiber_pool::FiberPool {
+    fiber_pool::FiberPool::new(fiber_pool::PoolConfig {
+        size: 1,
+        stack_size,
+        ..fiber_pool::PoolConfig::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn an_overflow_at_any_point_of_any_route_leaves_no_lock_held() {
+    const STACK: usize = 32 * 1024;
+    let app = serve(|c| c.db_pool = 4);
+    let (progress, current) = abort_when_stuck();
     // Over HTTP first, so that the app's pool has per-route stats: /stats then copies
     // a real table under its lock (an empty one allocates nothing).
-    for target in targets {
+    for target in SWEPT {
         get(app.addr(), target);
     }
     let mut overflows = 0;
-    for target in targets {
-        let req = fiberstack::http::Request::get(target);
-        let Found::Route(route) = router.find("GET", &req.path) else {
-            panic!("no route for {target}")
-        };
-        let (label, handler) = (route.label, route.handler);
-        let pool = FiberPool::new(PoolConfig {
-            size: 1,
-            stack_size: STACK,
-            ..PoolConfig::default()
-        })
-        .unwrap();
+    for target in SWEPT {
+        let pool = one_fiber(STACK);
         // Once a route fits, it fits with more stack too: stop after a few in a row
         // (each fitting /widgets/http waits for a one-second /widgets).
         let mut fits_in_a_row = 0;
@@ -358,24 +400,9 @@ fn an_overflow_at_any_point_of_any_route_leaves_no_lock_held() {
                 break;
             }
             *current.lock().unwrap() = format!("{target} with {left} bytes of stack left");
-            let (pool, state, req) = (pool.clone(), Arc::clone(&app.state), req.clone());
-            let outcome = fiber_pool::carrier::go(move || {
-                pool.run(label, || {
-                    with_stack_left(left, &mut || handler(&state, &req).status)
-                })
-            })
-            .join()
-            .unwrap();
-            overflows += usize::from(outcome.is_err());
-            fits_in_a_row = if outcome.is_ok() {
-                fits_in_a_row + 1
-            } else {
-                0
-            };
-            // Every lock a route takes, taken again: hangs if one was left held.
-            app.state.fibers.stats();
-            app.state.db.stats();
-            app.state.http.stats_json();
+            let overflowed = run_with_stack_left(&app, &pool, target, left).is_some();
+            overflows += usize::from(overflowed);
+            fits_in_a_row = if overflowed { 0 } else { fits_in_a_row + 1 };
             progress.fetch_add(1, Ordering::SeqCst);
         }
         assert_eq!(get(app.addr(), "/healthz").status, 200, "after {target}");
@@ -386,4 +413,133 @@ fn an_overflow_at_any_point_of_any_route_leaves_no_lock_held() {
     );
     let db = app.state.db.stats();
     assert_eq!(db.in_use, 0, "every overflowed checkout came back: {db:?}");
+}
+
+/// This process's resident memory, in bytes.
+fn rss() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/self/status");
+    kib * 1024
+}
+
+/// Overflows the CI run provokes; FIBERSTACK_SWEEP_OVERFLOWS=1000 is the issue's run.
+const SWEEP_OVERFLOWS: usize = 150;
+/// Growth of RSS allowed over the sweep: the allocator keeps freed memory for reuse.
+const RSS_SLACK: usize = 32 << 20;
+
+/// The issue's overflow sweep: overflows at random depths (a fixed seed) across the
+/// built-in routes, on stacks from 8 KiB to 32 KiB in 64-byte steps (a pool per size,
+/// as `--stack-size` would make), while normal traffic runs over HTTP: no normal
+/// request lost, no hang (see [`abort_when_stuck`]), and fds, MySQL connections and
+/// RSS back to their baseline. `FIBERSTACK_SWEEP_OVERFLOWS=1000 cargo nextest run
+/// --test stack -E 'test(sweep)'` is the full run.
+#[test]
+fn overflow_sweep_over_stack_sizes_loses_no_request_and_leaks_nothing() {
+    const SEED: u64 = 0x5eed_0ff1_be5e_ed00;
+    let wanted = std::env::var("FIBERSTACK_SWEEP_OVERFLOWS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(SWEEP_OVERFLOWS);
+    // A private MariaDB: the count of its connections is ours alone.
+    let app = serve(|c| {
+        c.database_url = None;
+        c.db_pool = 4;
+    });
+    let addr = app.addr();
+    let mariadb = app.mariadb.as_ref().expect("a private MariaDB");
+    let mut admin = fiber_mysql::Conn::connect(&mariadb.admin_opts()).unwrap();
+    let (progress, current) = abort_when_stuck();
+    for target in SWEPT {
+        get(addr, target);
+    }
+    let (fds0, rss0) = (open_fds(), rss());
+    let conns0 = server_side_connections(&mut admin, usize::MAX);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let normal: Vec<_> = ["/widgets?sleep=0", "/hello"]
+        .into_iter()
+        .map(|path| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let (mut served, mut failed) = (0, Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    let r = get(addr, path);
+                    if r.status == 200 {
+                        served += 1;
+                    } else {
+                        failed.push(format!("{path} -> {}: {}", r.status, r.body));
+                    }
+                }
+                (served, failed)
+            })
+        })
+        .collect();
+
+    let mut rng = SEED;
+    let mut next = move |below: usize| {
+        // xorshift64*: the same sequence every run.
+        rng ^= rng >> 12;
+        rng ^= rng << 25;
+        rng ^= rng >> 27;
+        (rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as usize % below
+    };
+    let (mut overflows, mut unsafe_overflows, mut runs) = (0, 0, 0);
+    while overflows < wanted {
+        let stack = 8 * 1024 + 64 * next((32 - 8) * 1024 / 64 + 1);
+        let target = SWEPT[next(SWEPT.len())];
+        let left = 512 + next(stack / 2);
+        *current.lock().unwrap() =
+            format!("{target} on a {stack}-byte stack with {left} bytes left");
+        if let Some(at_safe_point) = run_with_stack_left(&app, &one_fiber(stack), target, left) {
+            overflows += 1;
+            unsafe_overflows += usize::from(!at_safe_point);
+        }
+        runs += 1;
+        progress.fetch_add(1, Ordering::SeqCst);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (mut served, mut failed) = (0, Vec::new());
+    for t in normal {
+        let (s, f) = t.join().unwrap();
+        served += s;
+        failed.extend(f);
+    }
+    assert!(failed.is_empty(), "normal requests failed: {failed:#?}");
+    assert!(served >= 20, "normal traffic ran alongside: {served}");
+
+    common::wait_until(
+        "every overflowed checkout back in the pool",
+        Duration::from_secs(5),
+        || app.state.db.stats().in_use == 0,
+    );
+    let conns = server_side_connections(&mut admin, conns0);
+    assert!(conns <= conns0, "MySQL connections {conns0} -> {conns}");
+    let fds_ok = common::poll(Duration::from_secs(5), || open_fds() <= fds0 + 2);
+    assert!(
+        fds_ok,
+        "fds {fds0} -> {}; db {:?}; http client {}",
+        open_fds(),
+        app.state.db.stats(),
+        app.state.http.stats_json()
+    );
+    let rss1 = rss();
+    assert!(
+        rss1 <= rss0 + RSS_SLACK,
+        "RSS {} KiB -> {} KiB",
+        rss0 / 1024,
+        rss1 / 1024
+    );
+    eprintln!(
+        "sweep: {overflows} overflows ({unsafe_overflows} outside a safe point) in {runs} \
+         runs, {served} normal requests served, 0 failed; fds {fds0} -> {}, MySQL \
+         connections {conns0} -> {conns}, RSS {} -> {} KiB",
+        open_fds(),
+        rss0 / 1024,
+        rss1 / 1024
+    );
 }

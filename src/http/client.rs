@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use fiber_pool::net::CarrierStream;
+use fiber_pool::Lent;
 
 use crate::config::ClientLimits;
 
@@ -223,7 +224,7 @@ impl HttpClient {
         );
         // A kept-alive connection may have been closed by the server meanwhile: if it
         // fails before any response byte, the GET is retried once on a new connection.
-        if let Some(stream) = self.take_idle(url.addr) {
+        if let Ok(stream) = self.take_idle(url.addr) {
             self.counters.reused.fetch_add(1, Ordering::Relaxed);
             match self.exchange(stream, url, &request, deadline) {
                 Err(Exchange::Stale) => {}
@@ -245,11 +246,26 @@ impl HttpClient {
     // the carrier's stack (`fiber_pool::on_carrier`): an overflow cannot strike with
     // the lock held (an abandoned guard never unlocks), and a fiber needs no stack
     // reserved for it. A stream dropped there (the list is full) closes there too.
-    fn take_idle(&self, addr: SocketAddr) -> Option<CarrierStream> {
-        fiber_pool::on_carrier(|| fiber_pool::lock(&self.idle).get_mut(&addr)?.pop())
+    //
+    // A stream a fiber uses lives in a `Lent` (taken straight into it, on the carrier):
+    // if the fiber overflows mid-exchange, its abandoned frames cannot keep the socket
+    // open for ever; the pool closes it (tests/stack.rs's overflow sweep counts fds).
+    fn take_idle(&self, addr: SocketAddr) -> Result<Lent<CarrierStream>, ()> {
+        Lent::acquire(
+            || {
+                fiber_pool::lock(&self.idle)
+                    .get_mut(&addr)
+                    .and_then(Vec::pop)
+                    .ok_or(())
+            },
+            drop,
+        )
     }
 
-    fn put_idle(&self, addr: SocketAddr, stream: CarrierStream) {
+    fn put_idle(&self, addr: SocketAddr, stream: Lent<CarrierStream>) {
+        // Stack for the few frames between taking the stream out and the carrier.
+        fiber_pool::reserve_stack(fiber_pool::lent::LENT_STACK_MARGIN);
+        let stream = stream.into_inner();
         fiber_pool::on_carrier(move || {
             let mut idle = fiber_pool::lock(&self.idle);
             let list = idle.entry(addr).or_default();
@@ -259,31 +275,36 @@ impl HttpClient {
         });
     }
 
-    fn connect(&self, addr: SocketAddr, deadline: Instant) -> Result<CarrierStream, ClientError> {
+    fn connect(
+        &self,
+        addr: SocketAddr,
+        deadline: Instant,
+    ) -> Result<Lent<CarrierStream>, ClientError> {
         self.counters.connects.fetch_add(1, Ordering::Relaxed);
         let limit = self.limits.connect_timeout.min(left(deadline));
         // Not may's TcpStream::connect_timeout: it races (see fiber_pool::net). This one
         // runs on the carrier's stack, like every may call of a CarrierStream.
-        let stream = fiber_pool::net::connect(&addr, limit).map_err(|e| {
-            if matches!(
-                e.kind(),
-                io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-            ) {
-                ClientError::Timeout {
-                    phase: "connect",
-                    limit,
+        let stream =
+            Lent::acquire(|| fiber_pool::net::connect(&addr, limit), drop).map_err(|e| {
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                ) {
+                    ClientError::Timeout {
+                        phase: "connect",
+                        limit,
+                    }
+                } else {
+                    ClientError::Connect { addr, source: e }
                 }
-            } else {
-                ClientError::Connect { addr, source: e }
-            }
-        })?;
+            })?;
         let _ = stream.set_nodelay(true);
         Ok(stream)
     }
 
     fn exchange(
         &self,
-        mut stream: CarrierStream,
+        mut stream: Lent<CarrierStream>,
         url: &Url,
         request: &str,
         deadline: Instant,
