@@ -517,6 +517,8 @@ fn overflow_sweep_over_stack_sizes_loses_no_request_and_leaks_nothing() {
         Duration::from_secs(5),
         || app.state.db.stats().in_use == 0,
     );
+    let client = app.state.http.stats_json();
+    assert_eq!(client["in_flight"], 0, "HTTP client: {client}");
     let conns = server_side_connections(&mut admin, conns0);
     assert!(conns <= conns0, "MySQL connections {conns0} -> {conns}");
     let fds_ok = common::poll(Duration::from_secs(5), || open_fds() <= fds0 + 2);

@@ -12,7 +12,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fiber_pool::net::CarrierStream;
@@ -192,7 +192,7 @@ struct Counters {
 pub struct HttpClient {
     limits: ClientLimits,
     idle: Mutex<HashMap<SocketAddr, Vec<CarrierStream>>>,
-    counters: Counters,
+    counters: Arc<Counters>,
 }
 
 impl HttpClient {
@@ -200,15 +200,23 @@ impl HttpClient {
         HttpClient {
             limits,
             idle: Mutex::new(HashMap::new()),
-            counters: Counters::default(),
+            counters: Arc::default(),
         }
     }
 
     /// GET `url` and read the whole response, within the limits.
     pub fn get(&self, url: &Url) -> Result<ClientResponse, ClientError> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        // If the fiber overflows inside, this frame is abandoned: the Lent gives the
+        // count back then (tests/stack.rs's overflow sweep checks it). Made before the
+        // count is taken: making it can overflow (it checks its stack margin).
+        let counters = Arc::clone(&self.counters);
+        let in_flight = Lent::new((), move |()| {
+            counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+        });
         self.counters.in_flight.fetch_add(1, Ordering::Relaxed);
         let result = self.get_inner(url);
+        drop(in_flight);
         self.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
         if result.is_err() {
             self.counters.errors.fetch_add(1, Ordering::Relaxed);
