@@ -30,6 +30,9 @@ fn hello(state: &Greeter, req: &Request) -> Response {
 fn main() -> io::Result<()> {
     // First: a worker finds its supervisor and its listening socket here.
     supervisor::init();
+    // Logs through `log` (RUST_LOG filters them): the supervisor's, the server's, the
+    // access lines. Without a logger they are dropped.
+    fiberstack::logging::init();
     // The address to listen on (else 127.0.0.1:3001), and how many processes (else 1).
     let mut args = std::env::args().skip(1);
     let addr = match args.next() {

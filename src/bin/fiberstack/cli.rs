@@ -320,7 +320,7 @@ fn serve_minihttp(cfg: &ServeConfig, stops: &StopRequests) -> Result<(), String>
 
 fn stopping(why: &str, in_flight: usize, cfg: &ServeConfig) {
     log::info!(
-        "fiberstack: {why}: finishing {in_flight} in-flight requests (up to {:?})",
+        "fiberstack: {why}, finishing {in_flight} in-flight requests (up to {:?})",
         cfg.shutdown_grace
     );
 }
