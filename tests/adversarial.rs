@@ -25,6 +25,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::child::Served;
+use common::tools::ab_count;
 
 /// Longest the supervisor and its two workers may take to accept.
 const START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -36,28 +37,6 @@ const AB_LOAD: [&str; 7] = ["-c", "50", "-n", "1000", "-r", "-s", "30"];
 /// How long the server must keep serving after each case (FIBERSTACK_ADVERSARIAL_SOAK
 /// seconds when set).
 const SOAK: Duration = Duration::from_secs(3);
-
-/// examples/adversarial_app, built beside this test's binary (built here when missing).
-fn app() -> std::path::PathBuf {
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_fiberstack"))
-        .parent()
-        .expect("the binary's directory")
-        .join("examples/adversarial_app");
-    if !bin.exists() {
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo.current_dir(env!("CARGO_MANIFEST_DIR")).args([
-            "build",
-            "--quiet",
-            "--example",
-            "adversarial_app",
-        ]);
-        if !cfg!(debug_assertions) {
-            cargo.arg("--release");
-        }
-        assert!(cargo.status().unwrap().success(), "building the example");
-    }
-    bin
-}
 
 /// One kept-alive connection: its requests all go to the same worker process.
 struct Conn(TcpStream, Vec<u8>);
@@ -145,18 +124,6 @@ fn ab(addr: SocketAddr) -> std::thread::JoinHandle<Output> {
             .output()
             .expect("ab runs")
     })
-}
-
-/// ab's count after `label`.
-fn ab_count(out: &str, label: &str) -> u64 {
-    out.lines()
-        .find_map(|l| l.split_once(label).map(|(_, rest)| rest))
-        .and_then(|rest| {
-            rest.split(|c: char| !c.is_ascii_digit())
-                .find(|n| !n.is_empty())
-        })
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no '{label}' in ab's output:\n{out}"))
 }
 
 /// ab's lost requests. With `-r`, ab counts a request whose connection was reset as a
@@ -292,6 +259,14 @@ fn run_case(serve: &mut Served, route: &str, kind: Kind, soak: Duration) -> Outc
             &[&format!("(pid {victim}) asked to be replaced"), route],
             Duration::from_secs(10),
         );
+        let took_over = serve.wait_log(
+            &[
+                &format!("(pid {victim}) stops accepting"),
+                "after its start",
+            ],
+            Duration::from_secs(30),
+        );
+        eprintln!("/{route}: {took_over}");
         serve.wait_log(
             &[&format!("(pid {victim})"), "after it was replaced"],
             Duration::from_secs(40),
@@ -333,7 +308,7 @@ fn adversarial_handlers_under_load_are_answered_contained_and_logged() {
         .ok()
         .and_then(|s| s.parse().ok())
         .map_or(SOAK, Duration::from_secs);
-    let mut cmd = Command::new(app());
+    let mut cmd = Command::new(common::tools::example("adversarial_app"));
     cmd.args(["127.0.0.1:0", "2", STALL_LIMIT_MS])
         .env("DATABASE_URL", common::database_url());
     let mut serve = Served::start(cmd, |line| line.contains("supervisor pid"), START_TIMEOUT);

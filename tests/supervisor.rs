@@ -15,6 +15,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::child::{alive, Served};
+use common::tools::ab_count;
 
 const BIN: &str = env!("CARGO_BIN_EXE_fiberstack");
 /// Longest a start (MariaDB and the workers) may take on a loaded machine.
@@ -156,18 +157,6 @@ fn stop(mut serve: Served) {
     serve.signal("TERM");
     let (status, log) = serve.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status}: {log:?}");
-}
-
-/// ab's count after `label` ("Failed requests:", or "Receive:" in the line below it).
-fn ab_count(out: &str, label: &str) -> u64 {
-    out.lines()
-        .find_map(|l| l.split_once(label).map(|(_, rest)| rest))
-        .and_then(|rest| {
-            rest.split(|c: char| !c.is_ascii_digit())
-                .find(|n| !n.is_empty())
-        })
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no '{label}' in ab's output:\n{out}"))
 }
 
 /// ab's failures by kind: (connect, receive, length); its breakdown line is printed
@@ -392,32 +381,9 @@ fn the_supervisors_start_up_errors_name_their_flag() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
-/// `examples/minimal_server`, built beside this test's binary (scripts/test builds
-/// every example first; built here when missing).
-fn minimal_server() -> std::path::PathBuf {
-    let bin = std::path::Path::new(BIN)
-        .parent()
-        .expect("the binary's directory")
-        .join("examples/minimal_server");
-    if !bin.exists() {
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo.current_dir(env!("CARGO_MANIFEST_DIR")).args([
-            "build",
-            "--quiet",
-            "--example",
-            "minimal_server",
-        ]);
-        if !cfg!(debug_assertions) {
-            cargo.arg("--release");
-        }
-        assert!(cargo.status().unwrap().success(), "building the example");
-    }
-    bin
-}
-
 #[test]
 fn an_app_on_the_library_gets_the_supervisor_the_example_shows() {
-    let mut cmd = Command::new(minimal_server());
+    let mut cmd = Command::new(common::tools::example("minimal_server"));
     cmd.args(["127.0.0.1:0", "2"]);
     let mut serve = Served::start(cmd, |line| line.contains("supervisor pid"), START_TIMEOUT);
     let hello = |addr| get(addr, "/hello?name=workers");

@@ -105,3 +105,39 @@ pub fn banner_addr(banner: &str) -> SocketAddr {
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no address in {banner:?}"))
 }
+
+/// `examples/NAME`, built beside the test binaries (scripts/test builds every example
+/// first; built here when missing, in the test's own profile).
+pub fn example(name: &str) -> std::path::PathBuf {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_fiberstack"))
+        .parent()
+        .expect("the binary's directory")
+        .join("examples")
+        .join(name);
+    if !bin.exists() {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["build", "--quiet", "--example", name]);
+        if !cfg!(debug_assertions) {
+            cargo.arg("--release");
+        }
+        assert!(
+            cargo.status().unwrap().success(),
+            "building the example {name}"
+        );
+    }
+    bin
+}
+
+/// ab's count after `label` ("Failed requests:", or "Length:" in the breakdown line).
+pub fn ab_count(out: &str, label: &str) -> u64 {
+    out.lines()
+        .find_map(|l| l.split_once(label).map(|(_, rest)| rest))
+        .and_then(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .find(|n| !n.is_empty())
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no '{label}' in ab's output:\n{out}"))
+}
