@@ -78,8 +78,8 @@ fn stats(addr: SocketAddr) -> Option<serde_json::Value> {
     Some(serde_json::from_str(&r.body).expect("/stats is JSON"))
 }
 
-fn pid(stats: &serde_json::Value) -> u64 {
-    stats["worker"]["pid"].as_u64().expect("worker.pid")
+fn pid(stats: &serde_json::Value) -> u32 {
+    stats["worker"]["pid"].as_u64().expect("worker.pid") as u32
 }
 
 /// Poll `/stats` until an answer satisfies `until` (bounded); that answer.
@@ -102,28 +102,13 @@ fn poll_stats(
 }
 
 /// The pids of the two workers, from `/stats` answers (bounded).
-fn worker_pids(addr: SocketAddr) -> std::collections::HashSet<u64> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut seen = std::collections::HashSet::new();
-    while seen.len() < 2 {
-        assert!(Instant::now() < deadline, "only {seen:?} answered");
-        if let Some(s) = stats(addr) {
-            seen.insert(pid(&s));
-        }
-    }
-    seen
+fn worker_pids(addr: SocketAddr) -> std::collections::HashSet<u32> {
+    common::tools::distinct_pids(2, || stats(addr).map(|s| pid(&s)))
 }
 
 /// The load on `/sleep?sleep=0.1`, on a thread.
 fn ab(addr: SocketAddr) -> std::thread::JoinHandle<Output> {
-    common::tools::require("ab", "-V", "apache2-utils");
-    std::thread::spawn(move || {
-        Command::new("ab")
-            .args(AB_LOAD)
-            .arg(format!("http://{addr}/sleep?sleep=0.1"))
-            .output()
-            .expect("ab runs")
-    })
+    common::tools::ab_thread(&AB_LOAD, format!("http://{addr}/sleep?sleep=0.1"))
 }
 
 /// ab's lost requests. With `-r`, ab counts a request whose connection was reset as a

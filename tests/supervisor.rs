@@ -120,27 +120,12 @@ fn under_full_load(addr: SocketAddr) -> Answer {
 
 /// The pids of the workers, from `/stats` answers (both of two, bounded).
 fn worker_pids(addr: SocketAddr, n: usize) -> HashSet<u32> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut seen = HashSet::new();
-    while seen.len() < n {
-        assert!(Instant::now() < deadline, "only {seen:?} answered");
-        if let Some(a) = stats(addr) {
-            seen.insert(a.pid);
-        }
-    }
-    seen
+    common::tools::distinct_pids(n, || stats(addr).map(|a| a.pid))
 }
 
 /// `ab` with the acceptance load on `/widgets?sleep=0.1`, on a thread.
 fn ab(addr: SocketAddr) -> std::thread::JoinHandle<Output> {
-    common::tools::require("ab", "-V", "apache2-utils");
-    std::thread::spawn(move || {
-        Command::new("ab")
-            .args(AB_LOAD)
-            .arg(format!("http://{addr}/widgets?sleep=0.1"))
-            .output()
-            .expect("ab runs (scripts/install-deps installs it)")
-    })
+    common::tools::ab_thread(&AB_LOAD, format!("http://{addr}/widgets?sleep=0.1"))
 }
 
 /// ab's output once it ended, all 5000 requests done (failed ones included).

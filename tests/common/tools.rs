@@ -2,6 +2,7 @@
 //! Debian package when one is missing, children killed when a test ends, and runs
 //! bounded by a deadline.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -140,4 +141,30 @@ pub fn ab_count(out: &str, label: &str) -> u64 {
         })
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no '{label}' in ab's output:\n{out}"))
+}
+
+/// `ab` with `args` on `url`, run to its end on a thread of its own.
+pub fn ab_thread(args: &'static [&'static str], url: String) -> std::thread::JoinHandle<Output> {
+    require("ab", "-V", "apache2-utils");
+    std::thread::spawn(move || {
+        Command::new("ab")
+            .args(args)
+            .arg(url)
+            .output()
+            .expect("ab runs (scripts/install-deps installs it)")
+    })
+}
+
+/// Ask `who` (a pid from `/stats`, `None` when it did not answer) until `n` distinct
+/// answers came (20 s at most): the worker processes behind one port.
+pub fn distinct_pids(n: usize, mut who: impl FnMut() -> Option<u32>) -> HashSet<u32> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = HashSet::new();
+    while seen.len() < n {
+        assert!(Instant::now() < deadline, "only {seen:?} answered");
+        if let Some(pid) = who() {
+            seen.insert(pid);
+        }
+    }
+    seen
 }
