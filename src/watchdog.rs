@@ -139,7 +139,9 @@ impl Watch {
             let key = (job.thread, job.resume);
             if self.reported.insert(key) {
                 *lock(&STALLS).entry(job.label).or_default() += 1;
-                eprintln!("{}", stall_line(job, self.warn, aftermath));
+                // Asked before anything is printed: an overflow may have left stderr's
+                // lock held, and then the print below blocks this thread for good.
+                let line = stall_line(job, self.warn, aftermath);
                 if aftermath.outside_safe_point > 0 {
                     self.ask(
                         "stall-after-overflow",
@@ -150,6 +152,7 @@ impl Watch {
                         ),
                     );
                 }
+                eprintln!("{line}");
             }
             if job.running_for >= self.limit && self.over_limit.insert(key) {
                 self.ask(
@@ -179,8 +182,9 @@ impl Watch {
     /// Hands `reason` to the hook, once per `kind`.
     fn ask(&mut self, kind: &'static str, reason: &str) {
         if self.asked.insert(kind) {
-            eprintln!("fiberstack: watchdog: this process should be replaced: {reason}");
+            // The request first, the line after it (see the stall loop).
             (self.replace)(reason);
+            eprintln!("fiberstack: watchdog: this process should be replaced: {reason}");
         }
     }
 }

@@ -165,6 +165,13 @@ impl FiberPool {
         F: FnOnce() -> T + Send,
         T: Send,
     {
+        if crate::on_fiber() {
+            // A job that runs another job (of this pool or another): the inner run
+            // waits, parks and switches like any carrier, so it runs on the carrier's
+            // stack, never nested on this fiber's (whose overflow would abandon the
+            // inner run's admission slot and stack for good).
+            return crate::on_carrier(move || self.run_measured(label, job));
+        }
         let inner = &*self.inner;
         let slot_index = match inner.admission.acquire(inner.cfg.wait_timeout) {
             Ok(slot) => slot,

@@ -193,3 +193,49 @@ fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() 
         "{sizes:?}"
     );
 }
+
+#[test]
+fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
+    // A job that runs a job of another pool, 3 KiB above its guard page: the inner
+    // run's admission wait, stall slot and fiber switch belong on the carrier's stack.
+    let outer = Arc::new(
+        FiberPool::new(PoolConfig {
+            size: 1,
+            stack_size: 16 * 1024,
+            ..PoolConfig::default()
+        })
+        .unwrap(),
+    );
+    let inner = Arc::new(
+        FiberPool::new(PoolConfig {
+            size: 1,
+            stack_size: 16 * 1024,
+            ..PoolConfig::default()
+        })
+        .unwrap(),
+    );
+    let (o, i) = (Arc::clone(&outer), Arc::clone(&inner));
+    let done = fiber_pool::carrier::go(move || {
+        let mut results = Vec::new();
+        for n in 0..50u64 {
+            let i = Arc::clone(&i);
+            // Close to the guard page: the inner run's waits and switches must not use
+            // this fiber's stack (nested here, they overflowed it in debug builds).
+            let got = o.run("outer", move || {
+                near_the_guard(NEAR, &mut || i.run("inner", move || n * 2))
+            });
+            results.push(got);
+        }
+        results
+    })
+    .join()
+    .expect("the carrier finished");
+    for (n, got) in done.into_iter().enumerate() {
+        assert_eq!(got.expect("outer ran").expect("inner ran"), n as u64 * 2);
+    }
+    for pool in [&outer, &inner] {
+        let stats = pool.stats();
+        assert_eq!(stats.busy, 0, "a fiber stayed taken: {stats:?}");
+        assert_eq!(stats.overflows, 0, "{stats:?}");
+    }
+}

@@ -88,12 +88,15 @@ pub fn ready() {
 pub fn ask_for_replacement(reason: &str) {
     match worker() {
         Some(w) => {
+            // The request goes out before anything is logged: an overflow may have
+            // left stderr's lock held, and the log line would then block for good.
+            let sent = w.ask(reason);
             log::warn!(
                 "fiberstack: worker {} (pid {}) asks to be replaced: {reason}",
                 w.id,
                 std::process::id()
             );
-            if let Err(e) = w.ask(reason) {
+            if let Err(e) = sent {
                 log::warn!("fiberstack: cannot reach the supervisor: {e}");
             }
         }
