@@ -520,7 +520,22 @@ fn overflow_sweep_over_stack_sizes_loses_no_request_and_leaks_nothing() {
     let client = app.state.http.stats_json();
     assert_eq!(client["in_flight"], 0, "HTTP client: {client}");
     let conns = server_side_connections(&mut admin, conns0);
-    assert!(conns <= conns0, "MySQL connections {conns0} -> {conns}");
+    assert!(
+        conns <= conns0,
+        "MySQL connections {conns0} -> {conns}; fds {fds0} -> {}; db {:?}; processlist {:?}",
+        open_fds(),
+        app.state.db.stats(),
+        admin
+            .query(
+                "select concat_ws(' ', id, user, host, command, time, state) \
+                 from information_schema.processlist"
+            )
+            .map(|r| r
+                .rows
+                .iter()
+                .map(|row| row.get::<String, usize>(0).unwrap_or_default())
+                .collect::<Vec<_>>())
+    );
     let fds_ok = common::poll(Duration::from_secs(5), || open_fds() <= fds0 + 2);
     assert!(
         fds_ok,

@@ -425,9 +425,17 @@ impl PooledConn {
         let pool = Arc::clone(&self.pool);
         match pool.cfg.driver {
             Driver::Native => {
-                let socket = Conn::open_socket(&pool.cfg.opts)?;
-                let Backend::Native(conn) = self.conn.insert(Backend::Native(socket)) else {
-                    unreachable!("just inserted a native connection")
+                // Made and stored on the carrier's stack: as a plain value on a fiber
+                // the new socket could be abandoned by an overflow between its connect
+                // and this slot (an fd and a server-side connection stuck in its
+                // handshake, which tests/stack.rs's sweep caught).
+                let (opts, slot) = (&pool.cfg.opts, &mut self.conn);
+                fiber_pool::on_carrier(|| -> Result<()> {
+                    *slot = Some(Backend::Native(Conn::open_socket(opts)?));
+                    Ok(())
+                })?;
+                let Some(Backend::Native(conn)) = self.conn.as_mut() else {
+                    unreachable!("just stored a native connection")
                 };
                 if let Err(e) = conn.finish_connect() {
                     self.conn = None;
