@@ -362,7 +362,7 @@ fn spawn_connection(
     stats: &Arc<HttpStats>,
     stop: &Arc<Stop>,
 ) {
-    let counted = stop.connection_opened();
+    let counted = (stop.connection_opened(), stats.connection_open());
     let (service, limits, stats, stop) = (
         Arc::clone(service),
         Arc::clone(limits),

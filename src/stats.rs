@@ -6,6 +6,7 @@
 //! as in a tokio task, and `/metrics` reads it without stopping anyone.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Upper bounds (seconds) of the request-latency histogram's buckets; the last bucket,
@@ -24,6 +25,9 @@ pub const UNMATCHED: &str = "unmatched";
 pub struct HttpStats {
     started: Instant,
     accepted: AtomicU64,
+    /// Connections being served now (fiber runtime): opened when a connection's
+    /// coroutine starts, closed when it ends.
+    open: AtomicU64,
     rejected_connections: AtomicU64,
     protocol_errors: AtomicU64,
     abandoned: AtomicU64,
@@ -132,6 +136,7 @@ impl HttpStats {
         HttpStats {
             started: Instant::now(),
             accepted: AtomicU64::new(0),
+            open: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
@@ -143,6 +148,11 @@ impl HttpStats {
 
     pub fn accepted(&self) {
         self.accepted.fetch_add(1, Ordering::Relaxed);
+    }
+    /// A connection is being served until the returned guard drops.
+    pub fn connection_open(self: &Arc<Self>) -> OpenConnection {
+        self.open.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(Arc::clone(self))
     }
     pub fn rejected_connection(&self) {
         self.rejected_connections.fetch_add(1, Ordering::Relaxed);
@@ -197,6 +207,7 @@ impl HttpStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         serde_json::json!({
             "accepted_connections": get(&self.accepted),
+            "open_connections": get(&self.open),
             "rejected_connections": get(&self.rejected_connections),
             "protocol_errors": get(&self.protocol_errors),
             "abandoned": get(&self.abandoned),
@@ -207,6 +218,16 @@ impl HttpStats {
                 "5xx": get(&self.by_class[5]),
             },
         })
+    }
+}
+
+/// One connection counted in `open_connections` while it lives.
+#[derive(Debug)]
+pub struct OpenConnection(Arc<HttpStats>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
