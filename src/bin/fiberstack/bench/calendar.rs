@@ -1,22 +1,16 @@
 //! The name of a results directory: the UTC date and time, sortable and safe in a file
-//! name, computed from the Unix clock (no calendar crate for one function).
+//! name, computed from the Unix clock with the library's calendar arithmetic
+//! (`http::date::civil_from_days`, which the Date header and the log lines use too).
 
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use fiberstack::http::date::civil_from_days;
 
 /// `2026-11-30T03-19-09Z`: UTC, sortable, safe in a file name.
 pub fn timestamp(t: SystemTime) -> String {
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = civil_from_days(days);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}-{:02}-{:02}Z",
         rem / 3600,
