@@ -19,6 +19,16 @@ extern "C" fn count(_: libc::c_int) {
     HANDLED.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A pool of `size` fibers with `stack_size` bytes of stack each.
+fn pool(size: usize, stack_size: usize) -> FiberPool {
+    FiberPool::new(PoolConfig {
+        size,
+        stack_size,
+        ..PoolConfig::default()
+    })
+    .unwrap()
+}
+
 /// Recurses (256-byte frames) until fewer than `left` bytes of fiber stack remain,
 /// then runs `f` there.
 #[inline(never)]
@@ -47,12 +57,7 @@ fn a_signal_sent_to_a_may_thread_whose_fiber_is_at_its_guard_page_does_not_kill(
             0
         );
     }
-    let pool = FiberPool::new(PoolConfig {
-        size: 1,
-        stack_size: 16 * 1024,
-        ..PoolConfig::default()
-    })
-    .unwrap();
+    let pool = pool(1, 16 * 1024);
     let tid = Arc::new(AtomicI32::new(0));
     let sent = Arc::new(AtomicUsize::new(0));
     let (t, s) = (Arc::clone(&tid), Arc::clone(&sent));
@@ -128,12 +133,7 @@ thread_local! {
 
 #[test]
 fn a_lent_kept_in_a_thread_local_panics_outside_its_job_instead_of_racing() {
-    let pool = FiberPool::new(PoolConfig {
-        size: 2,
-        stack_size: 64 * 1024,
-        ..PoolConfig::default()
-    })
-    .unwrap();
+    let pool = pool(2, 64 * 1024);
     let p = pool.clone();
     let outcome = fiber_pool::carrier::go(move || {
         // One job keeps its Lent in this thread's thread-local...
@@ -160,12 +160,7 @@ fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() 
     // Two may workers; the carrier migrates between them inside `on_carrier` (may
     // sleeps and yields there). Every return to the fiber readies the thread it lands
     // on, so the fiber's thread has a 64 KiB alt stack whichever worker that is.
-    let pool = FiberPool::new(PoolConfig {
-        size: 1,
-        stack_size: 64 * 1024,
-        ..PoolConfig::default()
-    })
-    .unwrap();
+    let pool = pool(1, 64 * 1024);
     let sizes = fiber_pool::carrier::go(move || {
         pool.run("migrates", || {
             let mut sizes = Vec::new();
@@ -198,22 +193,8 @@ fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() 
 fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
     // A job that runs a job of another pool, 3 KiB above its guard page: the inner
     // run's admission wait, stall slot and fiber switch belong on the carrier's stack.
-    let outer = Arc::new(
-        FiberPool::new(PoolConfig {
-            size: 1,
-            stack_size: 16 * 1024,
-            ..PoolConfig::default()
-        })
-        .unwrap(),
-    );
-    let inner = Arc::new(
-        FiberPool::new(PoolConfig {
-            size: 1,
-            stack_size: 16 * 1024,
-            ..PoolConfig::default()
-        })
-        .unwrap(),
-    );
+    let outer = Arc::new(pool(1, 16 * 1024));
+    let inner = Arc::new(pool(1, 16 * 1024));
     let (o, i) = (Arc::clone(&outer), Arc::clone(&inner));
     let done = fiber_pool::carrier::go(move || {
         let mut results = Vec::new();
