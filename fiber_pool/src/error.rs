@@ -32,6 +32,11 @@ pub enum RunError {
         /// it struck in the job's own code, and state that code held (a lock, a
         /// `Once`/`LazyLock` being initialised) may be left behind.
         at_safe_point: bool,
+        /// The address of the instruction that touched the guard page (the
+        /// interrupted context's instruction pointer). In a position-independent
+        /// binary, subtract the executable's load address (its first mapping in
+        /// `/proc/self/maps`) before giving it to `addr2line -f -C -i -e <binary>`.
+        fault_pc: usize,
     },
     /// The job panicked; its frames were unwound normally.
     Panicked {
@@ -57,6 +62,7 @@ impl fmt::Display for RunError {
                 stack_size,
                 label,
                 at_safe_point,
+                ..
             } => write!(
                 f,
                 "job `{label}` overflowed its {stack_size}-byte fiber stack ({}): raise the pool's `stack_size` (see the per-label peak_stack_bytes in the pool stats)",

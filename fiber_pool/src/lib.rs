@@ -152,13 +152,15 @@ pub mod signal;
 mod stack;
 pub mod stall;
 pub mod stats;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use aftermath::{aftermath, Aftermath};
 pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use error::RunError;
 pub use lent::Lent;
-pub use offstack::{drop_on_carrier, on_carrier, sleep};
+pub use offstack::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use pool::FiberPool;
 pub use stall::{jobs_running_longer_than, RunningJob};
 pub use stats::{LabelStats, PoolStats};
@@ -201,11 +203,18 @@ pub fn stack_remaining() -> Option<usize> {
 pub fn reserve_stack(bytes: usize) {
     let sp = stack_pointer();
     if let Some(entry) = registry::StackEntry::find_running(sp) {
-        let guard_end = entry.guard_end();
-        if sp.saturating_sub(guard_end) < bytes {
-            entry.mark_safe_point();
-            overflow_now(guard_end);
-        }
+        reserve_on(entry, sp, bytes);
+    }
+}
+
+/// [`reserve_stack`] for a caller that found the fiber's entry (at stack pointer
+/// `sp`) already.
+#[inline]
+pub(crate) fn reserve_on(entry: &registry::StackEntry, sp: usize, bytes: usize) {
+    let guard_end = entry.guard_end();
+    if sp.saturating_sub(guard_end) < bytes {
+        entry.mark_safe_point();
+        overflow_now(guard_end);
     }
 }
 
@@ -235,8 +244,16 @@ fn overflow_now(guard_end: usize) -> ! {
     // SAFETY: `guard_end - 1` is the top byte of the guard page (PROT_NONE)
     // of the stack the caller runs on, found running in the registry; reading
     // it faults, and our handler turns exactly that fault into the fiber's
-    // reset. Volatile so that the read is not optimised away.
-    unsafe { std::ptr::read_volatile((guard_end - 1) as *const u8) };
+    // reset. An asm read (not `read_volatile`, a separate function in debug
+    // builds) so that the faulting instruction is this function's own.
+    unsafe {
+        std::arch::asm!(
+            "mov {byte}, byte ptr [{addr}]",
+            addr = in(reg) guard_end - 1,
+            byte = out(reg_byte) _,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
     // The guard page was readable: the registry is wrong. No panic (we may
     // be inside the global allocator).
     std::process::abort()

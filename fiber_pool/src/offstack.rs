@@ -20,6 +20,13 @@ use std::time::Duration;
 use crate::registry::StackEntry;
 use crate::{signal, stall};
 
+/// Fiber stack the switch to the carrier needs besides the closure and the result it
+/// moves: the frames of corosensei's `on_parent_stack`, `on_stack` and its arch
+/// helpers (saved registers, return addresses). In a debug build they took more
+/// than 512 bytes (the overflow sweep of `tests/stack.rs` caught a fault inside
+/// them); the sweep passes with this.
+pub const SWITCH_STACK_MARGIN: usize = 1024;
+
 /// Runs `f` on the carrier's stack when called on a fiber (and simply calls it
 /// otherwise), and returns its value. A panic in `f` propagates to the caller.
 ///
@@ -37,13 +44,19 @@ pub fn on_carrier<R, F>(f: F) -> R
 where
     F: FnOnce() -> R + Send,
 {
-    let Some(entry) = StackEntry::find_running(crate::stack_pointer()) else {
+    let sp = crate::stack_pointer();
+    let Some(entry) = StackEntry::find_running(sp) else {
         return f();
     };
     let yielder = entry.yielder();
     if yielder.is_null() {
         return f();
     }
+    // The switch itself runs on the fiber (corosensei's `on_stack` saves registers
+    // and moves `f` there before it changes stacks): overflow here, at a safe point,
+    // rather than inside it.
+    let moved = std::mem::size_of::<F>() + std::mem::size_of::<R>();
+    crate::reserve_on(entry, sp, SWITCH_STACK_MARGIN + moved);
     let label = entry.label();
     // SAFETY: the yielder was recorded by the coroutine whose stack we are running on
     // (our stack pointer is in that entry's stack and the entry is running), at its

@@ -246,7 +246,7 @@ impl FiberPool {
         // Measure and give the stack back to the slot before anything that
         // could panic (an `on_abandon` callback), so the slot stays whole.
         let used = match outcome {
-            Outcome::Overflow => None,
+            Outcome::Overflow { .. } => None,
             _ if measure => Some(highwater::measure(&stack)),
             _ => None,
         };
@@ -262,7 +262,7 @@ impl FiberPool {
                 slot.ledger.detach_all();
                 (Ended::Panicked, Err(RunError::Panicked { label, message }))
             }
-            Outcome::Overflow => {
+            Outcome::Overflow { fault_pc } => {
                 // Here, on the carrier's stack, after the fiber is gone, on the
                 // thread it overflowed on (no yield since): std's panic count
                 // still shows a panic the fiber was in.
@@ -274,6 +274,7 @@ impl FiberPool {
                     stack_size: inner.stack_size,
                     label,
                     at_safe_point,
+                    fault_pc,
                 };
                 (Ended::Overflowed { at_safe_point }, Err(err))
             }

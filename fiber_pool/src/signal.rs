@@ -8,7 +8,9 @@
 //! is a running fiber and the fault is on its guard page, corosensei's
 //! `CoroutineTrapHandler` rewrites the interrupted registers so that, when the
 //! handler returns, the fiber's stack is reset and it returns
-//! `Outcome::Overflow` to the carrier's `resume`. The abandoned frames are
+//! `Outcome::Overflow` to the carrier's `resume`, with the address of the
+//! instruction that faulted (read from the interrupted context, so that tests
+//! can resolve it to the function it was in). The abandoned frames are
 //! not unwound. Every other fault goes to the handler that was installed
 //! before ours (may's generator prints its message and re-raises; the default
 //! action kills the process with SIGSEGV), so real crashes still crash.
@@ -36,8 +38,9 @@ pub(crate) enum Outcome {
     Done,
     /// The job panicked with this message.
     Panicked(String),
-    /// The job overflowed its stack; the signal handler reset the fiber.
-    Overflow,
+    /// The job overflowed its stack; the signal handler reset the fiber. The
+    /// address of the instruction that touched the guard page.
+    Overflow { fault_pc: usize },
 }
 
 /// Size of the alternate signal stack given to each thread that runs fibers.
@@ -103,10 +106,12 @@ pub(crate) fn install() -> io::Result<()> {
 unsafe extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let uc = ctx.cast::<libc::ucontext_t>();
     // SAFETY: the kernel passes valid pointers to SA_SIGINFO handlers.
-    let (fault, sp) = unsafe {
+    let (fault, sp, fault_pc) = unsafe {
+        let gregs = &(*uc).uc_mcontext.gregs;
         (
             (*info).si_addr() as usize,
-            (*uc).uc_mcontext.gregs[libc::REG_RSP as usize] as usize,
+            gregs[libc::REG_RSP as usize] as usize,
+            gregs[libc::REG_RIP as usize] as usize,
         )
     };
     if let Some(entry) = StackEntry::find_running(sp) {
@@ -121,7 +126,7 @@ unsafe extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: 
                     // interrupted context. The jobs' writes to memory outside
                     // the fiber are the documented caveat of this crate.
                     unsafe {
-                        let regs = trap.setup_trap_handler(|| Outcome::Overflow);
+                        let regs = trap.setup_trap_handler(move || Outcome::Overflow { fault_pc });
                         let gregs = &mut (*uc).uc_mcontext.gregs;
                         gregs[libc::REG_RIP as usize] = regs.rip as i64;
                         gregs[libc::REG_RSP as usize] = regs.rsp as i64;

@@ -191,8 +191,9 @@ fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() 
 
 #[test]
 fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
-    // A job that runs a job of another pool, 3 KiB above its guard page: the inner
-    // run's admission wait, stall slot and fiber switch belong on the carrier's stack.
+    // A job that runs a job of another pool, 3 KiB above its guard page (and the room
+    // the switch to the carrier needs): the inner run's admission wait, stall slot and
+    // fiber switch belong on the carrier's stack.
     let outer = Arc::new(pool(1, 16 * 1024));
     let inner = Arc::new(pool(1, 16 * 1024));
     let (o, i) = (Arc::clone(&outer), Arc::clone(&inner));
@@ -203,7 +204,9 @@ fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
             // Close to the guard page: the inner run's waits and switches must not use
             // this fiber's stack (nested here, they overflowed it in debug builds).
             let got = o.run("outer", move || {
-                near_the_guard(NEAR, &mut || i.run("inner", move || n * 2))
+                near_the_guard(NEAR + fiber_pool::SWITCH_STACK_MARGIN, &mut || {
+                    i.run("inner", move || n * 2)
+                })
             });
             results.push(got);
         }

@@ -17,14 +17,22 @@ fn one_overflow_is_an_error_and_the_fiber_works_again() {
     let p = pool.clone();
     may::go!(move || {
         let err = p.run("deep", || recurse(0)).unwrap_err();
+        let RunError::StackOverflow {
+            stack_size,
+            label,
+            at_safe_point,
+            fault_pc,
+        } = err.clone()
+        else {
+            panic!("{err}")
+        };
         assert_eq!(
-            err,
-            RunError::StackOverflow {
-                stack_size: 16 * 1024,
-                label: "deep",
-                at_safe_point: false
-            }
+            (stack_size, label, at_safe_point),
+            (16 * 1024, "deep", false)
         );
+        // The faulting instruction is the job's own: the recursion.
+        let at = fiber_pool::testing::locate(&[fault_pc]).unwrap().remove(0);
+        assert!(at.innermost().ends_with("common::recurse"), "{at:?}");
         assert!(err.to_string().contains("stack_size"), "{err}");
         assert_eq!(p.run("shallow", || 7).unwrap(), 7);
     })

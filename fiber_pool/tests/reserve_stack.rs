@@ -69,13 +69,21 @@ fn reserve_stack_overflows_at_the_call_when_short_and_returns_when_not() {
                 a.store(true, Ordering::SeqCst);
             })
             .unwrap_err();
-        assert_eq!(
-            err,
-            RunError::StackOverflow {
-                stack_size: STACK,
-                label: "short",
-                at_safe_point: true
-            }
+        let RunError::StackOverflow {
+            stack_size,
+            label,
+            at_safe_point,
+            fault_pc,
+        } = err
+        else {
+            panic!("{err}")
+        };
+        assert_eq!((stack_size, label, at_safe_point), (STACK, "short", true));
+        // The instruction that touched the guard page is reserve_stack's probe.
+        let at = fiber_pool::testing::locate(&[fault_pc]).unwrap().remove(0);
+        assert!(
+            at.innermost() == "fiber_pool::overflow_now",
+            "fault at {fault_pc:#x} resolved to {at:?}"
         );
         // More than the whole stack is always short.
         let err = p.run("huge", || reserve_stack(STACK + 1)).unwrap_err();
