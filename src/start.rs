@@ -41,9 +41,11 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
 
 /// Start everything `cfg` describes; the stall watchdog calls `replace` with the reason
 /// when this process should be replaced (see [`crate::watchdog`]). Set may's worker
-/// count first: may reads it once, when the first coroutine starts.
+/// count and coroutine cache first: may reads them once, when the first coroutine starts.
 pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, StartError> {
-    may::config().set_workers(cfg.workers);
+    may::config()
+        .set_workers(cfg.workers)
+        .set_pool_capacity(crate::config::COROUTINE_CACHE);
     let fibers = FiberPool::new(fiber_pool::PoolConfig {
         size: cfg.fibers,
         stack_size: cfg.stack_size,

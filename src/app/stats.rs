@@ -5,10 +5,11 @@ use crate::app::AppState;
 use crate::http::{Request, Response};
 
 /// `GET /stats` as JSON. The snapshot (every pool's counters, under their locks) is
-/// taken on the carrier's stack (`fiber_pool::on_carrier`), so no lock is held on
-/// the fiber.
+/// taken and rendered on the carrier's stack (`fiber_pool::on_carrier`), so no lock is
+/// held on the fiber, and an overflow cannot abandon the JSON tree half rendered (its
+/// memory would leak with the frames).
 pub fn stats(state: &AppState, _req: &Request) -> Response {
-    Response::json(200, &fiber_pool::on_carrier(|| snapshot(state)))
+    fiber_pool::on_carrier(|| Response::json(200, &snapshot(state)))
 }
 
 /// Everything `/stats` shows.

@@ -331,7 +331,9 @@ impl HttpClient {
         }
         let mut reader = Reader {
             stream: &mut stream,
-            buf: Vec::with_capacity(READ_CHUNK),
+            // In a Lent like the stream: if the fiber overflows mid-read, the buffer
+            // (up to the whole response) is freed instead of leaking with the frames.
+            buf: Lent::new(Vec::with_capacity(READ_CHUNK), drop),
             read_timeout: self.limits.read_timeout,
             total_timeout: self.limits.total_timeout,
             deadline,
@@ -464,7 +466,7 @@ fn left(deadline: Instant) -> Duration {
 /// Reads a response within the per-read timeout, the total deadline and the size cap.
 struct Reader<'a> {
     stream: &'a mut CarrierStream,
-    buf: Vec<u8>,
+    buf: Lent<Vec<u8>>,
     read_timeout: Duration,
     /// The limit `deadline` enforces, for the error message.
     total_timeout: Duration,
