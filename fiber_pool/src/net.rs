@@ -158,9 +158,9 @@ pub fn adopt_listener(listener: std::net::TcpListener) -> io::Result<may::net::T
 }
 
 /// A may socket whose every may call runs on the carrier's stack
-/// ([`on_carrier`](crate::on_carrier)): reads, writes, flushes and its drop (which
-/// deregisters it from may's event loop). Socket options and addresses are reached
-/// through `Deref` (plain syscalls, no may state).
+/// ([`on_carrier`](crate::on_carrier)): reads, writes, flushes, timeouts and its drop
+/// (which deregisters it from may's event loop). Other socket options and addresses
+/// are reached through `Deref` (plain syscalls, no may state).
 #[derive(Debug)]
 pub struct CarrierStream(ManuallyDrop<may::net::TcpStream>);
 
@@ -168,6 +168,19 @@ impl CarrierStream {
     /// Takes over a may socket.
     pub fn new(stream: may::net::TcpStream) -> CarrierStream {
         CarrierStream(ManuallyDrop::new(stream))
+    }
+
+    /// may's `set_read_timeout`, on the carrier: besides the socket option it stores
+    /// may's own copy (an overflow sweep caught a fault inside it on a fiber).
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        let stream = &*self.0;
+        crate::on_carrier(|| stream.set_read_timeout(timeout))
+    }
+
+    /// may's `set_write_timeout`, on the carrier (see [`Self::set_read_timeout`]).
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        let stream = &*self.0;
+        crate::on_carrier(|| stream.set_write_timeout(timeout))
     }
 }
 

@@ -30,31 +30,60 @@ impl Located {
     }
 }
 
-/// Resolve addresses inside this process's executable to their functions. An
-/// address outside it (a shared library's, or 0) resolves to `??`.
+/// Resolve addresses to their functions: inside this process's executable with
+/// `addr2line`; inside a shared library as `library+offset` (for example
+/// `libc.so.6+0x9faf4`: C code such as `memcpy` that a job called); `??` when the
+/// address is in no mapped file or addr2line does not know it.
 pub fn locate(pcs: &[usize]) -> io::Result<Vec<Located>> {
     let exe = std::env::current_exe()?;
-    let base = load_address(&exe)?;
+    let maps = Maps::read()?;
+    let base = maps
+        .base_of(&exe.to_string_lossy())
+        .ok_or_else(|| io::Error::other(format!("{} is not in /proc/self/maps", exe.display())))?;
+    let mut located: Vec<Located> = pcs
+        .iter()
+        .map(|&pc| Located {
+            pc,
+            functions: match maps.file_of(pc) {
+                Some((path, _)) if path == exe.to_string_lossy() => Vec::new(),
+                Some((path, offset)) => vec![format!(
+                    "{}+{offset:#x}",
+                    Path::new(path).file_name().unwrap_or_default().to_string_lossy()
+                )],
+                None => vec!["??".to_string()],
+            },
+        })
+        .collect();
+    let in_exe: Vec<usize> = (0..pcs.len())
+        .filter(|&i| located[i].functions.is_empty())
+        .collect();
+    let names = addr2line(&exe, in_exe.iter().map(|&i| pcs[i] - base))?;
+    for (i, functions) in in_exe.into_iter().zip(names) {
+        located[i].functions = functions;
+    }
+    Ok(located)
+}
+
+/// The functions (innermost first) of each address of the executable `exe`.
+fn addr2line(exe: &Path, addrs: impl Iterator<Item = usize>) -> io::Result<Vec<Vec<String>>> {
     let mut child = Command::new("addr2line")
         .args(["-a", "-f", "-C", "-i", "-e"])
-        .arg(&exe)
+        .arg(exe)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("addr2line (binutils): {e}")))?;
+    let mut asked = 0;
     {
         let mut stdin = child.stdin.take().expect("piped stdin");
-        for &pc in pcs {
-            // Outside the executable: an address addr2line resolves to nothing.
-            writeln!(stdin, "{:#x}", pc.saturating_sub(base))?;
+        for addr in addrs {
+            writeln!(stdin, "{addr:#x}")?;
+            asked += 1;
         }
     }
     let out = child.wait_with_output()?;
     if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "addr2line failed: {}",
-            out.status
-        )));
+        return Err(io::Error::other(format!("addr2line failed: {}", out.status)));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     // With -a each address starts a group: "0x...", then name and place pairs.
@@ -68,37 +97,53 @@ pub fn locate(pcs: &[usize]) -> io::Result<Vec<Located>> {
             lines.next(); // the file:line that follows each name
         }
     }
-    if groups.len() != pcs.len() {
+    if groups.len() != asked {
         return Err(io::Error::other(format!(
-            "addr2line answered {} of {} addresses",
-            groups.len(),
-            pcs.len()
+            "addr2line answered {} of {asked} addresses",
+            groups.len()
         )));
     }
-    Ok(pcs
-        .iter()
-        .zip(groups)
-        .map(|(&pc, functions)| Located { pc, functions })
-        .collect())
+    Ok(groups)
 }
 
-/// The address the executable was loaded at: the start of its mapping at file
-/// offset 0 in `/proc/self/maps` (for a position-independent executable, whose
-/// first segment has address 0, an address minus this is what addr2line wants).
-fn load_address(exe: &Path) -> io::Result<usize> {
-    let maps = std::fs::read_to_string("/proc/self/maps")?;
-    let exe = exe.to_string_lossy();
-    maps.lines()
-        .find_map(|line| {
-            let mut fields = line.split_whitespace();
-            let range = fields.next()?;
-            let offset = fields.nth(1)?;
-            let path = fields.nth(2)?;
-            (path == exe && usize::from_str_radix(offset, 16).ok()? == 0)
-                .then(|| usize::from_str_radix(range.split('-').next()?, 16).ok())
-                .flatten()
-        })
-        .ok_or_else(|| io::Error::other(format!("{exe} is not in /proc/self/maps")))
+/// This process's file mappings (`/proc/self/maps`): start, end, file offset, path.
+struct Maps(Vec<(usize, usize, usize, String)>);
+
+impl Maps {
+    fn read() -> io::Result<Maps> {
+        let text = std::fs::read_to_string("/proc/self/maps")?;
+        let hex = |s: &str| usize::from_str_radix(s, 16).ok();
+        Ok(Maps(
+            text.lines()
+                .filter_map(|line| {
+                    let mut fields = line.split_whitespace();
+                    let (start, end) = fields.next()?.split_once('-')?;
+                    let offset = fields.nth(1)?;
+                    let path = fields.nth(2)?;
+                    path.starts_with('/').then_some(())?;
+                    Some((hex(start)?, hex(end)?, hex(offset)?, path.to_string()))
+                })
+                .collect(),
+        ))
+    }
+
+    /// Where `path` was loaded: the start of its mapping at file offset 0 (for a
+    /// position-independent executable, whose first segment has address 0, an
+    /// address minus this is what addr2line wants).
+    fn base_of(&self, path: &str) -> Option<usize> {
+        self.0
+            .iter()
+            .find(|(_, _, offset, p)| p == path && *offset == 0)
+            .map(|(start, ..)| *start)
+    }
+
+    /// The file `pc` lies in, and its offset in that file.
+    fn file_of(&self, pc: usize) -> Option<(&str, usize)> {
+        self.0
+            .iter()
+            .find(|(start, end, ..)| (*start..*end).contains(&pc))
+            .map(|(start, _, offset, path)| (path.as_str(), pc - start + offset))
+    }
 }
 
 /// Bytes the allocator has handed out and not had back (glibc's `mallinfo2`:
