@@ -216,7 +216,7 @@ impl Conn {
             return false;
         }
         let mut byte = [0u8; 1];
-        match self.framed.get_ref().inner().peek(&mut byte) {
+        match self.framed.get_ref().peek_now(&mut byte) {
             Err(e) => e.kind() == io::ErrorKind::WouldBlock,
             Ok(_) => false,
         }

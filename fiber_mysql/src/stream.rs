@@ -14,7 +14,6 @@ use std::ops::Deref;
 use std::time::Duration;
 
 use fiber_pool::net::CarrierStream;
-use may::net::TcpStream;
 
 /// A connected socket whose may calls run on the carrier's stack.
 #[derive(Debug)]
@@ -29,10 +28,12 @@ impl Stream {
     }
 }
 
+// To the CarrierStream, not the may socket under it: its timeouts are set on the
+// carrier (may keeps its own copy of them).
 impl Deref for Stream {
-    type Target = TcpStream;
+    type Target = CarrierStream;
 
-    fn deref(&self) -> &TcpStream {
+    fn deref(&self) -> &CarrierStream {
         &self.0
     }
 }

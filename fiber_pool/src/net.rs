@@ -22,7 +22,6 @@
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
-use std::ops::Deref;
 use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -159,8 +158,9 @@ pub fn adopt_listener(listener: std::net::TcpListener) -> io::Result<may::net::T
 
 /// A may socket whose every may call runs on the carrier's stack
 /// ([`on_carrier`](crate::on_carrier)): reads, writes, flushes, timeouts and its drop
-/// (which deregisters it from may's event loop). Other socket options and addresses
-/// are reached through `Deref` (plain syscalls, no may state).
+/// (which deregisters it from may's event loop). It does not deref to the may socket,
+/// so no may method can be called on a fiber by accident; the plain syscalls a
+/// client needs besides (`set_nodelay`, a non-blocking `peek`) are methods here.
 #[derive(Debug)]
 pub struct CarrierStream(ManuallyDrop<may::net::TcpStream>);
 
@@ -182,13 +182,16 @@ impl CarrierStream {
         let stream = &*self.0;
         crate::on_carrier(|| stream.set_write_timeout(timeout))
     }
-}
 
-impl Deref for CarrierStream {
-    type Target = may::net::TcpStream;
+    /// `TCP_NODELAY` (a plain socket option; may keeps no copy of it).
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.0.set_nodelay(nodelay)
+    }
 
-    fn deref(&self) -> &may::net::TcpStream {
-        &self.0
+    /// Reads without consuming and without waiting (`recv` with `MSG_PEEK` on the
+    /// non-blocking socket, no may call): `WouldBlock` when nothing has arrived.
+    pub fn peek_now(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.inner().peek(buf)
     }
 }
 

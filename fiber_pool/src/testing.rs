@@ -31,7 +31,7 @@ impl Located {
 }
 
 /// Resolve addresses to their functions: inside this process's executable with
-/// `addr2line`; inside a shared library as `library+offset` (for example
+/// `addr2line`; inside a shared library or the vDSO as `library+offset` (for example
 /// `libc.so.6+0x9faf4`: C code such as `memcpy` that a job called); `??` when the
 /// address is in no mapped file or addr2line does not know it.
 pub fn locate(pcs: &[usize]) -> io::Result<Vec<Located>> {
@@ -48,7 +48,10 @@ pub fn locate(pcs: &[usize]) -> io::Result<Vec<Located>> {
                 Some((path, _)) if path == exe.to_string_lossy() => Vec::new(),
                 Some((path, offset)) => vec![format!(
                     "{}+{offset:#x}",
-                    Path::new(path).file_name().unwrap_or_default().to_string_lossy()
+                    Path::new(path)
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
                 )],
                 None => vec!["??".to_string()],
             },
@@ -83,7 +86,10 @@ fn addr2line(exe: &Path, addrs: impl Iterator<Item = usize>) -> io::Result<Vec<V
     }
     let out = child.wait_with_output()?;
     if !out.status.success() {
-        return Err(io::Error::other(format!("addr2line failed: {}", out.status)));
+        return Err(io::Error::other(format!(
+            "addr2line failed: {}",
+            out.status
+        )));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     // With -a each address starts a group: "0x...", then name and place pairs.
@@ -106,7 +112,8 @@ fn addr2line(exe: &Path, addrs: impl Iterator<Item = usize>) -> io::Result<Vec<V
     Ok(groups)
 }
 
-/// This process's file mappings (`/proc/self/maps`): start, end, file offset, path.
+/// This process's file mappings and its vDSO (`/proc/self/maps`): start, end, file
+/// offset, path.
 struct Maps(Vec<(usize, usize, usize, String)>);
 
 impl Maps {
@@ -120,7 +127,8 @@ impl Maps {
                     let (start, end) = fields.next()?.split_once('-')?;
                     let offset = fields.nth(1)?;
                     let path = fields.nth(2)?;
-                    path.starts_with('/').then_some(())?;
+                    // Files, and the kernel's [vdso] (clock_gettime runs there).
+                    (path.starts_with('/') || path == "[vdso]").then_some(())?;
                     Some((hex(start)?, hex(end)?, hex(offset)?, path.to_string()))
                 })
                 .collect(),
