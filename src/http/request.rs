@@ -5,14 +5,16 @@
 //! [`HttpLimits`]: header count, head size, body size. The target and Host rules are
 //! in `target.rs`, the chunked coding in `chunked.rs`.
 
+use std::borrow::Cow;
+
 use crate::config::HttpLimits;
 use crate::http::{target, HttpError};
 
 /// One request, fully read (head and body).
 #[derive(Clone, Debug)]
 pub struct Request {
-    /// `GET`, `POST`, ... as sent.
-    pub method: String,
+    /// `GET`, `POST`, ... as sent (the common methods borrowed, not allocated).
+    pub method: Cow<'static, str>,
     /// The path, without the query string, normalized (`target.rs`): unreserved
     /// escapes decoded, other escapes as sent, one trailing slash dropped; `*` for
     /// `OPTIONS *`.
@@ -156,7 +158,7 @@ fn parse_into<'b>(
         return Err(too_large(buf, limits));
     }
     // httparse fills these three on Complete.
-    let method = req.method.unwrap_or_default().to_string();
+    let method = method_name(req.method.unwrap_or_default());
     let minor_version = req.version.unwrap_or(1);
     let target = target::parse(&method, req.path.unwrap_or_default())?;
     let mut out = Vec::with_capacity(req.headers.len());
@@ -165,12 +167,11 @@ fn parse_into<'b>(
             .map_err(|_| HttpError::Malformed(format!("header '{}' is not valid UTF-8", h.name)))?;
         out.push((h.name.to_ascii_lowercase(), value.trim().to_string()));
     }
-    let hosts: Vec<&str> = out
+    let hosts = out
         .iter()
         .filter(|(n, _)| n == "host")
-        .map(|(_, v)| v.as_str())
-        .collect();
-    target::check_host(minor_version, &hosts)?;
+        .map(|(_, v)| v.as_str());
+    target::check_host(minor_version, hosts)?;
     let request = Request {
         method,
         path: target.path,
@@ -185,6 +186,20 @@ fn parse_into<'b>(
         head_len,
         framing,
     }))
+}
+
+/// The methods of RFC 9110 section 9 and PATCH: a request naming one of them borrows
+/// its name instead of allocating it.
+const KNOWN_METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE",
+];
+
+/// `sent` as a request's method: a known one borrowed, any other token copied.
+fn method_name(sent: &str) -> Cow<'static, str> {
+    match KNOWN_METHODS.iter().find(|m| **m == sent) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(sent.to_string()),
+    }
 }
 
 /// A head over `max_header_bytes`: 414 when the request line alone is (RFC 9112
