@@ -80,10 +80,15 @@ pub fn normalize_path(path: &str) -> Result<String, HttpError> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] != b'%' {
-            // A whole UTF-8 character, so that non-ASCII paths pass through unchanged.
-            let len = path[i..].chars().next().map_or(1, char::len_utf8);
-            out.push_str(&path[i..i + len]);
-            i += len;
+            // The run up to the next escape, copied as sent (non-ASCII included: a `%`
+            // is ASCII, so the run ends on a character boundary). One copy per run,
+            // not per character: most paths have no escape at all.
+            let run = bytes[i..]
+                .iter()
+                .position(|&b| b == b'%')
+                .unwrap_or(bytes.len() - i);
+            out.push_str(&path[i..i + run]);
+            i += run;
             continue;
         }
         let escape = bytes.get(i + 1..i + 3).unwrap_or_default();
@@ -133,7 +138,30 @@ where
             "an HTTP/1.1 request needs exactly one Host header, this one has {count}"
         )));
     }
-    let valid = |b: u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]%".contains(&b);
+    let valid = |b: u8| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'['
+                    | b']'
+                    | b'%'
+            )
+    };
     match hosts.clone().find(|h| !h.bytes().all(valid)) {
         Some(bad) => Err(HttpError::Malformed(format!(
             "the Host header '{bad}' is not a host[:port]"
