@@ -144,22 +144,18 @@ impl<S: Send + Sync + 'static> Service for App<S> {
     }
 
     fn call(&self, req: &Request, client: &Client<'_>) -> Option<Response> {
+        // One clock read starts the request: its latency, and the wait that decides
+        // whether its client is checked before it runs (`route`).
         let started = Instant::now();
-        let (resp, label, stack_used) = self.route(req, client)?;
+        let (resp, label, stack_used) = self.route(req, client, started)?;
+        let took = started.elapsed();
         // Recorded and logged here, on the carrier's stack, never on a fiber.
-        self.stats.request(label, resp.status, started.elapsed());
+        self.stats.request(label, resp.status, took);
         if let Some(label) = label.filter(|_| resp.status >= 500) {
             crate::logging::server_error(&req.method, label, resp.status, &resp.body);
         }
         if self.stats.access_log() {
-            crate::logging::access(
-                &req.method,
-                &req.path,
-                resp.status,
-                started.elapsed(),
-                label,
-                stack_used,
-            );
+            crate::logging::access(&req.method, &req.path, resp.status, took, label, stack_used);
         }
         Some(resp)
     }
@@ -178,14 +174,13 @@ type Routed = (Response, Option<&'static str>, Option<usize>);
 
 impl<S: Send + Sync + 'static> App<S> {
     /// The response to `req`, or `None` when its client left while it waited for its
-    /// turn or fiber (then it is not run).
-    fn route(&self, req: &Request, client: &Client<'_>) -> Option<Routed> {
+    /// turn or fiber since `asked` (then it is not run).
+    fn route(&self, req: &Request, client: &Client<'_>, asked: Instant) -> Option<Routed> {
         let route = match self.router.resolve(&req.method, &req.path) {
             Ok(route) => route,
             Err(refused) => return Some((refused, None, None)),
         };
         let label = Some(route.label);
-        let asked = Instant::now();
         let _turn = match self.limits.enter(route.label) {
             Ok(turn) => turn,
             Err(refused) => return Some((refused, label, None)),

@@ -37,7 +37,7 @@ pub fn metrics(state: &AppState, _req: &Request) -> Response {
 pub fn response(text: String) -> Response {
     Response {
         status: 200,
-        headers: vec![("Content-Type", CONTENT_TYPE.to_string())],
+        headers: vec![("Content-Type", CONTENT_TYPE.into())],
         body: text.into_bytes(),
     }
 }

@@ -95,6 +95,7 @@ pub fn serve<S: Service + ?Sized>(
     let mut stream = Socket {
         stream,
         armed: None,
+        out: Vec::new(),
     };
     // Allocated by the first read, released while the connection idles (`read_head`).
     let mut buf: Vec<u8> = Vec::new();
@@ -154,16 +155,14 @@ pub fn serve<S: Service + ?Sized>(
             return;
         };
         stats.response(resp.status);
-        // One buffer, one write; freed with the response, so an idle connection holds
-        // no response bytes.
-        let mut out = Vec::with_capacity(resp.wire_len());
-        resp.write_to(
-            &mut out,
-            req.minor_version,
-            keep_alive,
-            req.method == "HEAD",
-        );
-        if stream.stream.write_all(&out).is_err() {
+        // One buffer, one write. The buffer is the connection's, reused by its next
+        // response (no allocation per request) and released when the connection idles
+        // (`read_head`), so an idle connection holds no response bytes.
+        let out = &mut stream.out;
+        out.clear();
+        out.reserve(resp.wire_len());
+        resp.write_to(out, req.minor_version, keep_alive, req.method == "HEAD");
+        if stream.stream.write_all(&stream.out).is_err() {
             return; // the client went away mid-response: nothing left to do for it
         }
         if !keep_alive {
@@ -181,9 +180,11 @@ enum ReadError {
 /// The client's socket and the read timeout last given to may: re-arming it costs a
 /// `setsockopt` (may sets SO_RCVTIMEO besides its own timer), so it is set only when
 /// it changes, which between keep-alive requests it does not (one `IDLE_POLL` slice).
+/// `out` is the buffer responses are written from, kept between requests.
 struct Socket {
     stream: TcpStream,
     armed: Option<Duration>,
+    out: Vec<u8>,
 }
 
 impl Socket {
@@ -274,6 +275,7 @@ fn read_head(
                 if buf.is_empty() {
                     // Idle for a whole slice: hold no buffer while nothing comes.
                     *buf = Vec::new();
+                    stream.out = Vec::new();
                 }
             }
             Err(_) => return Err(ReadError::Io),

@@ -5,14 +5,16 @@
 //! [`HttpLimits`]: header count, head size, body size. The target and Host rules are
 //! in `target.rs`, the chunked coding in `chunked.rs`.
 
+use std::borrow::Cow;
+
 use crate::config::HttpLimits;
 use crate::http::{target, HttpError};
 
 /// One request, fully read (head and body).
 #[derive(Clone, Debug)]
 pub struct Request {
-    /// `GET`, `POST`, ... as sent.
-    pub method: String,
+    /// `GET`, `POST`, ... as sent (the common methods borrowed, not allocated).
+    pub method: Cow<'static, str>,
     /// The path, without the query string, normalized (`target.rs`): unreserved
     /// escapes decoded, other escapes as sent, one trailing slash dropped; `*` for
     /// `OPTIONS *`.
@@ -110,10 +112,36 @@ impl Head {
 /// Parse a request head from the start of `buf`.
 ///
 /// `Ok(None)` means more bytes are needed (and the head is still within limits).
+///
+/// In two steps, so that the header array of the first (`parse_raw`, its own frame)
+/// is off the stack before the target is normalized and allocated (`finish`): run
+/// one after the other instead of nested, they keep the deepest point of reading a
+/// request within the connection coroutine's top stack page (docs/PROFILE.md).
 pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpError> {
-    // Most heads have a few headers: parse into a small array on the stack first, and
-    // only a head with more is parsed again with room for `max_headers` (a 2 KiB
-    // allocation and its zeroing per request were 15% of /hello's instructions).
+    match parse_raw(buf, limits)? {
+        Some(raw) => finish(raw, limits).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A complete head as httparse saw it: what borrows the buffer, and the headers
+/// copied out of httparse's array.
+struct RawHead<'b> {
+    method: &'b str,
+    target: &'b str,
+    minor_version: u8,
+    /// A header that is not UTF-8 is reported after the target's errors, as it was
+    /// when both were checked in one pass.
+    headers: Result<Vec<(String, String)>, HttpError>,
+    head_len: usize,
+}
+
+/// The first step of [`parse_head`]. Most heads have a few headers: parse into a
+/// small array on the stack first, and only a head with more is parsed again with
+/// room for `max_headers` (a 2 KiB allocation and its zeroing per request were 15%
+/// of /hello's instructions). Never inlined: the array must leave the stack with it.
+#[inline(never)]
+fn parse_raw<'b>(buf: &'b [u8], limits: &HttpLimits) -> Result<Option<RawHead<'b>>, HttpError> {
     let mut few = [httparse::EMPTY_HEADER; FEW_HEADERS];
     let room = FEW_HEADERS.min(limits.max_headers);
     match parse_into(buf, limits, &mut few[..room]) {
@@ -129,12 +157,12 @@ pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpE
 /// Headers the first parse of a head has room for (on the carrier's stack).
 const FEW_HEADERS: usize = 16;
 
-/// [`parse_head`] with room for `headers.len()` headers.
+/// [`parse_raw`] with room for `headers.len()` headers.
 fn parse_into<'b>(
     buf: &'b [u8],
     limits: &HttpLimits,
     headers: &mut [httparse::Header<'b>],
-) -> Result<Option<Head>, HttpError> {
+) -> Result<Option<RawHead<'b>>, HttpError> {
     let mut req = httparse::Request::new(headers);
     let head_len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
@@ -155,36 +183,70 @@ fn parse_into<'b>(
     if head_len > limits.max_header_bytes {
         return Err(too_large(buf, limits));
     }
-    // httparse fills these three on Complete.
-    let method = req.method.unwrap_or_default().to_string();
-    let minor_version = req.version.unwrap_or(1);
-    let target = target::parse(&method, req.path.unwrap_or_default())?;
     let mut out = Vec::with_capacity(req.headers.len());
+    let mut not_utf8 = None;
     for h in req.headers.iter() {
-        let value = std::str::from_utf8(h.value)
-            .map_err(|_| HttpError::Malformed(format!("header '{}' is not valid UTF-8", h.name)))?;
-        out.push((h.name.to_ascii_lowercase(), value.trim().to_string()));
+        match std::str::from_utf8(h.value) {
+            Ok(value) => out.push((h.name.to_ascii_lowercase(), value.trim().to_string())),
+            Err(_) => {
+                not_utf8 = Some(HttpError::Malformed(format!(
+                    "header '{}' is not valid UTF-8",
+                    h.name
+                )));
+                break;
+            }
+        }
     }
-    let hosts: Vec<&str> = out
+    // httparse fills these three on Complete.
+    Ok(Some(RawHead {
+        method: req.method.unwrap_or_default(),
+        target: req.path.unwrap_or_default(),
+        minor_version: req.version.unwrap_or(1),
+        headers: not_utf8.map_or(Ok(out), Err),
+        head_len,
+    }))
+}
+
+/// The second step of [`parse_head`]: the target, the Host rule and the framing.
+/// Never inlined either, so that `parse_head`'s own frame stays small.
+#[inline(never)]
+fn finish(raw: RawHead<'_>, limits: &HttpLimits) -> Result<Head, HttpError> {
+    let method = method_name(raw.method);
+    let target = target::parse(&method, raw.target)?;
+    let out = raw.headers?;
+    let hosts = out
         .iter()
         .filter(|(n, _)| n == "host")
-        .map(|(_, v)| v.as_str())
-        .collect();
-    target::check_host(minor_version, &hosts)?;
+        .map(|(_, v)| v.as_str());
+    target::check_host(raw.minor_version, hosts)?;
     let request = Request {
         method,
         path: target.path,
         query: target.query,
-        minor_version,
+        minor_version: raw.minor_version,
         headers: out,
         body: Vec::new(),
     };
     let framing = framing(&request, limits)?;
-    Ok(Some(Head {
+    Ok(Head {
         request,
-        head_len,
+        head_len: raw.head_len,
         framing,
-    }))
+    })
+}
+
+/// The methods of RFC 9110 section 9 and PATCH: a request naming one of them borrows
+/// its name instead of allocating it.
+const KNOWN_METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE",
+];
+
+/// `sent` as a request's method: a known one borrowed, any other token copied.
+fn method_name(sent: &str) -> Cow<'static, str> {
+    match KNOWN_METHODS.iter().find(|m| **m == sent) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(sent.to_string()),
+    }
 }
 
 /// A head over `max_header_bytes`: 414 when the request line alone is (RFC 9112

@@ -1,13 +1,16 @@
 //! A response as handlers build it, and its serialization with the right
 //! connection headers and a `Date` (cached per second, `date.rs`).
 
+use std::borrow::Cow;
+
 /// A complete response: status, extra headers, body.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Response {
     pub status: u16,
     /// Headers besides Content-Length, Connection and Date: [`Response::write_to`]
-    /// (the fiber server) and hyper (the twin) add those three.
-    pub headers: Vec<(&'static str, String)>,
+    /// (the fiber server) and hyper (the twin) add those three. A value known when
+    /// the server is built (a content type) is borrowed: no allocation per response.
+    pub headers: Vec<(&'static str, Cow<'static, str>)>,
     pub body: Vec<u8>,
 }
 
@@ -39,17 +42,17 @@ impl Response {
         Response::text(status, format!("{message}\n"))
     }
 
-    fn with_type(status: u16, content_type: &str, body: Vec<u8>) -> Response {
+    fn with_type(status: u16, content_type: &'static str, body: Vec<u8>) -> Response {
         Response {
             status,
-            headers: vec![("Content-Type", content_type.to_string())],
+            headers: vec![("Content-Type", Cow::Borrowed(content_type))],
             body,
         }
     }
 
     /// Add a header.
     pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Response {
-        self.headers.push((name, value.into()));
+        self.headers.push((name, Cow::Owned(value.into())));
         self
     }
 

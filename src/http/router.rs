@@ -159,7 +159,7 @@ mod tests {
         assert!(matches!(r.find("GET", "/nope"), Found::NotFound));
         let options = r.resolve("OPTIONS", "*").err().unwrap();
         assert_eq!(options.status, 200);
-        assert_eq!(options.headers[1], ("Allow", "GET, HEAD".to_string()));
+        assert_eq!(options.headers[1], ("Allow", "GET, HEAD".into()));
         assert_eq!(r.resolve("POST", "/widgets").err().unwrap().status, 405);
     }
 }

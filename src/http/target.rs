@@ -80,10 +80,15 @@ pub fn normalize_path(path: &str) -> Result<String, HttpError> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] != b'%' {
-            // A whole UTF-8 character, so that non-ASCII paths pass through unchanged.
-            let len = path[i..].chars().next().map_or(1, char::len_utf8);
-            out.push_str(&path[i..i + len]);
-            i += len;
+            // The run up to the next escape, copied as sent (non-ASCII included: a `%`
+            // is ASCII, so the run ends on a character boundary). One copy per run,
+            // not per character: most paths have no escape at all.
+            let run = bytes[i..]
+                .iter()
+                .position(|&b| b == b'%')
+                .unwrap_or(bytes.len() - i);
+            out.push_str(&path[i..i + run]);
+            i += run;
             continue;
         }
         let escape = bytes.get(i + 1..i + 3).unwrap_or_default();
@@ -119,15 +124,45 @@ fn hex(b: u8) -> Option<u8> {
 
 /// An HTTP/1.1 request needs exactly one Host header; HTTP/1.0 may go without. Any
 /// Host sent must be a `host[:port]` (RFC 3986 characters, no `/`, `@`, space).
-pub fn check_host(minor_version: u8, hosts: &[&str]) -> Result<(), HttpError> {
-    if minor_version >= 1 && hosts.len() != 1 {
+/// `hosts` is walked, not collected: the fiber server passes its parsed headers
+/// filtered, with no allocation per request.
+pub fn check_host<'a, I>(minor_version: u8, hosts: I) -> Result<(), HttpError>
+where
+    I: IntoIterator<Item = &'a str>,
+    I::IntoIter: Clone,
+{
+    let hosts = hosts.into_iter();
+    let count = hosts.clone().count();
+    if minor_version >= 1 && count != 1 {
         return Err(HttpError::Malformed(format!(
-            "an HTTP/1.1 request needs exactly one Host header, this one has {}",
-            hosts.len()
+            "an HTTP/1.1 request needs exactly one Host header, this one has {count}"
         )));
     }
-    let valid = |b: u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]%".contains(&b);
-    match hosts.iter().find(|h| !h.bytes().all(valid)) {
+    let valid = |b: u8| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'['
+                    | b']'
+                    | b'%'
+            )
+    };
+    match hosts.clone().find(|h| !h.bytes().all(valid)) {
         Some(bad) => Err(HttpError::Malformed(format!(
             "the Host header '{bad}' is not a host[:port]"
         ))),
@@ -190,13 +225,14 @@ mod tests {
 
     #[test]
     fn host_is_required_once_in_1_1_only() {
-        assert!(check_host(1, &["x"]).is_ok());
-        assert!(check_host(1, &["[::1]:8080"]).is_ok());
-        assert!(check_host(1, &[""]).is_ok());
-        assert!(check_host(0, &[]).is_ok());
-        assert!(check_host(1, &[]).is_err());
-        assert!(check_host(1, &["x", "x"]).is_err());
-        assert!(check_host(0, &["a b"]).is_err());
-        assert!(check_host(1, &["x/y"]).is_err());
+        let no_hosts = || std::iter::empty::<&str>();
+        assert!(check_host(1, ["x"]).is_ok());
+        assert!(check_host(1, ["[::1]:8080"]).is_ok());
+        assert!(check_host(1, [""]).is_ok());
+        assert!(check_host(0, no_hosts()).is_ok());
+        assert!(check_host(1, no_hosts()).is_err());
+        assert!(check_host(1, ["x", "x"]).is_err());
+        assert!(check_host(0, ["a b"]).is_err());
+        assert!(check_host(1, ["x/y"]).is_err());
     }
 }

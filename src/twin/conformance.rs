@@ -24,7 +24,7 @@ pub fn admit<B>(mut req: Request<B>) -> Result<Request<B>, Response> {
         .iter()
         .map(|v| v.to_str().unwrap_or("\u{fffd}"))
         .collect();
-    target::check_host(minor_version, &hosts).map_err(refuse)?;
+    target::check_host(minor_version, hosts.iter().copied()).map_err(refuse)?;
     let uri = req.uri();
     let raw = match uri.query() {
         Some(query) => format!("{}?{query}", uri.path()),

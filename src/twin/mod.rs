@@ -137,9 +137,10 @@ impl axum::response::IntoResponse for Response {
         for (name, value) in self.headers {
             // Our names are static ASCII (`Content-Type`, `Retry-After`, `Allow`; hyper
             // lower-cases them) and the values are ours: neither ever fails to convert.
-            if let (Ok(name), Ok(value)) =
-                (HeaderName::try_from(name), HeaderValue::try_from(value))
-            {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::try_from(name),
+                HeaderValue::try_from(value.as_ref()),
+            ) {
                 headers.append(name, value);
             }
         }
