@@ -160,7 +160,9 @@ pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use error::RunError;
 pub use lent::Lent;
-pub use offstack::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
+pub use offstack::{
+    drop_on_carrier, on_carrier, run_panic_hook_on_carrier, sleep, SWITCH_STACK_MARGIN,
+};
 pub use pool::FiberPool;
 pub use stall::{jobs_running_longer_than, RunningJob};
 pub use stats::{LabelStats, PoolStats};

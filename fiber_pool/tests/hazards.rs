@@ -223,3 +223,56 @@ fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
         assert_eq!(stats.overflows, 0, "{stats:?}");
     }
 }
+
+/// How close to its guard page the job panics: room for the unwinder (libgcc's, on the
+/// fiber), not for a hook that needs [`HOOK_STACK`].
+const PANIC_NEAR: usize = 6 * 1024;
+/// Stack the test's panic hook uses, as std's does when it prints a backtrace.
+const HOOK_STACK: usize = 12 * 1024;
+static HOOK_RAN: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn a_panic_hook_runs_on_the_carrier_so_a_panic_near_the_guard_page_is_reported() {
+    // A hook that needs more stack than the fiber has left (std's prints a backtrace
+    // with RUST_BACKTRACE=1), and holds nothing: on the fiber it would overflow while
+    // panicking, the thread's panic state left behind.
+    std::panic::set_hook(Box::new(|_| {
+        let scratch = std::hint::black_box([1u8; HOOK_STACK]);
+        HOOK_RAN.fetch_add(usize::from(scratch[HOOK_STACK - 1]), Ordering::SeqCst);
+    }));
+    fiber_pool::run_panic_hook_on_carrier();
+    let p = pool(1, 16 * 1024);
+    // Waited for with a timeout: without the fix the carrier never comes back.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let got = fiber_pool::carrier::go(move || {
+            p.run("panics", || {
+                near_the_guard(PANIC_NEAR, &mut || -> u32 { panic!("near the guard page") })
+            })
+        })
+        .join();
+        let _ = tx.send(got);
+    });
+    // Failures abort: with the hook overflowed on the fiber, std's hook lock stays
+    // read-locked and the test process would hang at exit instead of failing.
+    let fail = |why: String| -> ! {
+        eprintln!("{why}");
+        std::process::abort()
+    };
+    let got = match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(Ok(got)) => got,
+        other => fail(format!("the carrier did not come back: {other:?}")),
+    };
+    if !matches!(&got, Err(fiber_pool::RunError::Panicked { message, .. })
+        if message.contains("near the guard page"))
+    {
+        fail(format!("the panic was not reported: {got:?}"));
+    }
+    if HOOK_RAN.load(Ordering::SeqCst) != 1 {
+        fail("the hook did not run once".into());
+    }
+    let after = fiber_pool::aftermath();
+    if after.is_broken() {
+        fail(format!("the aftermath is broken: {after:?}"));
+    }
+}
