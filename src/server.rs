@@ -271,8 +271,8 @@ pub struct Server {
 
 /// Start serving `service` on `listener` (bound here, or inherited: see
 /// [`listener::Listener`]) in may coroutines; returns at once. From here on the panic
-/// hook set so far runs on the carrier's stack when a handler panics on a fiber
-/// (`fiber_pool::run_panic_hook_on_carrier`: printing on a fiber near its limit could
+/// hook set so far runs on a stack of its own when a handler panics on a fiber
+/// (`fiber_pool::run_panic_hook_off_fiber`: printing on a fiber near its limit could
 /// overflow with stderr's lock held).
 pub fn spawn(
     listener: impl Into<Listener>,
@@ -280,7 +280,7 @@ pub fn spawn(
     limits: HttpLimits,
     stats: Arc<HttpStats>,
 ) -> io::Result<Server> {
-    fiber_pool::run_panic_hook_on_carrier();
+    fiber_pool::run_panic_hook_off_fiber();
     let listener = listener.into();
     let addr = listener.socket.local_addr()?;
     let stop = Arc::new(Stop::default());

@@ -146,6 +146,7 @@ mod highwater;
 pub mod lent;
 pub mod net;
 mod offstack;
+pub mod panic_hook;
 pub mod pool;
 pub mod registry;
 pub mod signal;
@@ -160,9 +161,8 @@ pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use error::RunError;
 pub use lent::Lent;
-pub use offstack::{
-    drop_on_carrier, on_carrier, run_panic_hook_on_carrier, sleep, SWITCH_STACK_MARGIN,
-};
+pub use offstack::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
+pub use panic_hook::run_panic_hook_off_fiber;
 pub use pool::FiberPool;
 pub use stall::{jobs_running_longer_than, RunningJob};
 pub use stats::{LabelStats, PoolStats};

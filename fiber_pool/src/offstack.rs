@@ -55,7 +55,9 @@ where
     // The switch itself runs on the fiber (corosensei's `on_stack` saves registers
     // and moves `f` there before it changes stacks): overflow here, at a safe point,
     // rather than inside it.
-    let moved = std::mem::size_of::<F>() + std::mem::size_of::<R>();
+    // Unoptimised builds copy the closure and the result through each frame.
+    let copies = if cfg!(debug_assertions) { 3 } else { 1 };
+    let moved = copies * (std::mem::size_of::<F>() + std::mem::size_of::<R>());
     crate::reserve_on(entry, sp, SWITCH_STACK_MARGIN + moved);
     let label = entry.label();
     // SAFETY: the yielder was recorded by the coroutine whose stack we are running on
@@ -89,42 +91,3 @@ pub fn sleep(d: Duration) {
 pub fn drop_on_carrier<T: Send>(value: T) {
     on_carrier(move || drop(value));
 }
-
-/// Makes the process's panic hook (whatever is installed when this is called, std's
-/// printer by default) run on the carrier's stack when a job panics on a fiber.
-///
-/// The hook runs before unwinding, on the stack of the code that panicked, under std's
-/// hook lock, and std's own hook takes stderr's lock to print (and walks the stack for
-/// a backtrace with `RUST_BACKTRACE`): on a fiber near its limit it could overflow with
-/// those locks held (every later print, and every later `set_hook`, would wait for
-/// ever) and leave the thread's panic state behind. On the carrier it has the carrier's stack. Call it once
-/// at start-up, after any hook of your own is set (later calls do nothing).
-pub fn run_panic_hook_on_carrier() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let call = SameThread(&previous, info);
-            on_carrier(move || call.run())
-        }));
-    });
-}
-
-/// A panic hook and its argument, handed to [`on_carrier`] (which wants `Send`).
-struct SameThread<'a, 'b>(
-    &'a (dyn Fn(&std::panic::PanicHookInfo<'_>) + Send + Sync),
-    &'a std::panic::PanicHookInfo<'b>,
-);
-
-impl SameThread<'_, '_> {
-    /// Calls the hook (a method, so that a closure captures the whole pair).
-    fn run(self) {
-        (self.0)(self.1)
-    }
-}
-
-// SAFETY: `on_carrier` runs its closure on the thread that called it, before it
-// returns (corosensei's `on_parent_stack` switches stacks, not threads, and a panic
-// hook does not yield to may), so the references never reach another thread and
-// never outlive the hook call that lent them.
-unsafe impl Send for SameThread<'_, '_> {}

@@ -266,7 +266,9 @@ impl FiberPool {
                 // Here, on the carrier's stack, after the fiber is gone, on the
                 // thread it overflowed on (no yield since): std's panic count
                 // still shows a panic the fiber was in.
-                let at_safe_point = entry.struck_at_safe_point();
+                // A safe point holds nothing, unless the job was panicking: then std's
+                // panic state (and its hook lock, in the hook) is held whatever struck.
+                let at_safe_point = entry.struck_at_safe_point() && !std::thread::panicking();
                 aftermath::overflowed(at_safe_point, std::thread::panicking());
                 let (_, failed) = slot.ledger.abandon_all();
                 aftermath::second_faults(failed);

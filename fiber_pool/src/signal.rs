@@ -317,6 +317,7 @@ pub(crate) fn restore_signal_mask(old: &libc::sigset_t) {
 /// that never called `run` is readied before the first fiber runs on it. After the
 /// first call on a thread it is one thread-local check.
 pub(crate) fn prepare_thread() {
+    crate::panic_hook::prepare_thread();
     ALT_STACK.with(|cell| {
         cell.get_or_init(|| {
             if may::coroutine::is_coroutine() {

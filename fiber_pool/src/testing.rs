@@ -57,18 +57,23 @@ pub fn locate(pcs: &[usize]) -> io::Result<Vec<Located>> {
             },
         })
         .collect();
-    let in_exe: Vec<usize> = (0..pcs.len())
-        .filter(|&i| located[i].functions.is_empty())
+    // Each distinct address once.
+    let in_exe: std::collections::BTreeSet<usize> = located
+        .iter()
+        .filter(|at| at.functions.is_empty())
+        .map(|at| at.pc)
         .collect();
-    let names = addr2line(&exe, in_exe.iter().map(|&i| pcs[i] - base))?;
-    for (i, functions) in in_exe.into_iter().zip(names) {
-        located[i].functions = functions;
+    let names = addr2line(&exe, in_exe.iter().map(|&pc| pc - base).collect())?;
+    let names: std::collections::BTreeMap<usize, Vec<String>> =
+        in_exe.into_iter().zip(names).collect();
+    for at in located.iter_mut().filter(|at| at.functions.is_empty()) {
+        at.functions = names[&at.pc].clone();
     }
     Ok(located)
 }
 
 /// The functions (innermost first) of each address of the executable `exe`.
-fn addr2line(exe: &Path, addrs: impl Iterator<Item = usize>) -> io::Result<Vec<Vec<String>>> {
+fn addr2line(exe: &Path, addrs: Vec<usize>) -> io::Result<Vec<Vec<String>>> {
     let mut child = Command::new("addr2line")
         .args(["-a", "-f", "-C", "-i", "-e"])
         .arg(exe)
@@ -76,15 +81,18 @@ fn addr2line(exe: &Path, addrs: impl Iterator<Item = usize>) -> io::Result<Vec<V
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("addr2line (binutils): {e}")))?;
-    let mut asked = 0;
-    {
-        let mut stdin = child.stdin.take().expect("piped stdin");
+    let asked = addrs.len();
+    // Written from a thread of its own while we read: addr2line answers as it reads,
+    // and a full pipe each way would otherwise stop both.
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let writer = std::thread::spawn(move || -> io::Result<()> {
         for addr in addrs {
             writeln!(stdin, "{addr:#x}")?;
-            asked += 1;
         }
-    }
+        Ok(())
+    });
     let out = child.wait_with_output()?;
+    writer.join().expect("the writer thread")?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
             "addr2line failed: {}",
@@ -123,10 +131,11 @@ impl Maps {
         Ok(Maps(
             text.lines()
                 .filter_map(|line| {
-                    let mut fields = line.split_whitespace();
+                    // Five fields, then the path (which may hold spaces).
+                    let mut fields = line.splitn(6, ' ');
                     let (start, end) = fields.next()?.split_once('-')?;
                     let offset = fields.nth(1)?;
-                    let path = fields.nth(2)?;
+                    let path = fields.nth(2)?.trim_start();
                     // Files, and the kernel's [vdso] (clock_gettime runs there).
                     (path.starts_with('/') || path == "[vdso]").then_some(())?;
                     Some((hex(start)?, hex(end)?, hex(offset)?, path.to_string()))
@@ -137,7 +146,8 @@ impl Maps {
 
     /// Where `path` was loaded: the start of its mapping at file offset 0 (for a
     /// position-independent executable, whose first segment has address 0, an
-    /// address minus this is what addr2line wants).
+    /// address minus this is what addr2line wants; Rust builds such executables on
+    /// Linux by default, and a non-PIE one would need no subtraction).
     fn base_of(&self, path: &str) -> Option<usize> {
         self.0
             .iter()

@@ -227,12 +227,14 @@ fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
 /// How close to its guard page the job panics: room for the unwinder (libgcc's, on the
 /// fiber), not for a hook that needs [`HOOK_STACK`].
 const PANIC_NEAR: usize = 6 * 1024;
-/// Stack the test's panic hook uses, as std's does when it prints a backtrace.
-const HOOK_STACK: usize = 12 * 1024;
+/// Stack the test's panic hook uses, as std's may when it prints a backtrace: more than
+/// the fiber has left, and more than a carrier's 32 KiB (where an overflow would end
+/// the process), less than the hook stack.
+const HOOK_STACK: usize = 64 * 1024;
 static HOOK_RAN: AtomicUsize = AtomicUsize::new(0);
 
 #[test]
-fn a_panic_hook_runs_on_the_carrier_so_a_panic_near_the_guard_page_is_reported() {
+fn a_panic_hook_runs_on_its_own_stack_so_a_panic_near_the_guard_page_is_reported() {
     // A hook that needs more stack than the fiber has left (std's prints a backtrace
     // with RUST_BACKTRACE=1), and holds nothing: on the fiber it would overflow while
     // panicking, the thread's panic state left behind.
@@ -240,7 +242,7 @@ fn a_panic_hook_runs_on_the_carrier_so_a_panic_near_the_guard_page_is_reported()
         let scratch = std::hint::black_box([1u8; HOOK_STACK]);
         HOOK_RAN.fetch_add(usize::from(scratch[HOOK_STACK - 1]), Ordering::SeqCst);
     }));
-    fiber_pool::run_panic_hook_on_carrier();
+    fiber_pool::run_panic_hook_off_fiber();
     let p = pool(1, 16 * 1024);
     // Waited for with a timeout: without the fix the carrier never comes back.
     let (tx, rx) = std::sync::mpsc::channel();
