@@ -299,6 +299,9 @@ fn supervise(cfg: &ServeConfig) -> Result<(), String> {
     }
     sup.note(format!("MySQL: {}", db.db_where));
     let result = sup.run();
+    if db.mariadb.is_some() {
+        log::info!("fiberstack supervisor: every worker has exited; stopping MariaDB");
+    }
     drop(db);
     log::info!("fiberstack: stopped");
     result
