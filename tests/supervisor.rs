@@ -260,7 +260,10 @@ fn sigterm_finishes_requests_stops_every_worker_then_mariadb_and_exits_0() {
     let (status, log) = serve.wait_exit(Duration::from_secs(30));
     let log = log.join("\n");
     assert!(!alive(mariadb), "MariaDB still runs:\n{log}");
-    assert!(workers.iter().all(|&w| !alive(w)), "a worker still runs:\n{log}");
+    assert!(
+        workers.iter().all(|&w| !alive(w)),
+        "a worker still runs:\n{log}"
+    );
     // Who went when, from the supervisor's log (polling pids cannot order two exits a
     // few milliseconds apart): every worker exited before MariaDB was stopped.
     let stopping_db = log
@@ -270,7 +273,10 @@ fn sigterm_finishes_requests_stops_every_worker_then_mariadb_and_exits_0() {
         let exited = log
             .find(&format!("(pid {w}) exited"))
             .unwrap_or_else(|| panic!("no line about worker {w} exiting:\n{log}"));
-        assert!(exited < stopping_db, "MariaDB stopped while worker {w} ran:\n{log}");
+        assert!(
+            exited < stopping_db,
+            "MariaDB stopped while worker {w} ran:\n{log}"
+        );
     }
     assert!(status.success(), "{status}");
     assert_eq!(
