@@ -36,7 +36,7 @@ pub struct PoolConfig {
 }
 
 impl Default for PoolConfig {
-    /// 100 fibers of 64 KiB: fiberstack's deepest route peaks at 3.7 KiB in a
+    /// 100 fibers of 64 KiB: fiberstack's deepest route peaks at 3.9 KiB in a
     /// release build and 17 KiB in a debug build (STACK_SIZES.md, measured with
     /// `fiberstack stack-report`), so 17x and 3.8x headroom; the server asks
     /// for 128 KiB to keep 4x in debug too. 1024 waiting callers, 30 s wait,
