@@ -30,8 +30,8 @@ thread_local! {
     static HOOK_STACK: OnceCell<Option<RefCell<DefaultStack>>> = const { OnceCell::new() };
 }
 
-/// Makes the thread ready to run the panic hook off a fiber: called, like the
-/// alternate signal stack's set-up, whenever a fiber is switched onto a thread.
+/// Makes the thread ready to run the panic hook off a fiber: called once per thread,
+/// with the alternate signal stack's set-up (`signal::prepare_thread`).
 pub(crate) fn prepare_thread() {
     HOOK_STACK.with(|cell| {
         cell.get_or_init(|| DefaultStack::new(HOOK_STACK_SIZE).ok().map(RefCell::new));

@@ -310,16 +310,17 @@ pub(crate) fn restore_signal_mask(old: &libc::sigset_t) {
 }
 
 /// Readies the current thread to carry fibers, once per thread: an alternate signal
-/// stack big enough for an overflow to be caught here, and, on a may thread, the
-/// asynchronous signals blocked. Called before every switch onto a fiber (in `run`,
+/// stack big enough for an overflow to be caught here, the panic hook's stack
+/// ([`crate::panic_hook`]), and, on a may thread, the asynchronous signals blocked.
+/// Called before every switch onto a fiber (in `run`,
 /// and when [`on_carrier`](crate::on_carrier) returns to the fiber, possibly on
 /// another worker than it left: may moves carriers between workers), so a worker
 /// that never called `run` is readied before the first fiber runs on it. After the
 /// first call on a thread it is one thread-local check.
 pub(crate) fn prepare_thread() {
-    crate::panic_hook::prepare_thread();
     ALT_STACK.with(|cell| {
         cell.get_or_init(|| {
+            crate::panic_hook::prepare_thread();
             if may::coroutine::is_coroutine() {
                 block_async_signals();
             }

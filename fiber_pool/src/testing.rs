@@ -36,16 +36,17 @@ impl Located {
 /// address is in no mapped file or addr2line does not know it.
 pub fn locate(pcs: &[usize]) -> io::Result<Vec<Located>> {
     let exe = std::env::current_exe()?;
+    let exe_path = exe.to_string_lossy();
     let maps = Maps::read()?;
     let base = maps
-        .base_of(&exe.to_string_lossy())
+        .base_of(&exe_path)
         .ok_or_else(|| io::Error::other(format!("{} is not in /proc/self/maps", exe.display())))?;
     let mut located: Vec<Located> = pcs
         .iter()
         .map(|&pc| Located {
             pc,
             functions: match maps.file_of(pc) {
-                Some((path, _)) if path == exe.to_string_lossy() => Vec::new(),
+                Some((path, _)) if path == exe_path => Vec::new(),
                 Some((path, offset)) => vec![format!(
                     "{}+{offset:#x}",
                     Path::new(path)
