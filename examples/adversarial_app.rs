@@ -22,7 +22,7 @@ use std::io;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use fiberstack::config::HttpLimits;
+use fiberstack::config::{HttpLimits, WatchdogLimits};
 use fiberstack::http::{Handler, Request, Response, Router};
 use fiberstack::server::{self, App, RouteLimits};
 use fiberstack::stats::HttpStats;
@@ -185,8 +185,11 @@ fn main() -> io::Result<()> {
     };
     // The stall watchdog: its replacement requests go to the supervisor.
     let _watchdog = fiberstack::watchdog::spawn(
-        STALL_WARN,
-        stall_limit,
+        WatchdogLimits {
+            stall_warn: STALL_WARN,
+            stall_limit,
+            ..WatchdogLimits::default()
+        },
         Box::new(supervisor::ask_for_replacement),
     )?;
     let server = server::spawn(

@@ -90,7 +90,7 @@ pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, St
         limits,
         stats: Arc::clone(&http_stats),
     });
-    let watchdog = watchdog::spawn(cfg.stall_warn, cfg.stall_limit, replace)
+    let watchdog = watchdog::spawn(cfg.watchdog, replace)
         .map_err(|e| fail(format!("cannot start the stall watchdog: {e}")))?;
     let server = server::spawn(listener, service, cfg.http.clone(), http_stats)
         .map_err(|e| fail(format!("cannot start the server: {e}")))?;

@@ -1,8 +1,9 @@
 //! The stall watchdog: one thread per worker process that notices a request holding
 //! its worker thread (running its own code instead of going back to may), logs it
 //! once with its route, counts it per route for `/stats`, and asks for this process
-//! to be replaced when a stall passes `--stall-limit` or a caught overflow left the
-//! process in a known-broken state.
+//! to be replaced when a stall passes `--stall-limit`, a caught overflow left the
+//! process in a known-broken state, or `--overflow-limit` overflows have abandoned
+//! their frames' heap (never freed: only a fresh process gives it back).
 //!
 //! A fiber holds its may worker thread from the moment it is resumed until it goes
 //! back to its carrier (every may call of ours does, through `fiber_pool::on_carrier`).
@@ -24,6 +25,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use fiber_pool::{Aftermath, RunningJob};
+
+use crate::config::WatchdogLimits;
 
 /// Called with the reason when the watchdog decides this process should be replaced.
 pub type ReplaceHook = Box<dyn Fn(&str) + Send>;
@@ -62,18 +65,20 @@ impl Drop for Watchdog {
     }
 }
 
-/// Start the watchdog thread: a stall is a job holding its thread for `warn`; past
-/// `limit`, or when the overflow aftermath says the process is broken, `replace` is
-/// called with the reason.
-pub fn spawn(warn: Duration, limit: Duration, replace: ReplaceHook) -> io::Result<Watchdog> {
+/// Start the watchdog thread: a stall is a job holding its thread for
+/// `limits.stall_warn`; past `stall_limit`, when the overflow aftermath says the
+/// process is broken, or after `overflow_limit` caught overflows, `replace` is called
+/// with the reason.
+pub fn spawn(limits: WatchdogLimits, replace: ReplaceHook) -> io::Result<Watchdog> {
     let stop = Arc::new(AtomicBool::new(false));
+    let warn = limits.stall_warn;
     let tick = (warn / 4).max(MIN_TICK);
     let thread = std::thread::Builder::new()
         .name("fiberstack-watchdog".into())
         .spawn({
             let stop = Arc::clone(&stop);
             move || {
-                let mut watch = Watch::new(warn, limit, replace);
+                let mut watch = Watch::new(limits, replace);
                 while !stop.load(Ordering::Relaxed) {
                     watch.look(
                         &fiber_pool::jobs_running_longer_than(warn),
@@ -107,8 +112,7 @@ fn stall_line(job: &RunningJob, warn: Duration, aftermath: Aftermath) -> String 
 
 /// The watchdog's memory between looks.
 struct Watch {
-    warn: Duration,
-    limit: Duration,
+    limits: WatchdogLimits,
     replace: ReplaceHook,
     /// Holdings already reported: `(thread, resume)`.
     reported: HashSet<(usize, u64)>,
@@ -119,10 +123,9 @@ struct Watch {
 }
 
 impl Watch {
-    fn new(warn: Duration, limit: Duration, replace: ReplaceHook) -> Watch {
+    fn new(limits: WatchdogLimits, replace: ReplaceHook) -> Watch {
         Watch {
-            warn,
-            limit,
+            limits,
             replace,
             reported: HashSet::new(),
             over_limit: HashSet::new(),
@@ -141,7 +144,7 @@ impl Watch {
                 *lock(&STALLS).entry(job.label).or_default() += 1;
                 // Asked before anything is printed: an overflow may have left stderr's
                 // lock held, and then the print below blocks this thread for good.
-                let line = stall_line(job, self.warn, aftermath);
+                let line = stall_line(job, self.limits.stall_warn, aftermath);
                 if aftermath.outside_safe_point > 0 {
                     self.ask(
                         "stall-after-overflow",
@@ -154,14 +157,14 @@ impl Watch {
                 }
                 eprintln!("{line}");
             }
-            if job.running_for >= self.limit && self.over_limit.insert(key) {
+            if job.running_for >= self.limits.stall_limit && self.over_limit.insert(key) {
                 self.ask(
                     "stall-limit",
                     &format!(
                         "route {} has held a worker thread for {:.1} s (--stall-limit {:.1} s)",
                         job.label,
                         job.running_for.as_secs_f64(),
-                        self.limit.as_secs_f64()
+                        self.limits.stall_limit.as_secs_f64()
                     ),
                 );
             }
@@ -174,6 +177,18 @@ impl Watch {
                      panic was being handled (the next panic on that thread aborts), {} \
                      faults while cleaning up after one",
                     aftermath.while_panicking, aftermath.second_faults
+                ),
+            );
+        }
+        let overflow_limit = self.limits.overflow_limit;
+        if overflow_limit > 0 && aftermath.abandoned >= overflow_limit {
+            self.ask(
+                "overflow-limit",
+                &format!(
+                    "{} stack overflows were caught (--overflow-limit {overflow_limit}); \
+                     each left the heap its abandoned frames owned behind, never freed, \
+                     and a fresh process gives it back",
+                    aftermath.abandoned
                 ),
             );
         }
@@ -206,7 +221,14 @@ mod tests {
         let asked = Arc::new(Mutex::new(Vec::new()));
         let a = Arc::clone(&asked);
         let hook: ReplaceHook = Box::new(move |r| a.lock().unwrap().push(r.to_string()));
-        let w = Watch::new(Duration::from_millis(100), Duration::from_secs(1), hook);
+        let w = Watch::new(
+            WatchdogLimits {
+                stall_warn: Duration::from_millis(100),
+                stall_limit: Duration::from_secs(1),
+                overflow_limit: 3,
+            },
+            hook,
+        );
         (w, asked)
     }
 
@@ -267,5 +289,25 @@ mod tests {
         assert!(asked.lock().unwrap().is_empty());
         w.look(&[job("unit_after", 150, 1)], suspect);
         assert!(asked.lock().unwrap()[0].contains("outside a safe point"));
+    }
+
+    #[test]
+    fn overflows_past_the_limit_ask_for_a_replacement_once_and_zero_means_never() {
+        let (mut w, asked) = watch();
+        let after = |abandoned| Aftermath {
+            abandoned,
+            ..Aftermath::default()
+        };
+        w.look(&[], after(2));
+        assert!(asked.lock().unwrap().is_empty(), "under the limit of 3");
+        w.look(&[], after(3));
+        w.look(&[], after(7));
+        let asked_now = asked.lock().unwrap().clone();
+        assert_eq!(asked_now.len(), 1, "{asked_now:?}");
+        assert!(asked_now[0].contains("--overflow-limit 3"), "{asked_now:?}");
+        let (mut w, asked) = watch();
+        w.limits.overflow_limit = 0;
+        w.look(&[], after(1_000_000));
+        assert!(asked.lock().unwrap().is_empty(), "0 turns the limit off");
     }
 }

@@ -1,7 +1,8 @@
 //! `fiberstack serve --processes N` as a user runs it, against its own private MariaDB,
 //! with plain `ab` as the load: a worker killed with `kill -9` (only its own in-flight
 //! requests may fail, no connection is refused, a replacement answers soon), a rolling
-//! restart on SIGHUP (no failed request), SIGTERM (every worker, then MariaDB, exit 0),
+//! restart on SIGHUP (no failed request), a worker replaced past `--overflow-limit`
+//! (no failed request), SIGTERM (every worker, then MariaDB, exit 0),
 //! the default without a supervisor, systemd's socket activation, and the supervisor's
 //! start-up errors, each naming its flag. About 40 s of CI time, mostly the two `ab`
 //! runs (5000 requests of 0.1 s at 100 at once: 5 s each at best).
@@ -83,6 +84,8 @@ struct Answer {
     /// `/widgets` requests it ran (ab's; the test's own `/stats` requests also run on
     /// fibers and are not counted).
     completed: u64,
+    /// Stack overflows it caught.
+    overflows: u64,
 }
 
 fn stats(addr: SocketAddr) -> Option<Answer> {
@@ -100,6 +103,9 @@ fn stats(addr: SocketAddr) -> Option<Answer> {
         completed: v["fibers"]["routes"]["widgets"]["runs"]
             .as_u64()
             .unwrap_or(0),
+        overflows: v["fibers"]["aftermath"]["abandoned"]
+            .as_u64()
+            .expect("fibers.aftermath.abandoned"),
     })
 }
 
@@ -254,6 +260,45 @@ fn sighup_restarts_every_worker_without_a_failed_request() {
     assert!(now.is_disjoint(&first), "old {first:?}, now {now:?}");
     let text = finished(load);
     assert_eq!(ab_count(&text, "Failed requests:"), 0, "{text}");
+    stop(serve);
+}
+
+/// Caught stack overflows past `--overflow-limit`: the worker asks to be replaced (each
+/// overflow left its abandoned frames' heap behind), the supervisor replaces it in the
+/// order of a rolling restart, and the load on the other routes loses nothing.
+#[test]
+fn overflows_past_the_limit_replace_the_worker_without_a_failed_request() {
+    const LIMIT: u64 = 10;
+    let mut serve = serve(&["--processes", "2", "--overflow-limit", &LIMIT.to_string()]);
+    let addr = serve.addr;
+    let first = worker_pids(addr, 2);
+    let load = ab(addr);
+    under_full_load(addr);
+    // Each worker takes about half; 4 * LIMIT brings at least one past the limit.
+    for _ in 0..4 * LIMIT {
+        let (status, body) = get(addr, "/deep?depth=100000").expect("/deep answers");
+        assert_eq!(status, 500, "{body}");
+        assert!(body.contains("stack overflow"), "{body}");
+    }
+    let asked = serve.wait_log(
+        &[
+            "asked to be replaced",
+            &format!("(--overflow-limit {LIMIT})"),
+        ],
+        Duration::from_secs(30),
+    );
+    serve.wait_log(&["after it was replaced"], Duration::from_secs(30));
+    let fresh = poll_stats(addr, Duration::from_secs(10), |a| !first.contains(&a.pid));
+    assert!(
+        fresh.overflows < LIMIT,
+        "a fresh worker starts its own count: {fresh:?}"
+    );
+    let text = finished(load);
+    assert_eq!(ab_count(&text, "Failed requests:"), 0, "{text}");
+    eprintln!(
+        "{asked}\n  pid {} serves in its place ({} overflows so far)",
+        fresh.pid, fresh.overflows
+    );
     stop(serve);
 }
 

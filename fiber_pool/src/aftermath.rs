@@ -11,12 +11,18 @@
 //!   thread never goes back to zero, so the next panic there aborts the process;
 //! - a *second fault*: a resource's abandon callback panicked while the pool was
 //!   cleaning up after an overflow.
+//!
+//! Every caught overflow also abandons the heap its frames owned (a body being
+//! built, parsed rows): it is never freed. [`Aftermath::abandoned`] counts them, so a
+//! watchdog can replace a process that has survived many overflows before that heap
+//! adds up.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static OUTSIDE_SAFE_POINT: AtomicU64 = AtomicU64::new(0);
 static WHILE_PANICKING: AtomicU64 = AtomicU64::new(0);
 static SECOND_FAULTS: AtomicU64 = AtomicU64::new(0);
+static ABANDONED: AtomicU64 = AtomicU64::new(0);
 
 /// A snapshot of the process-wide aftermath counters (all pools).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -29,6 +35,9 @@ pub struct Aftermath {
     pub while_panicking: u64,
     /// Faults while handling an overflow (an abandon callback panicked). Known broken.
     pub second_faults: u64,
+    /// Every caught overflow: jobs whose frames were abandoned, with the heap they
+    /// owned (never freed).
+    pub abandoned: u64,
 }
 
 impl Aftermath {
@@ -44,11 +53,13 @@ pub fn aftermath() -> Aftermath {
         outside_safe_point: OUTSIDE_SAFE_POINT.load(Ordering::Relaxed),
         while_panicking: WHILE_PANICKING.load(Ordering::Relaxed),
         second_faults: SECOND_FAULTS.load(Ordering::Relaxed),
+        abandoned: ABANDONED.load(Ordering::Relaxed),
     }
 }
 
 /// Records a caught overflow, as seen from the carrier right after it.
 pub(crate) fn overflowed(at_safe_point: bool, panicking: bool) {
+    ABANDONED.fetch_add(1, Ordering::Relaxed);
     if !at_safe_point {
         OUTSIDE_SAFE_POINT.fetch_add(1, Ordering::Relaxed);
     }

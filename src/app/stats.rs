@@ -65,6 +65,7 @@ pub fn fibers_json(s: &fiber_pool::PoolStats) -> serde_json::Value {
             "outside_safe_point": aftermath.outside_safe_point,
             "while_panicking": aftermath.while_panicking,
             "second_faults": aftermath.second_faults,
+            "abandoned": aftermath.abandoned,
         },
         "peak_stack_bytes": s.peak_stack_bytes,
         "routes": routes,

@@ -9,10 +9,10 @@ use clap::{Args, Parser, Subcommand};
 
 use fiber_mysql::launcher::LaunchConfig;
 use fiberstack::config::{
-    ByteSize, Runtime, ServeConfig, DEFAULT_ACCESS_LOG, DEFAULT_BIND, DEFAULT_DB_POOL,
-    DEFAULT_DB_WAIT, DEFAULT_FIBERS, DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE,
-    DEFAULT_STALL_LIMIT, DEFAULT_STALL_WARN,
+    ByteSize, Runtime, ServeConfig, WatchdogLimits, DEFAULT_ACCESS_LOG, DEFAULT_BIND,
+    DEFAULT_DB_POOL, DEFAULT_DB_WAIT, DEFAULT_FIBERS, DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_OVERFLOW_LIMIT, DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_STACK_SIZE, DEFAULT_STALL_LIMIT, DEFAULT_STALL_WARN,
 };
 use fiberstack::shutdown::StopRequests;
 use fiberstack::start;
@@ -120,6 +120,11 @@ pub struct ServeArgs {
     /// process to be replaced.
     #[arg(long, env = "FIBERSTACK_STALL_LIMIT", default_value_t = DEFAULT_STALL_LIMIT.as_secs_f64())]
     pub stall_limit: f64,
+    /// Caught stack overflows after which the watchdog asks for this process to be
+    /// replaced: each leaves the heap its abandoned frames owned behind, never freed
+    /// (0: never; without a supervisor the request is only logged).
+    #[arg(long, env = "FIBERSTACK_OVERFLOW_LIMIT", default_value_t = DEFAULT_OVERFLOW_LIMIT)]
+    pub overflow_limit: u64,
     /// Worker processes: 2 or more start a supervisor that binds the port once, shares
     /// one private MariaDB, replaces a worker that dies, and restarts them all one by
     /// one on SIGHUP. 1 serves in this process, with no supervisor.
@@ -179,11 +184,15 @@ impl ServeArgs {
             shutdown_grace: secs("shutdown-grace", self.shutdown_grace)?,
             access_log: self.access_log,
             processes: self.processes as usize,
-            stall_warn: secs("stall-warn", self.stall_warn)?,
-            stall_limit: secs("stall-limit", self.stall_limit)?,
+            watchdog: WatchdogLimits {
+                stall_warn: secs("stall-warn", self.stall_warn)?,
+                stall_limit: secs("stall-limit", self.stall_limit)?,
+                overflow_limit: self.overflow_limit,
+            },
             ..ServeConfig::default()
         };
-        if cfg.stall_warn < MIN_STALL_WARN || cfg.stall_limit < cfg.stall_warn {
+        let w = cfg.watchdog;
+        if w.stall_warn < MIN_STALL_WARN || w.stall_limit < w.stall_warn {
             return Err(format!(
                 "--stall-warn must be at least {MIN_STALL_WARN:?} and --stall-limit at least \
                  --stall-warn; got --stall-warn {} and --stall-limit {}",
