@@ -140,7 +140,7 @@ impl RouteLimits {
 
 impl<S: Send + Sync + 'static> Service for App<S> {
     fn refuses(&self, req: &Request) -> Option<Response> {
-        self.router.resolve(&req.method, &req.path).err()
+        self.router.resolve(&req.method, req.path()).err()
     }
 
     fn call(&self, req: &Request, client: &Client<'_>) -> Option<Response> {
@@ -155,7 +155,14 @@ impl<S: Send + Sync + 'static> Service for App<S> {
             crate::logging::server_error(&req.method, label, resp.status, &resp.body);
         }
         if self.stats.access_log() {
-            crate::logging::access(&req.method, &req.path, resp.status, took, label, stack_used);
+            crate::logging::access(
+                &req.method,
+                req.path(),
+                resp.status,
+                took,
+                label,
+                stack_used,
+            );
         }
         Some(resp)
     }
@@ -176,7 +183,7 @@ impl<S: Send + Sync + 'static> App<S> {
     /// The response to `req`, or `None` when its client left while it waited for its
     /// turn or fiber since `asked` (then it is not run).
     fn route(&self, req: &Request, client: &Client<'_>, asked: Instant) -> Option<Routed> {
-        let route = match self.router.resolve(&req.method, &req.path) {
+        let route = match self.router.resolve(&req.method, req.path()) {
             Ok(route) => route,
             Err(refused) => return Some((refused, None, None)),
         };
@@ -253,10 +260,10 @@ fn fiber_error(
 
 /// The request target as sent: path and query.
 fn target(req: &Request) -> String {
-    if req.query.is_empty() {
-        req.path.clone()
+    if req.query().is_empty() {
+        req.path().to_string()
     } else {
-        format!("{}?{}", req.path, req.query)
+        format!("{}?{}", req.path(), req.query())
     }
 }
 

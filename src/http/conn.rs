@@ -27,7 +27,7 @@ use may::net::TcpStream;
 
 use crate::config::HttpLimits;
 use crate::http::chunked;
-use crate::http::request::{parse_head, Framing, Request};
+use crate::http::request::{parse_head, Framing, Head, Request};
 use crate::http::response::Response;
 use crate::http::{io_timeout, HttpError};
 use crate::shutdown::Stop;
@@ -99,9 +99,12 @@ pub fn serve<S: Service + ?Sized>(
     };
     // Allocated by the first read, released while the connection idles (`read_head`).
     let mut buf: Vec<u8> = Vec::new();
+    // Each request's head is parsed into this one, whose buffers are reused by the
+    // next request and released with `buf`.
+    let mut req = Request::default();
     let mut first = true;
     loop {
-        let head = match read_head(&mut stream, &mut buf, limits, stop, first) {
+        let head = match read_head(&mut stream, &mut buf, &mut req, limits, stop, first) {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(ReadError::Http(e)) => {
@@ -113,7 +116,6 @@ pub fn serve<S: Service + ?Sized>(
         };
         first = false;
         buf.drain(..head.head_len);
-        let mut req = head.request;
         if head.framing != Framing::Length(0) && req.expects_continue() && buf.is_empty() {
             if let Some(refused) = service.refuses(&req) {
                 stats.response(refused.status);
@@ -215,7 +217,7 @@ impl Socket {
     }
 }
 
-/// Read until `buf` holds a complete head. `Ok(None)`: the client closed between
+/// Read until `buf` holds a complete head, parsed into `req`. `Ok(None)`: the client closed between
 /// requests, stayed idle past `idle_timeout`, or the server is stopping. A `first`
 /// request (the connection has sent nothing yet) gets one [`IDLE_POLL`] look even when
 /// stopping: its client connected before the accept loop stopped and has most likely
@@ -223,10 +225,11 @@ impl Socket {
 fn read_head(
     stream: &mut Socket,
     buf: &mut Vec<u8>,
+    req: &mut Request,
     limits: &HttpLimits,
     stop: &Stop,
     first: bool,
-) -> Result<Option<crate::http::request::Head>, ReadError> {
+) -> Result<Option<Head>, ReadError> {
     // Set when a read first times out, backdated by that slice: a keep-alive client
     // usually sends its next request within the first slice, and then the clock is
     // not read for the idle time at all.
@@ -235,7 +238,7 @@ fn read_head(
     let mut head_deadline: Option<Instant> = None;
     loop {
         if !buf.is_empty() {
-            if let Some(head) = parse_head(buf, limits).map_err(ReadError::Http)? {
+            if let Some(head) = parse_head(buf, limits, req).map_err(ReadError::Http)? {
                 return Ok(Some(head));
             }
             head_deadline.get_or_insert_with(|| Instant::now() + limits.header_timeout);
@@ -276,6 +279,7 @@ fn read_head(
                     // Idle for a whole slice: hold no buffer while nothing comes.
                     *buf = Vec::new();
                     stream.out = Vec::new();
+                    *req = Request::default();
                 }
             }
             Err(_) => return Err(ReadError::Io),

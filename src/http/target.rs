@@ -30,12 +30,20 @@ pub struct Target {
 
 /// Parse and normalize `target` as sent with `method`.
 pub fn parse(method: &str, target: &str) -> Result<Target, HttpError> {
+    let mut out = String::new();
+    let path_len = parse_into(method, target, &mut out)?;
+    let query = out.split_off(path_len);
+    Ok(Target { path: out, query })
+}
+
+/// [`parse`] into `out` (cleared first; the fiber server reuses one buffer per
+/// connection): the normalized path, then the raw query. Returns the path's length.
+pub fn parse_into(method: &str, target: &str, out: &mut String) -> Result<usize, HttpError> {
+    out.clear();
     if target == "*" {
         return if method == "OPTIONS" {
-            Ok(Target {
-                path: "*".into(),
-                query: String::new(),
-            })
+            out.push('*');
+            Ok(1)
         } else {
             Err(HttpError::Malformed(format!(
                 "the target '*' is only for OPTIONS, not {method}"
@@ -46,7 +54,7 @@ pub fn parse(method: &str, target: &str) -> Result<Target, HttpError> {
         // absolute-form: the path after the authority, `/` when there is none.
         Some(rest) => match rest.find(['/', '?']) {
             Some(at) if rest.as_bytes()[at] == b'/' => &rest[at..],
-            Some(at) => return parse(method, &format!("/{}", &rest[at..])),
+            Some(at) => return parse_into(method, &format!("/{}", &rest[at..]), out),
             None => "/",
         },
         None => target,
@@ -57,10 +65,10 @@ pub fn parse(method: &str, target: &str) -> Result<Target, HttpError> {
         )));
     }
     let (path, query) = origin.split_once('?').unwrap_or((origin, ""));
-    Ok(Target {
-        path: normalize_path(path)?,
-        query: query.to_string(),
-    })
+    normalize_path_into(path, out)?;
+    let path_len = out.len();
+    out.push_str(query);
+    Ok(path_len)
 }
 
 /// `http://` or `https://` (any case) cut off, or `None` if `target` has no scheme.
@@ -73,10 +81,11 @@ fn strip_scheme(target: &str) -> Option<&str> {
 }
 
 /// Decode escapes of unreserved characters, keep the rest, refuse `%00` and broken
-/// escapes, and drop one trailing slash (not the root's).
-pub fn normalize_path(path: &str) -> Result<String, HttpError> {
+/// escapes, and drop one trailing slash (not the root's): appended to `out`, which
+/// holds nothing else of the path.
+fn normalize_path_into(path: &str, out: &mut String) -> Result<(), HttpError> {
+    let start = out.len();
     let bytes = path.as_bytes();
-    let mut out = String::with_capacity(path.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] != b'%' {
@@ -112,10 +121,10 @@ pub fn normalize_path(path: &str) -> Result<String, HttpError> {
         }
         i += 3;
     }
-    if out.len() > 1 && out.ends_with('/') {
+    if out.len() - start > 1 && out.ends_with('/') {
         out.pop();
     }
-    Ok(out)
+    Ok(())
 }
 
 fn hex(b: u8) -> Option<u8> {
