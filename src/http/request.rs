@@ -105,9 +105,9 @@ impl Request {
 #[derive(Clone, Debug, Default)]
 pub struct Headers {
     text: String,
-    /// Per header, where its name and its value end in `text`; the name starts where
-    /// the previous value ended.
-    ends: Vec<(usize, usize)>,
+    /// Per header, where its name starts, where it ends (and its value starts) and
+    /// where its value ends in `text`.
+    spans: Vec<(usize, usize, usize)>,
 }
 
 impl Headers {
@@ -127,37 +127,35 @@ impl Headers {
 
     /// Every header as (lower-cased name, value), in the order sent.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + Clone + '_ {
-        let starts = std::iter::once(0).chain(self.ends.iter().map(|&(_, value_end)| value_end));
-        starts
-            .zip(&self.ends)
-            .map(|(start, &(name_end, value_end))| {
-                (&self.text[start..name_end], &self.text[name_end..value_end])
-            })
+        self.spans.iter().map(|&(start, name_end, value_end)| {
+            (&self.text[start..name_end], &self.text[name_end..value_end])
+        })
     }
 
     /// How many headers there are.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.spans.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.spans.is_empty()
     }
 
     /// Add header `name` (lower-cased here) with `value` (trimmed here).
     pub fn push(&mut self, name: &str, value: &str) {
-        self.text
-            .extend(name.chars().map(|c| c.to_ascii_lowercase()));
+        let start = self.text.len();
+        self.text.push_str(name);
+        self.text[start..].make_ascii_lowercase();
         let name_end = self.text.len();
         self.text.push_str(value.trim());
-        self.ends.push((name_end, self.text.len()));
+        self.spans.push((start, name_end, self.text.len()));
     }
 
     /// Remove every header, keeping the buffers.
     pub fn clear(&mut self) {
         self.text.clear();
-        self.ends.clear();
+        self.spans.clear();
     }
 }
 
@@ -345,6 +343,9 @@ fn too_large(buf: &[u8], limits: &HttpLimits) -> HttpError {
 /// conflicting or non-numeric lengths. A known list we cannot decode (`gzip, chunked`)
 /// is a 501.
 fn framing(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
+    if req.header("transfer-encoding").is_none() {
+        return content_length(req, limits);
+    }
     let codings: Vec<&str> = req
         .headers
         .get_all("transfer-encoding")
@@ -374,6 +375,11 @@ fn framing(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
             ))),
         };
     }
+    content_length(req, limits)
+}
+
+/// The framing of a request without Transfer-Encoding: its Content-Length, if any.
+fn content_length(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
     let mut lengths = req.headers.get_all("content-length");
     let Some(first) = lengths.next() else {
         return Ok(Framing::Length(0));
