@@ -25,6 +25,7 @@ use may::io::WaitIoWaker;
 
 use crate::config::HttpLimits;
 use crate::http::conn::{self, Client, Service};
+use crate::http::idle::Sweeper;
 use crate::http::listener::{self, Listener};
 use crate::http::refusal::{over_limit, queue_full, wait_timed_out, OVER_LIMIT_WRITE_TIMEOUT};
 use crate::http::router::Router;
@@ -293,8 +294,9 @@ pub fn spawn(
     let stop = Arc::new(Stop::default());
     let accept_stop = Arc::clone(&stop);
     let wake_accept = listener.socket.waker();
+    let sweeper = Sweeper::start(Arc::clone(&stop))?;
     let accept = fiber_pool::carrier::spawn("accept", None, move || {
-        accept_loop(listener, service, limits, stats, accept_stop)
+        accept_loop(listener, service, limits, stats, accept_stop, sweeper)
     })?;
     Ok(Server {
         addr,
@@ -315,6 +317,7 @@ fn accept_loop(
     limits: HttpLimits,
     stats: Arc<HttpStats>,
     stop: Arc<Stop>,
+    sweeper: Arc<Sweeper>,
 ) {
     let limits = Arc::new(limits);
     loop {
@@ -354,7 +357,7 @@ fn accept_loop(
             let max = limits.max_connections;
             fiber_pool::carrier::go(move || reject(stream, max));
         } else {
-            spawn_connection(stream, &service, &limits, &stats, &stop);
+            spawn_connection(stream, &service, &limits, &stats, &stop, &sweeper);
         }
     }
     // Dropping the listener here closes the port (or, when shared, our copy of it).
@@ -367,17 +370,19 @@ fn spawn_connection(
     limits: &Arc<HttpLimits>,
     stats: &Arc<HttpStats>,
     stop: &Arc<Stop>,
+    sweeper: &Arc<Sweeper>,
 ) {
     let counted = (stop.connection_opened(), stats.connection_open());
-    let (service, limits, stats, stop) = (
+    let (service, limits, stats, stop, sweeper) = (
         Arc::clone(service),
         Arc::clone(limits),
         Arc::clone(stats),
         Arc::clone(stop),
+        Arc::clone(sweeper),
     );
     let spawned = fiber_pool::carrier::spawn("conn", Some(limits.connection_stack), move || {
         let _counted = counted;
-        conn::serve(stream, &*service, &limits, &stop, &stats);
+        conn::serve(stream, &*service, &limits, &stop, &stats, &sweeper);
     });
     if let Err(e) = spawned {
         log::error!("fiberstack: cannot start a connection coroutine: {e}");

@@ -5,7 +5,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{parse, parse_one, raw, serve};
 
@@ -134,6 +134,35 @@ fn a_taken_port_is_refused_not_shared() {
     };
     assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
     assert!(err.to_string().contains("--bind"), "{err}");
+}
+
+#[test]
+fn a_stop_closes_idle_keep_alive_connections_without_waiting_for_the_idle_timeout() {
+    // Waits between requests are ended by the server's sweeper (src/http/idle.rs),
+    // not by a timer of their own: a stop must still reach every one of them.
+    let app = serve(|cfg| cfg.http.idle_timeout = Duration::from_secs(60));
+    let mut idle: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut s = TcpStream::connect(app.addr()).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            assert_eq!(read_response(&mut s).status, 200);
+            s
+        })
+        .collect();
+    let started = Instant::now();
+    let drained = app.server.shutdown(Duration::from_secs(20));
+    let took = started.elapsed();
+    assert_eq!(drained.connections_left, 0);
+    // Wide: two shared cores. Without the sweeper's stop wake-up the connections
+    // would stay until the grace (20 s) or their idle timeout (60 s).
+    assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+    for s in &mut idle {
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    }
 }
 
 /// Read one Content-Length response from a kept-alive connection.

@@ -1,9 +1,10 @@
 //! The per-connection loop: read a request within limits, call the service, write the
 //! response with the right connection semantics, repeat while the connection is kept.
 //!
-//! One may coroutine runs this per client connection. It reads with timeouts that
-//! end every wait: `idle_timeout` between requests (sliced, so a shutdown is noticed
-//! quickly), `header_timeout` for a head once its first byte arrived (slowloris),
+//! One may coroutine runs this per client connection. Every wait ends: `idle_timeout`
+//! between requests (in slices of [`IDLE_POLL`], ended by the server's sweeper rather
+//! than a may timer per read, and at once when the server starts to stop: `idle.rs`),
+//! `header_timeout` for a head once its first byte arrived (slowloris),
 //! `body_timeout` for the whole body once the head is in (a dribbled body, whether
 //! Content-Length or chunked), and `write_timeout` per write. Every timeout given to
 //! may goes through [`io_timeout`] (may loses sub-millisecond timers). Pipelined
@@ -20,13 +21,16 @@
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fiber_pool::net::PollFlags;
+use may::io::WaitIo;
 use may::net::TcpStream;
 
 use crate::config::HttpLimits;
 use crate::http::chunked;
+use crate::http::idle::{Sweeper, Watch};
 use crate::http::request::{parse_head, Framing, Head, Request};
 use crate::http::response::Response;
 use crate::http::{io_timeout, HttpError};
@@ -89,10 +93,12 @@ pub fn serve<S: Service + ?Sized>(
     limits: &HttpLimits,
     stop: &Stop,
     stats: &HttpStats,
+    sweeper: &Arc<Sweeper>,
 ) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(io_timeout(limits.write_timeout)));
     let mut stream = Socket {
+        watch: sweeper.watch(stream.waker()),
         stream,
         armed: None,
         out: Vec::new(),
@@ -182,11 +188,13 @@ enum ReadError {
 /// The client's socket and the read timeout last given to may: re-arming it costs a
 /// `setsockopt` (may sets SO_RCVTIMEO besides its own timer), so it is set only when
 /// it changes, which between keep-alive requests it does not (one `IDLE_POLL` slice).
-/// `out` is the buffer responses are written from, kept between requests.
+/// `out` is the buffer responses are written from, kept between requests. `watch` ends
+/// the waits between requests ([`Socket::read_idle`]).
 struct Socket {
     stream: TcpStream,
     armed: Option<Duration>,
     out: Vec<u8>,
+    watch: Watch,
 }
 
 impl Socket {
@@ -214,6 +222,37 @@ impl Socket {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
             other => other,
         }
+    }
+
+    /// [`Socket::read_some`] for the start of a request (`buf` empty), with no timer:
+    /// may's `wait_io` parks the coroutine until the socket is readable or the sweeper
+    /// (`idle.rs`) wakes it, after `timeout` or, when `end_on_stop`, once the server
+    /// stops (then `TimedOut` at once, to be seen by the caller).
+    fn read_idle(
+        &mut self,
+        buf: &mut Vec<u8>,
+        timeout: Duration,
+        end_on_stop: Option<&Stop>,
+    ) -> io::Result<usize> {
+        let deadline = self.watch.deadline_after(timeout);
+        buf.resize(FIRST_READ, 0);
+        let r = loop {
+            // may made the socket non-blocking: this read never parks.
+            match self.stream.inner().read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+            if end_on_stop.is_some_and(Stop::is_stopping) || self.watch.passed(deadline) {
+                break Err(io::ErrorKind::TimedOut.into());
+            }
+            let stream = &self.stream;
+            self.watch.wait_until(deadline, || {
+                stream.wait_io();
+            });
+        };
+        buf.truncate(*r.as_ref().unwrap_or(&0));
+        r
     }
 }
 
@@ -243,13 +282,16 @@ fn read_head(
             }
             head_deadline.get_or_insert_with(|| Instant::now() + limits.header_timeout);
         }
-        let timeout = match head_deadline {
+        let (timeout, read) = match head_deadline {
             Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => left,
+                Some(left) if !left.is_zero() => (left, stream.read_some(buf, left, READ_CHUNK)),
                 _ => return Err(ReadError::Http(HttpError::HeadTimeout)),
             },
             None => {
-                if stop.is_stopping() {
+                // Between requests: a stop seen here gets its last look (a whole
+                // slice), one that comes during the wait ends it.
+                let stopping = stop.is_stopping();
+                if stopping {
                     if last_look {
                         return Ok(None);
                     }
@@ -259,15 +301,12 @@ fn read_head(
                 if idle >= limits.idle_timeout {
                     return Ok(None);
                 }
-                (limits.idle_timeout - idle).min(IDLE_POLL)
+                let slice = (limits.idle_timeout - idle).min(IDLE_POLL);
+                let end_on_stop = (!stopping).then_some(stop);
+                (slice, stream.read_idle(buf, slice, end_on_stop))
             }
         };
-        let chunk = if buf.is_empty() {
-            FIRST_READ
-        } else {
-            READ_CHUNK
-        };
-        match stream.read_some(buf, timeout, chunk) {
+        match read {
             Ok(0) => return Ok(None),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::TimedOut => {
