@@ -102,6 +102,7 @@ pub fn serve<S: Service + ?Sized>(
         stream,
         armed: None,
         out: Vec::new(),
+        drained: false,
     };
     // Allocated by the first read, released while the connection idles (`read_head`).
     let mut buf: Vec<u8> = Vec::new();
@@ -130,6 +131,7 @@ pub fn serve<S: Service + ?Sized>(
                 send_and_close(&mut stream.stream, &out);
                 return;
             }
+            stream.drained = false; // may's write resets the readiness flag
             if stream.stream.write_all(CONTINUE).is_err() {
                 return;
             }
@@ -170,7 +172,7 @@ pub fn serve<S: Service + ?Sized>(
         out.clear();
         out.reserve(resp.wire_len());
         resp.write_to(out, req.minor_version, keep_alive, req.method == "HEAD");
-        if stream.stream.write_all(&stream.out).is_err() {
+        if stream.write_response().is_err() {
             return; // the client went away mid-response: nothing left to do for it
         }
         if !keep_alive {
@@ -195,6 +197,11 @@ struct Socket {
     armed: Option<Duration>,
     out: Vec<u8>,
     watch: Watch,
+    /// The last read left nothing in the socket, and may's readiness flag has not been
+    /// reset since (by a may write): whatever the client sends next sets the flag, so
+    /// the wait for the next request can start without a read that would find nothing
+    /// (`EAGAIN`: one system call of three per kept-alive request, docs/PROFILE.md).
+    drained: bool,
 }
 
 impl Socket {
@@ -217,6 +224,8 @@ impl Socket {
         let start = buf.len();
         buf.resize(start + chunk, 0);
         let r = self.stream.read(&mut buf[start..]);
+        // may's read resets the readiness flag before it reads.
+        self.drained = r.as_ref().is_ok_and(|&n| n > 0 && n < chunk);
         buf.truncate(start + *r.as_ref().unwrap_or(&0));
         match r {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
@@ -227,7 +236,9 @@ impl Socket {
     /// [`Socket::read_some`] for the start of a request (`buf` empty), with no timer:
     /// may's `wait_io` parks the coroutine until the socket is readable or the sweeper
     /// (`idle.rs`) wakes it, after `timeout` or, when `end_on_stop`, once the server
-    /// stops (then `TimedOut` at once, to be seen by the caller).
+    /// stops (then `TimedOut` at once, to be seen by the caller). After a read that
+    /// `drained` the socket it parks first and reads once woken: `wait_io` returns at
+    /// once if the flag was set meanwhile, and resets it before the read that follows.
     fn read_idle(
         &mut self,
         buf: &mut Vec<u8>,
@@ -236,12 +247,15 @@ impl Socket {
     ) -> io::Result<usize> {
         let deadline = self.watch.deadline_after(timeout);
         buf.resize(FIRST_READ, 0);
+        let mut park_first = std::mem::take(&mut self.drained);
         let r = loop {
             // may made the socket non-blocking: this read never parks.
-            match self.stream.inner().read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                other => break other,
+            if !std::mem::take(&mut park_first) {
+                match self.stream.inner().read(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => break other,
+                }
             }
             if end_on_stop.is_some_and(Stop::is_stopping) || self.watch.passed(deadline) {
                 break Err(io::ErrorKind::TimedOut.into());
@@ -251,8 +265,32 @@ impl Socket {
                 stream.wait_io();
             });
         };
+        self.drained = r.as_ref().is_ok_and(|&n| n > 0 && n < FIRST_READ);
         buf.truncate(*r.as_ref().unwrap_or(&0));
         r
+    }
+
+    /// Write `out`, the whole response: first straight to the non-blocking socket, which
+    /// leaves may's readiness flag alone (see `drained`); whatever the socket did not
+    /// take then goes through may's write, which waits within `write_timeout`.
+    fn write_response(&mut self) -> io::Result<()> {
+        let mut written = 0;
+        loop {
+            match self.stream.inner().write(&self.out[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+            if written == self.out.len() {
+                return Ok(());
+            }
+            if written == 0 {
+                break;
+            }
+        }
+        self.drained = false;
+        self.stream.write_all(&self.out[written..])
     }
 }
 
