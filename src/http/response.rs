@@ -4,36 +4,45 @@
 use std::borrow::Cow;
 
 /// A complete response: status, extra headers, body.
+///
+/// Both the headers and the body may be borrowed from statics: a handler that answers
+/// with a fixed text and content type (`/hello`) allocates nothing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Response {
     pub status: u16,
     /// Headers besides Content-Length, Connection and Date: [`Response::write_to`]
-    /// (the fiber server) and hyper (the twin) add those three. A value known when
-    /// the server is built (a content type) is borrowed: no allocation per response.
-    pub headers: Vec<(&'static str, Cow<'static, str>)>,
-    pub body: Vec<u8>,
+    /// (the fiber server) and hyper (the twin) add those three. A list known when the
+    /// server is built (a content type) is borrowed: no allocation per response.
+    pub headers: HeaderList,
+    pub body: Cow<'static, [u8]>,
 }
 
+/// A response's extra headers: borrowed as long as none is added.
+pub type HeaderList = Cow<'static, [(&'static str, Cow<'static, str>)]>;
+
+/// The header lists of the content types the constructors set.
+static TEXT: [(&str, Cow<'static, str>); 1] =
+    [("Content-Type", Cow::Borrowed("text/plain; charset=utf-8"))];
+static HTML: [(&str, Cow<'static, str>); 1] =
+    [("Content-Type", Cow::Borrowed("text/html; charset=utf-8"))];
+static JSON: [(&str, Cow<'static, str>); 1] = [("Content-Type", Cow::Borrowed("application/json"))];
+
 impl Response {
-    /// `text/plain` with `body`.
-    pub fn text(status: u16, body: impl Into<String>) -> Response {
-        Response::with_type(
-            status,
-            "text/plain; charset=utf-8",
-            body.into().into_bytes(),
-        )
+    /// `text/plain` with `body` (a `&'static str` is borrowed, not copied).
+    pub fn text(status: u16, body: impl Into<Cow<'static, str>>) -> Response {
+        Response::with_type(status, &TEXT, bytes(body.into()))
     }
 
-    /// `text/html` with `body`.
-    pub fn html(status: u16, body: impl Into<String>) -> Response {
-        Response::with_type(status, "text/html; charset=utf-8", body.into().into_bytes())
+    /// `text/html` with `body` (a `&'static str` is borrowed, not copied).
+    pub fn html(status: u16, body: impl Into<Cow<'static, str>>) -> Response {
+        Response::with_type(status, &HTML, bytes(body.into()))
     }
 
     /// `application/json` with `value` serialized.
     pub fn json(status: u16, value: &serde_json::Value) -> Response {
         let mut body = serde_json::to_vec_pretty(value).unwrap_or_default();
         body.push(b'\n');
-        Response::with_type(status, "application/json", body)
+        Response::with_type(status, &JSON, Cow::Owned(body))
     }
 
     /// A plain-text error whose body is `message` and a newline: what the client reads
@@ -42,17 +51,21 @@ impl Response {
         Response::text(status, format!("{message}\n"))
     }
 
-    fn with_type(status: u16, content_type: &'static str, body: Vec<u8>) -> Response {
+    fn with_type(
+        status: u16,
+        headers: &'static [(&'static str, Cow<'static, str>)],
+        body: Cow<'static, [u8]>,
+    ) -> Response {
         Response {
             status,
-            headers: vec![("Content-Type", Cow::Borrowed(content_type))],
+            headers: Cow::Borrowed(headers),
             body,
         }
     }
 
     /// Add a header.
     pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Response {
-        self.headers.push((name, Cow::Owned(value.into())));
+        self.headers.to_mut().push((name, Cow::Owned(value.into())));
         self
     }
 
@@ -87,7 +100,7 @@ impl Response {
         out.extend_from_slice(b"\r\nDate: ");
         out.extend_from_slice(&crate::http::date::now());
         out.extend_from_slice(b"\r\n");
-        for (name, value) in &self.headers {
+        for (name, value) in self.headers.iter() {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
             out.extend_from_slice(value.as_bytes());
@@ -102,6 +115,14 @@ impl Response {
         if !head_only {
             out.extend_from_slice(&self.body);
         }
+    }
+}
+
+/// A text body as bytes, borrowed if it was.
+fn bytes(text: Cow<'static, str>) -> Cow<'static, [u8]> {
+    match text {
+        Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+        Cow::Owned(text) => Cow::Owned(text.into_bytes()),
     }
 }
 
