@@ -91,11 +91,15 @@ impl Response {
         keep_alive: bool,
         head_only: bool,
     ) {
-        out.extend_from_slice(b"HTTP/1.1 ");
-        push_decimal(out, usize::from(self.status));
-        out.push(b' ');
-        out.extend_from_slice(reason(self.status).as_bytes());
-        out.extend_from_slice(b"\r\nContent-Length: ");
+        match status_line(self.status) {
+            Some(line) => out.extend_from_slice(line.as_bytes()),
+            None => {
+                out.extend_from_slice(b"HTTP/1.1 ");
+                push_decimal(out, usize::from(self.status));
+                out.extend_from_slice(b" Unknown\r\n");
+            }
+        }
+        out.extend_from_slice(b"Content-Length: ");
         push_decimal(out, self.body.len());
         out.extend_from_slice(b"\r\nDate: ");
         out.extend_from_slice(&crate::http::date::now());
@@ -145,26 +149,44 @@ fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
     out.extend_from_slice(&digits[at..]);
 }
 
-/// The reason phrase of the status codes we send.
-pub fn reason(status: u16) -> &'static str {
-    match status {
-        100 => "Continue",
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        413 => "Payload Too Large",
-        414 => "URI Too Long",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => "Unknown",
-    }
+/// The status codes we send: their reason phrases, and whole status lines written
+/// with one copy (no decimal formatting per response).
+macro_rules! statuses {
+    ($($code:literal $reason:literal,)*) => {
+        /// The reason phrase of the status codes we send.
+        pub fn reason(status: u16) -> &'static str {
+            match status {
+                $($code => $reason,)*
+                _ => "Unknown",
+            }
+        }
+
+        /// `HTTP/1.1 <code> <reason>\r\n` for a status we send.
+        fn status_line(status: u16) -> Option<&'static str> {
+            match status {
+                $($code => Some(concat!("HTTP/1.1 ", stringify!($code), " ", $reason, "\r\n")),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+statuses! {
+    100 "Continue",
+    200 "OK",
+    400 "Bad Request",
+    404 "Not Found",
+    405 "Method Not Allowed",
+    408 "Request Timeout",
+    413 "Payload Too Large",
+    414 "URI Too Long",
+    431 "Request Header Fields Too Large",
+    500 "Internal Server Error",
+    501 "Not Implemented",
+    502 "Bad Gateway",
+    503 "Service Unavailable",
+    504 "Gateway Timeout",
+    505 "HTTP Version Not Supported",
 }
 
 #[cfg(test)]
@@ -207,6 +229,9 @@ mod tests {
         let mut out = Vec::new();
         Response::error(505, "x").write_to(&mut out, 1, false, false);
         assert!(out.starts_with(b"HTTP/1.1 505 HTTP Version Not Supported\r\n"));
+        out.clear();
+        Response::error(299, "x").write_to(&mut out, 1, false, false);
+        assert!(out.starts_with(b"HTTP/1.1 299 Unknown\r\nContent-Length: 2\r\n"));
     }
 
     #[test]
