@@ -50,7 +50,13 @@ pub fn parse_into(method: &str, target: &str, out: &mut String) -> Result<usize,
             )))
         };
     }
-    let origin = match strip_scheme(target) {
+    // origin-form, by far the usual, has no scheme to look for.
+    let absolute = if target.starts_with('/') {
+        None
+    } else {
+        strip_scheme(target)
+    };
+    let origin = match absolute {
         // absolute-form: the path after the authority, `/` when there is none.
         Some(rest) => match rest.find(['/', '?']) {
             Some(at) if rest.as_bytes()[at] == b'/' => &rest[at..],
@@ -147,37 +153,40 @@ where
             "an HTTP/1.1 request needs exactly one Host header, this one has {count}"
         )));
     }
-    let valid = |b: u8| {
-        b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-                    | b':'
-                    | b'['
-                    | b']'
-                    | b'%'
-            )
-    };
-    match hosts.clone().find(|h| !h.bytes().all(valid)) {
+    match hosts
+        .clone()
+        .find(|h| !h.bytes().all(|b| HOST_BYTES[usize::from(b)]))
+    {
         Some(bad) => Err(HttpError::Malformed(format!(
             "the Host header '{bad}' is not a host[:port]"
         ))),
         None => Ok(()),
     }
 }
+
+/// The bytes a Host may hold: RFC 3986's unreserved, sub-delims, `:` and `[` `]` for
+/// a port and an IPv6 literal, and `%` for its escapes; one lookup per byte.
+const HOST_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || {
+            let mut i = 0;
+            let mut found = false;
+            while i < HOST_PUNCTUATION.len() {
+                found |= HOST_PUNCTUATION[i] == c;
+                i += 1;
+            }
+            found
+        };
+        b += 1;
+    }
+    table
+};
+
+/// The punctuation of [`HOST_BYTES`].
+const HOST_PUNCTUATION: &[u8] = b"-._~!$&'()*+,;=:[]%";
 
 /// The answer to `OPTIONS *`: what the server as a whole allows.
 pub fn options_star(allow: &str) -> Response {
@@ -243,5 +252,10 @@ mod tests {
         assert!(check_host(1, ["x", "x"]).is_err());
         assert!(check_host(0, ["a b"]).is_err());
         assert!(check_host(1, ["x/y"]).is_err());
+        assert!(check_host(1, ["a-b.c_d~e!f$g&h'i(j)k*l+m,n;o=p:80"]).is_ok());
+        assert!(check_host(1, ["[fe80::1%25eth0]:8080"]).is_ok());
+        for bad in ["u@x", "x y", "x\"y", "x<y", "x#y", "x?y", "ü"] {
+            assert!(check_host(1, [bad]).is_err(), "{bad}");
+        }
     }
 }
