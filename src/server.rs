@@ -360,6 +360,7 @@ fn accept_loop(
             spawn_connection(stream, &service, &limits, &stats, &stop, &sweeper);
         }
     }
+    sweeper.close();
     // Dropping the listener here closes the port (or, when shared, our copy of it).
 }
 

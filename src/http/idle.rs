@@ -37,6 +37,8 @@ pub struct Sweeper {
     now_ms: AtomicU64,
     /// One slot per open connection; freed slots are reused.
     slots: Mutex<Slots>,
+    /// Set when the accept loop has ended: no connection comes any more.
+    closed: AtomicBool,
 }
 
 #[derive(Default)]
@@ -64,22 +66,30 @@ pub struct Watch {
 
 impl Sweeper {
     /// A sweeper for a server stopping through `stop`, its coroutine started: it ends
-    /// once the server is stopping and has no connection left.
+    /// once the accept loop has ended ([`Sweeper::close`]) and no connection is left.
+    /// (A stopping server still serves what waited in its backlog: those connections
+    /// need the sweeper too.)
     pub fn start(stop: Arc<Stop>) -> std::io::Result<Arc<Sweeper>> {
         let sweeper = Arc::new(Sweeper {
             epoch: Instant::now(),
             now_ms: AtomicU64::new(0),
             slots: Mutex::new(Slots::default()),
+            closed: AtomicBool::new(false),
         });
         let sweeping = Arc::clone(&sweeper);
         fiber_pool::carrier::spawn("idle-sweeper", None, move || loop {
             may::coroutine::sleep(TICK);
             sweeping.sweep(stop.is_stopping());
-            if stop.is_stopping() && stop.connections() == 0 {
+            if sweeping.closed.load(Ordering::Acquire) && stop.connections() == 0 {
                 break;
             }
         })?;
         Ok(sweeper)
+    }
+
+    /// Say that the accept loop has ended: the sweeper ends with the last connection.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
     }
 
     /// Put a connection, woken through `waker`, on the list.
