@@ -25,6 +25,7 @@ use may::io::WaitIoWaker;
 
 use crate::config::HttpLimits;
 use crate::http::conn::{self, Client, Service};
+use crate::http::idle::Sweeper;
 use crate::http::listener::{self, Listener};
 use crate::http::refusal::{over_limit, queue_full, wait_timed_out, OVER_LIMIT_WRITE_TIMEOUT};
 use crate::http::router::Router;
@@ -140,7 +141,7 @@ impl RouteLimits {
 
 impl<S: Send + Sync + 'static> Service for App<S> {
     fn refuses(&self, req: &Request) -> Option<Response> {
-        self.router.resolve(&req.method, &req.path).err()
+        self.router.resolve(&req.method, req.path()).err()
     }
 
     fn call(&self, req: &Request, client: &Client<'_>) -> Option<Response> {
@@ -155,7 +156,14 @@ impl<S: Send + Sync + 'static> Service for App<S> {
             crate::logging::server_error(&req.method, label, resp.status, &resp.body);
         }
         if self.stats.access_log() {
-            crate::logging::access(&req.method, &req.path, resp.status, took, label, stack_used);
+            crate::logging::access(
+                &req.method,
+                req.path(),
+                resp.status,
+                took,
+                label,
+                stack_used,
+            );
         }
         Some(resp)
     }
@@ -176,7 +184,7 @@ impl<S: Send + Sync + 'static> App<S> {
     /// The response to `req`, or `None` when its client left while it waited for its
     /// turn or fiber since `asked` (then it is not run).
     fn route(&self, req: &Request, client: &Client<'_>, asked: Instant) -> Option<Routed> {
-        let route = match self.router.resolve(&req.method, &req.path) {
+        let route = match self.router.resolve(&req.method, req.path()) {
             Ok(route) => route,
             Err(refused) => return Some((refused, None, None)),
         };
@@ -253,10 +261,10 @@ fn fiber_error(
 
 /// The request target as sent: path and query.
 fn target(req: &Request) -> String {
-    if req.query.is_empty() {
-        req.path.clone()
+    if req.query().is_empty() {
+        req.path().to_string()
     } else {
-        format!("{}?{}", req.path, req.query)
+        format!("{}?{}", req.path(), req.query())
     }
 }
 
@@ -286,8 +294,9 @@ pub fn spawn(
     let stop = Arc::new(Stop::default());
     let accept_stop = Arc::clone(&stop);
     let wake_accept = listener.socket.waker();
+    let sweeper = Sweeper::start(Arc::clone(&stop))?;
     let accept = fiber_pool::carrier::spawn("accept", None, move || {
-        accept_loop(listener, service, limits, stats, accept_stop)
+        accept_loop(listener, service, limits, stats, accept_stop, sweeper)
     })?;
     Ok(Server {
         addr,
@@ -308,6 +317,7 @@ fn accept_loop(
     limits: HttpLimits,
     stats: Arc<HttpStats>,
     stop: Arc<Stop>,
+    sweeper: Arc<Sweeper>,
 ) {
     let limits = Arc::new(limits);
     loop {
@@ -347,9 +357,10 @@ fn accept_loop(
             let max = limits.max_connections;
             fiber_pool::carrier::go(move || reject(stream, max));
         } else {
-            spawn_connection(stream, &service, &limits, &stats, &stop);
+            spawn_connection(stream, &service, &limits, &stats, &stop, &sweeper);
         }
     }
+    sweeper.close();
     // Dropping the listener here closes the port (or, when shared, our copy of it).
 }
 
@@ -360,17 +371,19 @@ fn spawn_connection(
     limits: &Arc<HttpLimits>,
     stats: &Arc<HttpStats>,
     stop: &Arc<Stop>,
+    sweeper: &Arc<Sweeper>,
 ) {
     let counted = (stop.connection_opened(), stats.connection_open());
-    let (service, limits, stats, stop) = (
+    let (service, limits, stats, stop, sweeper) = (
         Arc::clone(service),
         Arc::clone(limits),
         Arc::clone(stats),
         Arc::clone(stop),
+        Arc::clone(sweeper),
     );
     let spawned = fiber_pool::carrier::spawn("conn", Some(limits.connection_stack), move || {
         let _counted = counted;
-        conn::serve(stream, &*service, &limits, &stop, &stats);
+        conn::serve(stream, &*service, &limits, &stop, &stats, &sweeper);
     });
     if let Err(e) = spawned {
         log::error!("fiberstack: cannot start a connection coroutine: {e}");

@@ -60,7 +60,7 @@ pub fn measure(state: &AppState, probes: &[&'static str]) -> Result<Vec<Row>, St
     let mut rows = Vec::new();
     for &target in probes {
         let req = Request::get(target);
-        let Found::Route(route) = router.find("GET", &req.path) else {
+        let Found::Route(route) = router.find("GET", req.path()) else {
             return Err(format!("no route for {target}"));
         };
         let (label, handler) = (route.label, route.handler);

@@ -5,7 +5,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{parse, parse_one, raw, serve};
 
@@ -136,8 +136,85 @@ fn a_taken_port_is_refused_not_shared() {
     assert!(err.to_string().contains("--bind"), "{err}");
 }
 
+#[test]
+fn a_stop_closes_idle_keep_alive_connections_without_waiting_for_the_idle_timeout() {
+    // Waits between requests are ended by the server's sweeper (src/http/idle.rs),
+    // not by a timer of their own: a stop must still reach every one of them.
+    let app = serve(|cfg| cfg.http.idle_timeout = Duration::from_secs(60));
+    let mut idle: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut s = TcpStream::connect(app.addr()).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            assert_eq!(read_response(&mut s).status, 200);
+            s
+        })
+        .collect();
+    let started = Instant::now();
+    let drained = app.server.shutdown(Duration::from_secs(20));
+    let took = started.elapsed();
+    assert_eq!(drained.connections_left, 0);
+    // Wide: two shared cores. Without the sweeper's stop wake-up the connections
+    // would stay until the grace (20 s) or their idle timeout (60 s).
+    assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+    for s in &mut idle {
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    }
+}
+
+#[test]
+fn a_kept_alive_connection_answers_each_next_request_at_once_however_it_arrives() {
+    // Between requests the server parks without reading first when its last read
+    // emptied the socket (conn.rs, `drained`): a request must never wait for the
+    // idle slice's wake-up (200 ms), whether it comes whole, in pieces, or before the
+    // previous answer was read.
+    let app = serve(|_| {});
+    let mut s = TcpStream::connect(app.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_nodelay(true).unwrap();
+    let req: &[u8] = b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut slow = Vec::new();
+    for i in 0..90 {
+        let started = Instant::now();
+        match i % 3 {
+            0 => s.write_all(req).unwrap(),
+            1 => {
+                s.write_all(&req[..10]).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+                s.write_all(&req[10..]).unwrap();
+            }
+            _ => {
+                // The next request arrives while the previous one is being served
+                // (after the server read it, before it answered).
+                s.write_all(b"GET /widgets?sleep=0.03 HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+                s.write_all(req).unwrap();
+                assert_eq!(read_response_from(&mut s, true).status, 200);
+            }
+        }
+        assert_eq!(read_response(&mut s).status, 200);
+        let took = started.elapsed();
+        if took >= Duration::from_millis(180) {
+            slow.push((i, took));
+        }
+    }
+    // A lost wake-up costs a whole slice each time; scheduling on two busy cores may
+    // delay a few requests, not one in ten.
+    assert!(slow.len() <= 9, "slow requests: {slow:?}");
+}
+
 /// Read one Content-Length response from a kept-alive connection.
 fn read_response(s: &mut TcpStream) -> common::Resp {
+    read_response_from(s, false)
+}
+
+/// [`read_response`]; with `more`, a second response may follow (read byte by byte
+/// so that none of it is taken).
+fn read_response_from(s: &mut TcpStream, more: bool) -> common::Resp {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -145,7 +222,8 @@ fn read_response(s: &mut TcpStream) -> common::Resp {
             assert_eq!(used, buf.len(), "no stray bytes after the response");
             return r;
         }
-        let n = s.read(&mut chunk).unwrap();
+        let want = if more { 1 } else { chunk.len() };
+        let n = s.read(&mut chunk[..want]).unwrap();
         assert!(n > 0, "the server closed a kept-alive connection");
         buf.extend_from_slice(&chunk[..n]);
     }

@@ -368,7 +368,7 @@ fn overflow_on_carrier(
     use fiberstack::http::router::Found;
     let req = fiberstack::http::Request::get(target);
     let router = fiberstack::app::router();
-    let Found::Route(route) = router.find("GET", &req.path) else {
+    let Found::Route(route) = router.find("GET", req.path()) else {
         panic!("no route for {target}")
     };
     let (label, handler) = (route.label, route.handler);

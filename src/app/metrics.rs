@@ -37,8 +37,8 @@ pub fn metrics(state: &AppState, _req: &Request) -> Response {
 pub fn response(text: String) -> Response {
     Response {
         status: 200,
-        headers: vec![("Content-Type", CONTENT_TYPE.into())],
-        body: text.into_bytes(),
+        headers: vec![("Content-Type", CONTENT_TYPE.into())].into(),
+        body: text.into_bytes().into(),
     }
 }
 

@@ -43,7 +43,9 @@ pub fn widgets_http(state: &AppState, _req: &Request) -> Response {
 /// the body on a 200, else a 502 (504 on a timeout) naming the URL.
 pub fn self_call_response(url: &Url, got: Result<ClientResponse, ClientError>) -> Response {
     match got {
-        Ok(resp) if resp.status == 200 => Response::text(200, String::from_utf8_lossy(&resp.body)),
+        Ok(resp) if resp.status == 200 => {
+            Response::text(200, String::from_utf8_lossy(&resp.body).into_owned())
+        }
         Ok(resp) => Response::error(
             502,
             format!(

@@ -1,9 +1,10 @@
 //! The per-connection loop: read a request within limits, call the service, write the
 //! response with the right connection semantics, repeat while the connection is kept.
 //!
-//! One may coroutine runs this per client connection. It reads with timeouts that
-//! end every wait: `idle_timeout` between requests (sliced, so a shutdown is noticed
-//! quickly), `header_timeout` for a head once its first byte arrived (slowloris),
+//! One may coroutine runs this per client connection. Every wait ends: `idle_timeout`
+//! between requests (in slices of [`IDLE_POLL`], ended by the server's sweeper rather
+//! than a may timer per read, and at once when the server starts to stop: `idle.rs`),
+//! `header_timeout` for a head once its first byte arrived (slowloris),
 //! `body_timeout` for the whole body once the head is in (a dribbled body, whether
 //! Content-Length or chunked), and `write_timeout` per write. Every timeout given to
 //! may goes through [`io_timeout`] (may loses sub-millisecond timers). Pipelined
@@ -20,14 +21,17 @@
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fiber_pool::net::PollFlags;
+use may::io::WaitIo;
 use may::net::TcpStream;
 
 use crate::config::HttpLimits;
 use crate::http::chunked;
-use crate::http::request::{parse_head, Framing, Request};
+use crate::http::idle::{Sweeper, Watch};
+use crate::http::request::{parse_head, Framing, Head, Request};
 use crate::http::response::Response;
 use crate::http::{io_timeout, HttpError};
 use crate::shutdown::Stop;
@@ -89,19 +93,25 @@ pub fn serve<S: Service + ?Sized>(
     limits: &HttpLimits,
     stop: &Stop,
     stats: &HttpStats,
+    sweeper: &Arc<Sweeper>,
 ) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(io_timeout(limits.write_timeout)));
     let mut stream = Socket {
+        watch: sweeper.watch(stream.waker()),
         stream,
         armed: None,
         out: Vec::new(),
+        drained: false,
     };
     // Allocated by the first read, released while the connection idles (`read_head`).
     let mut buf: Vec<u8> = Vec::new();
+    // Each request's head is parsed into this one, whose buffers are reused by the
+    // next request and released with `buf`.
+    let mut req = Request::default();
     let mut first = true;
     loop {
-        let head = match read_head(&mut stream, &mut buf, limits, stop, first) {
+        let head = match read_head(&mut stream, &mut buf, &mut req, limits, stop, first) {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(ReadError::Http(e)) => {
@@ -113,7 +123,6 @@ pub fn serve<S: Service + ?Sized>(
         };
         first = false;
         buf.drain(..head.head_len);
-        let mut req = head.request;
         if head.framing != Framing::Length(0) && req.expects_continue() && buf.is_empty() {
             if let Some(refused) = service.refuses(&req) {
                 stats.response(refused.status);
@@ -122,6 +131,7 @@ pub fn serve<S: Service + ?Sized>(
                 send_and_close(&mut stream.stream, &out);
                 return;
             }
+            stream.drained = false; // may's write resets the readiness flag
             if stream.stream.write_all(CONTINUE).is_err() {
                 return;
             }
@@ -162,7 +172,7 @@ pub fn serve<S: Service + ?Sized>(
         out.clear();
         out.reserve(resp.wire_len());
         resp.write_to(out, req.minor_version, keep_alive, req.method == "HEAD");
-        if stream.stream.write_all(&stream.out).is_err() {
+        if stream.write_response().is_err() {
             return; // the client went away mid-response: nothing left to do for it
         }
         if !keep_alive {
@@ -180,11 +190,18 @@ enum ReadError {
 /// The client's socket and the read timeout last given to may: re-arming it costs a
 /// `setsockopt` (may sets SO_RCVTIMEO besides its own timer), so it is set only when
 /// it changes, which between keep-alive requests it does not (one `IDLE_POLL` slice).
-/// `out` is the buffer responses are written from, kept between requests.
+/// `out` is the buffer responses are written from, kept between requests. `watch` ends
+/// the waits between requests ([`Socket::read_idle`]).
 struct Socket {
     stream: TcpStream,
     armed: Option<Duration>,
     out: Vec<u8>,
+    watch: Watch,
+    /// The last read left nothing in the socket, and may's readiness flag has not been
+    /// reset since (by a may write): whatever the client sends next sets the flag, so
+    /// the wait for the next request can start without a read that would find nothing
+    /// (`EAGAIN`: one system call of three per kept-alive request, docs/PROFILE.md).
+    drained: bool,
 }
 
 impl Socket {
@@ -207,15 +224,77 @@ impl Socket {
         let start = buf.len();
         buf.resize(start + chunk, 0);
         let r = self.stream.read(&mut buf[start..]);
+        // may's read resets the readiness flag before it reads.
+        self.drained = r.as_ref().is_ok_and(|&n| n > 0 && n < chunk);
         buf.truncate(start + *r.as_ref().unwrap_or(&0));
         match r {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
             other => other,
         }
     }
+
+    /// [`Socket::read_some`] for the start of a request (`buf` empty), with no timer:
+    /// may's `wait_io` parks the coroutine until the socket is readable or the sweeper
+    /// (`idle.rs`) wakes it, after `timeout` or, when `end_on_stop`, once the server
+    /// stops (then `TimedOut` at once, to be seen by the caller). After a read that
+    /// `drained` the socket it parks first and reads once woken: `wait_io` returns at
+    /// once if the flag was set meanwhile, and resets it before the read that follows.
+    fn read_idle(
+        &mut self,
+        buf: &mut Vec<u8>,
+        timeout: Duration,
+        end_on_stop: Option<&Stop>,
+    ) -> io::Result<usize> {
+        let deadline = self.watch.deadline_after(timeout);
+        buf.resize(FIRST_READ, 0);
+        let mut park_first = std::mem::take(&mut self.drained);
+        let r = loop {
+            // may made the socket non-blocking: this read never parks.
+            if !std::mem::take(&mut park_first) {
+                match self.stream.inner().read(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => break other,
+                }
+            }
+            if end_on_stop.is_some_and(Stop::is_stopping) || self.watch.passed(deadline) {
+                break Err(io::ErrorKind::TimedOut.into());
+            }
+            let stream = &self.stream;
+            self.watch.wait_until(deadline, || {
+                stream.wait_io();
+            });
+        };
+        self.drained = r.as_ref().is_ok_and(|&n| n > 0 && n < FIRST_READ);
+        buf.truncate(*r.as_ref().unwrap_or(&0));
+        r
+    }
+
+    /// Write `out`, the whole response: first straight to the non-blocking socket, which
+    /// leaves may's readiness flag alone (see `drained`); whatever the socket did not
+    /// take then goes through may's write, which waits within `write_timeout`.
+    fn write_response(&mut self) -> io::Result<()> {
+        let mut written = 0;
+        loop {
+            match self.stream.inner().write(&self.out[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+            if written == self.out.len() {
+                return Ok(());
+            }
+            if written == 0 {
+                break;
+            }
+        }
+        self.drained = false;
+        self.stream.write_all(&self.out[written..])
+    }
 }
 
-/// Read until `buf` holds a complete head. `Ok(None)`: the client closed between
+/// Read until `buf` holds a complete head, parsed into `req`. `Ok(None)`: the client closed between
 /// requests, stayed idle past `idle_timeout`, or the server is stopping. A `first`
 /// request (the connection has sent nothing yet) gets one [`IDLE_POLL`] look even when
 /// stopping: its client connected before the accept loop stopped and has most likely
@@ -223,10 +302,11 @@ impl Socket {
 fn read_head(
     stream: &mut Socket,
     buf: &mut Vec<u8>,
+    req: &mut Request,
     limits: &HttpLimits,
     stop: &Stop,
     first: bool,
-) -> Result<Option<crate::http::request::Head>, ReadError> {
+) -> Result<Option<Head>, ReadError> {
     // Set when a read first times out, backdated by that slice: a keep-alive client
     // usually sends its next request within the first slice, and then the clock is
     // not read for the idle time at all.
@@ -235,18 +315,21 @@ fn read_head(
     let mut head_deadline: Option<Instant> = None;
     loop {
         if !buf.is_empty() {
-            if let Some(head) = parse_head(buf, limits).map_err(ReadError::Http)? {
+            if let Some(head) = parse_head(buf, limits, req).map_err(ReadError::Http)? {
                 return Ok(Some(head));
             }
             head_deadline.get_or_insert_with(|| Instant::now() + limits.header_timeout);
         }
-        let timeout = match head_deadline {
+        let (timeout, read) = match head_deadline {
             Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => left,
+                Some(left) if !left.is_zero() => (left, stream.read_some(buf, left, READ_CHUNK)),
                 _ => return Err(ReadError::Http(HttpError::HeadTimeout)),
             },
             None => {
-                if stop.is_stopping() {
+                // Between requests: a stop seen here gets its last look (a whole
+                // slice), one that comes during the wait ends it.
+                let stopping = stop.is_stopping();
+                if stopping {
                     if last_look {
                         return Ok(None);
                     }
@@ -256,15 +339,12 @@ fn read_head(
                 if idle >= limits.idle_timeout {
                     return Ok(None);
                 }
-                (limits.idle_timeout - idle).min(IDLE_POLL)
+                let slice = (limits.idle_timeout - idle).min(IDLE_POLL);
+                let end_on_stop = (!stopping).then_some(stop);
+                (slice, stream.read_idle(buf, slice, end_on_stop))
             }
         };
-        let chunk = if buf.is_empty() {
-            FIRST_READ
-        } else {
-            READ_CHUNK
-        };
-        match stream.read_some(buf, timeout, chunk) {
+        match read {
             Ok(0) => return Ok(None),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::TimedOut => {
@@ -276,6 +356,7 @@ fn read_head(
                     // Idle for a whole slice: hold no buffer while nothing comes.
                     *buf = Vec::new();
                     stream.out = Vec::new();
+                    *req = Request::default();
                 }
             }
             Err(_) => return Err(ReadError::Io),

@@ -13,6 +13,7 @@ pub mod conn;
 pub mod date;
 pub mod handler;
 pub mod html;
+pub mod idle;
 pub mod listener;
 pub mod query;
 pub mod refusal;

@@ -4,6 +4,12 @@
 //! connection loop's job (`conn.rs`). Everything a client controls is bounded by
 //! [`HttpLimits`]: header count, head size, body size. The target and Host rules are
 //! in `target.rs`, the chunked coding in `chunked.rs`.
+//!
+//! A request's head lives in two buffers that the connection keeps from one request to
+//! the next: the target (the normalized path, then the query) and [`Headers`] (names
+//! and values back to back, with the offsets between them). Parsing a keep-alive
+//! connection's next request overwrites them in place: no allocation per request
+//! (docs/PROFILE.md, session 4).
 
 use std::borrow::Cow;
 
@@ -11,49 +17,61 @@ use crate::config::HttpLimits;
 use crate::http::{target, HttpError};
 
 /// One request, fully read (head and body).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Request {
     /// `GET`, `POST`, ... as sent (the common methods borrowed, not allocated).
     pub method: Cow<'static, str>,
-    /// The path, without the query string, normalized (`target.rs`): unreserved
-    /// escapes decoded, other escapes as sent, one trailing slash dropped; `*` for
-    /// `OPTIONS *`.
-    pub path: String,
-    /// The raw query string (after `?`), empty if none.
-    pub query: String,
     /// Minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor_version: u8,
-    /// Header names (lower-cased) and values, in the order sent.
-    pub headers: Vec<(String, String)>,
+    /// The headers, names lower-cased, in the order sent.
+    pub headers: Headers,
     /// The body (from `Content-Length` or the chunked coding).
     pub body: Vec<u8>,
+    /// The normalized path, then the raw query: [`Request::path`], [`Request::query`].
+    target: String,
+    /// Where the path ends in `target`.
+    path_len: usize,
 }
 
 impl Request {
     /// Build a request by hand, for tests and for calling handlers directly.
     pub fn get(target: &str) -> Request {
-        let (path, query) = split_target(target);
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
         Request {
             method: "GET".into(),
-            path,
-            query,
             minor_version: 1,
-            headers: Vec::new(),
-            body: Vec::new(),
+            target: format!("{path}{query}"),
+            path_len: path.len(),
+            ..Request::default()
         }
+    }
+
+    /// The same request with one more header (name lower-cased, value trimmed).
+    pub fn with_header(mut self, name: &str, value: &str) -> Request {
+        self.headers.push(name, value);
+        self
+    }
+
+    /// The path, without the query string, normalized (`target.rs`): unreserved
+    /// escapes decoded, other escapes as sent, one trailing slash dropped; `*` for
+    /// `OPTIONS *`.
+    pub fn path(&self) -> &str {
+        &self.target[..self.path_len]
+    }
+
+    /// The raw query string (after `?`), empty if none.
+    pub fn query(&self) -> &str {
+        &self.target[self.path_len..]
     }
 
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.get(name)
     }
 
     /// The first value of query parameter `name`, form-decoded (`+` is a space).
     pub fn query_param(&self, name: &str) -> Option<String> {
-        crate::http::query::query_param(&self.query, name)
+        crate::http::query::query_param(self.query(), name)
     }
 
     /// Whether the client waits for `100 Continue` before it sends the body.
@@ -70,9 +88,8 @@ impl Request {
     pub fn wants_keep_alive(&self) -> bool {
         let tokens = |want: &str| {
             self.headers
-                .iter()
-                .filter(|(n, _)| n == "connection")
-                .flat_map(|(_, v)| v.split(','))
+                .get_all("connection")
+                .flat_map(|v| v.split(','))
                 .any(|t| t.trim().eq_ignore_ascii_case(want))
         };
         if self.minor_version >= 1 {
@@ -80,6 +97,65 @@ impl Request {
         } else {
             tokens("keep-alive")
         }
+    }
+}
+
+/// A request's headers in one buffer: each name (lower-cased, as HTTP names are
+/// case-insensitive) followed by its value (trimmed), with where each ends.
+#[derive(Clone, Debug, Default)]
+pub struct Headers {
+    text: String,
+    /// Per header, where its name starts, where it ends (and its value starts) and
+    /// where its value ends in `text`.
+    spans: Vec<(usize, usize, usize)>,
+}
+
+impl Headers {
+    /// The first value of header `name` (any case).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// Every value of header `name` (any case), in the order sent.
+    pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + Clone + 'a {
+        self.iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// Every header as (lower-cased name, value), in the order sent.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + Clone + '_ {
+        self.spans.iter().map(|&(start, name_end, value_end)| {
+            (&self.text[start..name_end], &self.text[name_end..value_end])
+        })
+    }
+
+    /// How many headers there are.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Add header `name` (lower-cased here) with `value` (trimmed here).
+    pub fn push(&mut self, name: &str, value: &str) {
+        let start = self.text.len();
+        self.text.push_str(name);
+        self.text[start..].make_ascii_lowercase();
+        let name_end = self.text.len();
+        self.text.push_str(value.trim());
+        self.spans.push((start, name_end, self.text.len()));
+    }
+
+    /// Remove every header, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.spans.clear();
     }
 }
 
@@ -92,10 +168,9 @@ pub enum Framing {
     Chunked,
 }
 
-/// The head of a request: everything but the body, and how the body is framed.
+/// What parsing a head found besides the request itself.
 #[derive(Debug)]
 pub struct Head {
-    pub request: Request,
     /// Bytes the head took in the buffer.
     pub head_len: usize,
     /// How the body that follows it is framed.
@@ -109,30 +184,35 @@ impl Head {
     }
 }
 
-/// Parse a request head from the start of `buf`.
+/// Parse a request head from the start of `buf` into `req` (its buffers reused; its
+/// body emptied).
 ///
 /// `Ok(None)` means more bytes are needed (and the head is still within limits).
 ///
 /// In two steps, so that the header array of the first (`parse_raw`, its own frame)
-/// is off the stack before the target is normalized and allocated (`finish`): run
-/// one after the other instead of nested, they keep the deepest point of reading a
-/// request within the connection coroutine's top stack page (docs/PROFILE.md).
-pub fn parse_head(buf: &[u8], limits: &HttpLimits) -> Result<Option<Head>, HttpError> {
-    match parse_raw(buf, limits)? {
-        Some(raw) => finish(raw, limits).map(Some),
+/// is off the stack before the target is normalized (`finish`): run one after the
+/// other instead of nested, they keep the deepest point of reading a request within
+/// the connection coroutine's top stack page (docs/PROFILE.md).
+pub fn parse_head(
+    buf: &[u8],
+    limits: &HttpLimits,
+    req: &mut Request,
+) -> Result<Option<Head>, HttpError> {
+    match parse_raw(buf, limits, &mut req.headers)? {
+        Some(raw) => finish(raw, limits, req).map(Some),
         None => Ok(None),
     }
 }
 
-/// A complete head as httparse saw it: what borrows the buffer, and the headers
-/// copied out of httparse's array.
+/// A complete head as httparse saw it: what borrows the buffer (the headers are
+/// already copied into the request's [`Headers`]).
 struct RawHead<'b> {
     method: &'b str,
     target: &'b str,
     minor_version: u8,
     /// A header that is not UTF-8 is reported after the target's errors, as it was
     /// when both were checked in one pass.
-    headers: Result<Vec<(String, String)>, HttpError>,
+    headers: Result<(), HttpError>,
     head_len: usize,
 }
 
@@ -141,14 +221,19 @@ struct RawHead<'b> {
 /// room for `max_headers` (a 2 KiB allocation and its zeroing per request were 15%
 /// of /hello's instructions). Never inlined: the array must leave the stack with it.
 #[inline(never)]
-fn parse_raw<'b>(buf: &'b [u8], limits: &HttpLimits) -> Result<Option<RawHead<'b>>, HttpError> {
+fn parse_raw<'b>(
+    buf: &'b [u8],
+    limits: &HttpLimits,
+    out: &mut Headers,
+) -> Result<Option<RawHead<'b>>, HttpError> {
     let mut few = [httparse::EMPTY_HEADER; FEW_HEADERS];
     let room = FEW_HEADERS.min(limits.max_headers);
-    match parse_into(buf, limits, &mut few[..room]) {
+    match parse_into(buf, limits, &mut few[..room], out) {
         Err(HttpError::TooManyHeaders { .. }) if limits.max_headers > room => parse_into(
             buf,
             limits,
             &mut vec![httparse::EMPTY_HEADER; limits.max_headers],
+            out,
         ),
         other => other,
     }
@@ -157,11 +242,13 @@ fn parse_raw<'b>(buf: &'b [u8], limits: &HttpLimits) -> Result<Option<RawHead<'b
 /// Headers the first parse of a head has room for (on the carrier's stack).
 const FEW_HEADERS: usize = 16;
 
-/// [`parse_raw`] with room for `headers.len()` headers.
+/// [`parse_raw`] with room for `headers.len()` headers; a complete head's headers
+/// replace those in `out`.
 fn parse_into<'b>(
     buf: &'b [u8],
     limits: &HttpLimits,
     headers: &mut [httparse::Header<'b>],
+    out: &mut Headers,
 ) -> Result<Option<RawHead<'b>>, HttpError> {
     let mut req = httparse::Request::new(headers);
     let head_len = match req.parse(buf) {
@@ -183,13 +270,13 @@ fn parse_into<'b>(
     if head_len > limits.max_header_bytes {
         return Err(too_large(buf, limits));
     }
-    let mut out = Vec::with_capacity(req.headers.len());
-    let mut not_utf8 = None;
+    out.clear();
+    let mut utf8 = Ok(());
     for h in req.headers.iter() {
         match std::str::from_utf8(h.value) {
-            Ok(value) => out.push((h.name.to_ascii_lowercase(), value.trim().to_string())),
+            Ok(value) => out.push(h.name, value),
             Err(_) => {
-                not_utf8 = Some(HttpError::Malformed(format!(
+                utf8 = Err(HttpError::Malformed(format!(
                     "header '{}' is not valid UTF-8",
                     h.name
                 )));
@@ -202,7 +289,7 @@ fn parse_into<'b>(
         method: req.method.unwrap_or_default(),
         target: req.path.unwrap_or_default(),
         minor_version: req.version.unwrap_or(1),
-        headers: not_utf8.map_or(Ok(out), Err),
+        headers: utf8,
         head_len,
     }))
 }
@@ -210,26 +297,15 @@ fn parse_into<'b>(
 /// The second step of [`parse_head`]: the target, the Host rule and the framing.
 /// Never inlined either, so that `parse_head`'s own frame stays small.
 #[inline(never)]
-fn finish(raw: RawHead<'_>, limits: &HttpLimits) -> Result<Head, HttpError> {
-    let method = method_name(raw.method);
-    let target = target::parse(&method, raw.target)?;
-    let out = raw.headers?;
-    let hosts = out
-        .iter()
-        .filter(|(n, _)| n == "host")
-        .map(|(_, v)| v.as_str());
-    target::check_host(raw.minor_version, hosts)?;
-    let request = Request {
-        method,
-        path: target.path,
-        query: target.query,
-        minor_version: raw.minor_version,
-        headers: out,
-        body: Vec::new(),
-    };
-    let framing = framing(&request, limits)?;
+fn finish(raw: RawHead<'_>, limits: &HttpLimits, req: &mut Request) -> Result<Head, HttpError> {
+    req.method = method_name(raw.method);
+    req.minor_version = raw.minor_version;
+    req.body = Vec::new();
+    req.path_len = target::parse_into(&req.method, raw.target, &mut req.target)?;
+    raw.headers?;
+    target::check_host(raw.minor_version, req.headers.get_all("host"))?;
+    let framing = framing(req, limits)?;
     Ok(Head {
-        request,
         head_len: raw.head_len,
         framing,
     })
@@ -267,11 +343,13 @@ fn too_large(buf: &[u8], limits: &HttpLimits) -> HttpError {
 /// conflicting or non-numeric lengths. A known list we cannot decode (`gzip, chunked`)
 /// is a 501.
 fn framing(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
+    if req.header("transfer-encoding").is_none() {
+        return content_length(req, limits);
+    }
     let codings: Vec<&str> = req
         .headers
-        .iter()
-        .filter(|(n, _)| n == "transfer-encoding")
-        .flat_map(|(_, v)| v.split(','))
+        .get_all("transfer-encoding")
+        .flat_map(|v| v.split(','))
         .map(str::trim)
         .collect();
     if !codings.is_empty() {
@@ -297,11 +375,12 @@ fn framing(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
             ))),
         };
     }
-    let mut lengths = req
-        .headers
-        .iter()
-        .filter(|(n, _)| n == "content-length")
-        .map(|(_, v)| v.as_str());
+    content_length(req, limits)
+}
+
+/// The framing of a request without Transfer-Encoding: its Content-Length, if any.
+fn content_length(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
+    let mut lengths = req.headers.get_all("content-length");
     let Some(first) = lengths.next() else {
         return Ok(Framing::Length(0));
     };
@@ -345,13 +424,6 @@ fn version_error(buf: &[u8]) -> HttpError {
     }
 }
 
-fn split_target(target: &str) -> (String, String) {
-    match target.split_once('?') {
-        Some((p, q)) => (p.to_string(), q.to_string()),
-        None => (target.to_string(), String::new()),
-    }
-}
-
 /// Decode one `application/x-www-form-urlencoded` component: `+` is a space, `%XX` a
 /// byte (percent-encoding's decoder). Invalid escapes are kept as written; invalid
 /// UTF-8 becomes U+FFFD.
@@ -376,20 +448,31 @@ mod tests {
         HttpLimits::default()
     }
 
+    /// [`parse_head`] into a fresh request.
+    fn parse_head(raw: &[u8], limits: &HttpLimits) -> Result<Option<(Request, Head)>, HttpError> {
+        let mut req = Request::default();
+        Ok(super::parse_head(raw, limits, &mut req)?.map(|head| (req, head)))
+    }
+
     #[test]
     fn a_complete_head_parses_with_query_and_headers() {
         let raw = b"GET http://x/widgets/?sleep=0.25&q=rails+3 HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n";
-        let head = parse_head(raw, &limits()).unwrap().unwrap();
+        let (req, head) = parse_head(raw, &limits()).unwrap().unwrap();
         assert_eq!(head.head_len, raw.len());
-        assert_eq!(head.request.path, "/widgets");
-        assert_eq!(head.request.query_param("sleep").as_deref(), Some("0.25"));
-        assert_eq!(head.request.query_param("q").as_deref(), Some("rails 3"));
-        assert!(!head.request.wants_keep_alive());
+        assert_eq!(req.path(), "/widgets");
+        assert_eq!(req.query(), "sleep=0.25&q=rails+3");
+        assert_eq!(req.query_param("sleep").as_deref(), Some("0.25"));
+        assert_eq!(req.query_param("q").as_deref(), Some("rails 3"));
+        assert!(!req.wants_keep_alive());
+        let headers: Vec<_> = req.headers.iter().collect();
+        assert_eq!(headers, [("host", "x"), ("connection", "Close")]);
+        assert_eq!(req.header("CONNECTION"), Some("Close"));
+        assert_eq!(req.headers.get_all("host").count(), 1);
     }
 
     #[test]
     fn keep_alive_defaults_differ_between_1_0_and_1_1() {
-        let p = |raw: &[u8]| parse_head(raw, &limits()).unwrap().unwrap().request;
+        let p = |raw: &[u8]| parse_head(raw, &limits()).unwrap().unwrap().0;
         assert!(p(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").wants_keep_alive());
         assert!(!p(b"GET / HTTP/1.0\r\n\r\n").wants_keep_alive());
         assert!(p(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").wants_keep_alive());
@@ -460,7 +543,7 @@ mod tests {
             b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n",
             &l,
         );
-        assert_eq!(chunked.unwrap().unwrap().framing, Framing::Chunked);
+        assert_eq!(chunked.unwrap().unwrap().1.framing, Framing::Chunked);
     }
 
     #[test]
@@ -479,6 +562,26 @@ mod tests {
             let e = parse_head(raw, &l).unwrap_err();
             assert_eq!(e.status(), 400, "{}: {e}", String::from_utf8_lossy(raw));
         }
+    }
+
+    #[test]
+    fn a_reused_request_holds_only_the_latest_head() {
+        let l = limits();
+        let mut req = Request::default();
+        let first = b"POST /a/?x=1 HTTP/1.1\r\nHost: one\r\nX-Long-Header:  v  \r\n\r\n";
+        super::parse_head(first, &l, &mut req).unwrap().unwrap();
+        assert_eq!((req.path(), req.query()), ("/a", "x=1"));
+        assert_eq!(req.header("x-long-header"), Some("v"));
+        req.body = b"body".to_vec();
+        let second = b"GET /b HTTP/1.0\r\n\r\n";
+        let head = super::parse_head(second, &l, &mut req).unwrap().unwrap();
+        assert_eq!(head.head_len, second.len());
+        assert_eq!((&*req.method, req.path(), req.query()), ("GET", "/b", ""));
+        assert_eq!(req.minor_version, 0);
+        assert!(req.headers.is_empty() && req.body.is_empty());
+        let by_hand = Request::get("/c?d=e").with_header("Content-Type", " text/plain ");
+        assert_eq!((by_hand.path(), by_hand.query()), ("/c", "d=e"));
+        assert_eq!(by_hand.header("content-type"), Some("text/plain"));
     }
 
     #[test]

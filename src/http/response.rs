@@ -4,36 +4,45 @@
 use std::borrow::Cow;
 
 /// A complete response: status, extra headers, body.
+///
+/// Both the headers and the body may be borrowed from statics: a handler that answers
+/// with a fixed text and content type (`/hello`) allocates nothing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Response {
     pub status: u16,
     /// Headers besides Content-Length, Connection and Date: [`Response::write_to`]
-    /// (the fiber server) and hyper (the twin) add those three. A value known when
-    /// the server is built (a content type) is borrowed: no allocation per response.
-    pub headers: Vec<(&'static str, Cow<'static, str>)>,
-    pub body: Vec<u8>,
+    /// (the fiber server) and hyper (the twin) add those three. A list known when the
+    /// server is built (a content type) is borrowed: no allocation per response.
+    pub headers: HeaderList,
+    pub body: Cow<'static, [u8]>,
 }
 
+/// A response's extra headers: borrowed as long as none is added.
+pub type HeaderList = Cow<'static, [(&'static str, Cow<'static, str>)]>;
+
+/// The header lists of the content types the constructors set.
+static TEXT: [(&str, Cow<'static, str>); 1] =
+    [("Content-Type", Cow::Borrowed("text/plain; charset=utf-8"))];
+static HTML: [(&str, Cow<'static, str>); 1] =
+    [("Content-Type", Cow::Borrowed("text/html; charset=utf-8"))];
+static JSON: [(&str, Cow<'static, str>); 1] = [("Content-Type", Cow::Borrowed("application/json"))];
+
 impl Response {
-    /// `text/plain` with `body`.
-    pub fn text(status: u16, body: impl Into<String>) -> Response {
-        Response::with_type(
-            status,
-            "text/plain; charset=utf-8",
-            body.into().into_bytes(),
-        )
+    /// `text/plain` with `body` (a `&'static str` is borrowed, not copied).
+    pub fn text(status: u16, body: impl Into<Cow<'static, str>>) -> Response {
+        Response::with_type(status, &TEXT, bytes(body.into()))
     }
 
-    /// `text/html` with `body`.
-    pub fn html(status: u16, body: impl Into<String>) -> Response {
-        Response::with_type(status, "text/html; charset=utf-8", body.into().into_bytes())
+    /// `text/html` with `body` (a `&'static str` is borrowed, not copied).
+    pub fn html(status: u16, body: impl Into<Cow<'static, str>>) -> Response {
+        Response::with_type(status, &HTML, bytes(body.into()))
     }
 
     /// `application/json` with `value` serialized.
     pub fn json(status: u16, value: &serde_json::Value) -> Response {
         let mut body = serde_json::to_vec_pretty(value).unwrap_or_default();
         body.push(b'\n');
-        Response::with_type(status, "application/json", body)
+        Response::with_type(status, &JSON, Cow::Owned(body))
     }
 
     /// A plain-text error whose body is `message` and a newline: what the client reads
@@ -42,17 +51,21 @@ impl Response {
         Response::text(status, format!("{message}\n"))
     }
 
-    fn with_type(status: u16, content_type: &'static str, body: Vec<u8>) -> Response {
+    fn with_type(
+        status: u16,
+        headers: &'static [(&'static str, Cow<'static, str>)],
+        body: Cow<'static, [u8]>,
+    ) -> Response {
         Response {
             status,
-            headers: vec![("Content-Type", Cow::Borrowed(content_type))],
+            headers: Cow::Borrowed(headers),
             body,
         }
     }
 
     /// Add a header.
     pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Response {
-        self.headers.push((name, Cow::Owned(value.into())));
+        self.headers.to_mut().push((name, Cow::Owned(value.into())));
         self
     }
 
@@ -78,16 +91,20 @@ impl Response {
         keep_alive: bool,
         head_only: bool,
     ) {
-        out.extend_from_slice(b"HTTP/1.1 ");
-        push_decimal(out, usize::from(self.status));
-        out.push(b' ');
-        out.extend_from_slice(reason(self.status).as_bytes());
-        out.extend_from_slice(b"\r\nContent-Length: ");
+        match status_line(self.status) {
+            Some(line) => out.extend_from_slice(line.as_bytes()),
+            None => {
+                out.extend_from_slice(b"HTTP/1.1 ");
+                push_decimal(out, usize::from(self.status));
+                out.extend_from_slice(b" Unknown\r\n");
+            }
+        }
+        out.extend_from_slice(b"Content-Length: ");
         push_decimal(out, self.body.len());
         out.extend_from_slice(b"\r\nDate: ");
         out.extend_from_slice(&crate::http::date::now());
         out.extend_from_slice(b"\r\n");
-        for (name, value) in &self.headers {
+        for (name, value) in self.headers.iter() {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
             out.extend_from_slice(value.as_bytes());
@@ -102,6 +119,14 @@ impl Response {
         if !head_only {
             out.extend_from_slice(&self.body);
         }
+    }
+}
+
+/// A text body as bytes, borrowed if it was.
+fn bytes(text: Cow<'static, str>) -> Cow<'static, [u8]> {
+    match text {
+        Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+        Cow::Owned(text) => Cow::Owned(text.into_bytes()),
     }
 }
 
@@ -124,26 +149,44 @@ fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
     out.extend_from_slice(&digits[at..]);
 }
 
-/// The reason phrase of the status codes we send.
-pub fn reason(status: u16) -> &'static str {
-    match status {
-        100 => "Continue",
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        413 => "Payload Too Large",
-        414 => "URI Too Long",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => "Unknown",
-    }
+/// The status codes we send: their reason phrases, and whole status lines written
+/// with one copy (no decimal formatting per response).
+macro_rules! statuses {
+    ($($code:literal $reason:literal,)*) => {
+        /// The reason phrase of the status codes we send.
+        pub fn reason(status: u16) -> &'static str {
+            match status {
+                $($code => $reason,)*
+                _ => "Unknown",
+            }
+        }
+
+        /// `HTTP/1.1 <code> <reason>\r\n` for a status we send.
+        fn status_line(status: u16) -> Option<&'static str> {
+            match status {
+                $($code => Some(concat!("HTTP/1.1 ", stringify!($code), " ", $reason, "\r\n")),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+statuses! {
+    100 "Continue",
+    200 "OK",
+    400 "Bad Request",
+    404 "Not Found",
+    405 "Method Not Allowed",
+    408 "Request Timeout",
+    413 "Payload Too Large",
+    414 "URI Too Long",
+    431 "Request Header Fields Too Large",
+    500 "Internal Server Error",
+    501 "Not Implemented",
+    502 "Bad Gateway",
+    503 "Service Unavailable",
+    504 "Gateway Timeout",
+    505 "HTTP Version Not Supported",
 }
 
 #[cfg(test)]
@@ -186,6 +229,9 @@ mod tests {
         let mut out = Vec::new();
         Response::error(505, "x").write_to(&mut out, 1, false, false);
         assert!(out.starts_with(b"HTTP/1.1 505 HTTP Version Not Supported\r\n"));
+        out.clear();
+        Response::error(299, "x").write_to(&mut out, 1, false, false);
+        assert!(out.starts_with(b"HTTP/1.1 299 Unknown\r\nContent-Length: 2\r\n"));
     }
 
     #[test]

@@ -30,23 +30,37 @@ pub struct Target {
 
 /// Parse and normalize `target` as sent with `method`.
 pub fn parse(method: &str, target: &str) -> Result<Target, HttpError> {
+    let mut out = String::new();
+    let path_len = parse_into(method, target, &mut out)?;
+    let query = out.split_off(path_len);
+    Ok(Target { path: out, query })
+}
+
+/// [`parse`] into `out` (cleared first; the fiber server reuses one buffer per
+/// connection): the normalized path, then the raw query. Returns the path's length.
+pub fn parse_into(method: &str, target: &str, out: &mut String) -> Result<usize, HttpError> {
+    out.clear();
     if target == "*" {
         return if method == "OPTIONS" {
-            Ok(Target {
-                path: "*".into(),
-                query: String::new(),
-            })
+            out.push('*');
+            Ok(1)
         } else {
             Err(HttpError::Malformed(format!(
                 "the target '*' is only for OPTIONS, not {method}"
             )))
         };
     }
-    let origin = match strip_scheme(target) {
+    // origin-form, by far the usual, has no scheme to look for.
+    let absolute = if target.starts_with('/') {
+        None
+    } else {
+        strip_scheme(target)
+    };
+    let origin = match absolute {
         // absolute-form: the path after the authority, `/` when there is none.
         Some(rest) => match rest.find(['/', '?']) {
             Some(at) if rest.as_bytes()[at] == b'/' => &rest[at..],
-            Some(at) => return parse(method, &format!("/{}", &rest[at..])),
+            Some(at) => return parse_into(method, &format!("/{}", &rest[at..]), out),
             None => "/",
         },
         None => target,
@@ -57,10 +71,10 @@ pub fn parse(method: &str, target: &str) -> Result<Target, HttpError> {
         )));
     }
     let (path, query) = origin.split_once('?').unwrap_or((origin, ""));
-    Ok(Target {
-        path: normalize_path(path)?,
-        query: query.to_string(),
-    })
+    normalize_path_into(path, out)?;
+    let path_len = out.len();
+    out.push_str(query);
+    Ok(path_len)
 }
 
 /// `http://` or `https://` (any case) cut off, or `None` if `target` has no scheme.
@@ -73,10 +87,11 @@ fn strip_scheme(target: &str) -> Option<&str> {
 }
 
 /// Decode escapes of unreserved characters, keep the rest, refuse `%00` and broken
-/// escapes, and drop one trailing slash (not the root's).
-pub fn normalize_path(path: &str) -> Result<String, HttpError> {
+/// escapes, and drop one trailing slash (not the root's): appended to `out`, which
+/// holds nothing else of the path.
+fn normalize_path_into(path: &str, out: &mut String) -> Result<(), HttpError> {
+    let start = out.len();
     let bytes = path.as_bytes();
-    let mut out = String::with_capacity(path.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] != b'%' {
@@ -112,10 +127,10 @@ pub fn normalize_path(path: &str) -> Result<String, HttpError> {
         }
         i += 3;
     }
-    if out.len() > 1 && out.ends_with('/') {
+    if out.len() - start > 1 && out.ends_with('/') {
         out.pop();
     }
-    Ok(out)
+    Ok(())
 }
 
 fn hex(b: u8) -> Option<u8> {
@@ -138,37 +153,40 @@ where
             "an HTTP/1.1 request needs exactly one Host header, this one has {count}"
         )));
     }
-    let valid = |b: u8| {
-        b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-                    | b':'
-                    | b'['
-                    | b']'
-                    | b'%'
-            )
-    };
-    match hosts.clone().find(|h| !h.bytes().all(valid)) {
+    match hosts
+        .clone()
+        .find(|h| !h.bytes().all(|b| HOST_BYTES[usize::from(b)]))
+    {
         Some(bad) => Err(HttpError::Malformed(format!(
             "the Host header '{bad}' is not a host[:port]"
         ))),
         None => Ok(()),
     }
 }
+
+/// The bytes a Host may hold: RFC 3986's unreserved, sub-delims, `:` and `[` `]` for
+/// a port and an IPv6 literal, and `%` for its escapes; one lookup per byte.
+const HOST_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || {
+            let mut i = 0;
+            let mut found = false;
+            while i < HOST_PUNCTUATION.len() {
+                found |= HOST_PUNCTUATION[i] == c;
+                i += 1;
+            }
+            found
+        };
+        b += 1;
+    }
+    table
+};
+
+/// The punctuation of [`HOST_BYTES`].
+const HOST_PUNCTUATION: &[u8] = b"-._~!$&'()*+,;=:[]%";
 
 /// The answer to `OPTIONS *`: what the server as a whole allows.
 pub fn options_star(allow: &str) -> Response {
@@ -234,5 +252,10 @@ mod tests {
         assert!(check_host(1, ["x", "x"]).is_err());
         assert!(check_host(0, ["a b"]).is_err());
         assert!(check_host(1, ["x/y"]).is_err());
+        assert!(check_host(1, ["a-b.c_d~e!f$g&h'i(j)k*l+m,n;o=p:80"]).is_ok());
+        assert!(check_host(1, ["[fe80::1%25eth0]:8080"]).is_ok());
+        for bad in ["u@x", "x y", "x\"y", "x<y", "x#y", "x?y", "ü"] {
+            assert!(check_host(1, [bad]).is_err(), "{bad}");
+        }
     }
 }

@@ -134,11 +134,11 @@ impl axum::response::IntoResponse for Response {
         *resp.status_mut() =
             StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let headers = resp.headers_mut();
-        for (name, value) in self.headers {
+        for (name, value) in self.headers.iter() {
             // Our names are static ASCII (`Content-Type`, `Retry-After`, `Allow`; hyper
             // lower-cases them) and the values are ours: neither ever fails to convert.
             if let (Ok(name), Ok(value)) = (
-                HeaderName::try_from(name),
+                HeaderName::try_from(*name),
                 HeaderValue::try_from(value.as_ref()),
             ) {
                 headers.append(name, value);
