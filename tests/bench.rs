@@ -58,9 +58,16 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
                 .iter()
                 .any(|r| l.starts_with(r))
         })
-        .filter(|l| !l.contains("per in-flight request"))
+        .filter(|l| !l.contains("per in-flight request") && !l.contains("per idle keep-alive"))
         .collect();
-    assert_eq!(rows.len(), 12, "4 scenarios x 3 runtimes:\n{stdout}");
+    assert_eq!(rows.len(), 15, "5 scenarios x 3 runtimes:\n{stdout}");
+    // The idle keep-alive rows have no rate, latency or ratio: only memory, below.
+    let (idle, rows): (Vec<&str>, Vec<&str>) =
+        rows.iter().partition(|r| r.contains("idle keep-alive"));
+    assert_eq!(idle.len(), 3, "{stdout}");
+    for row in &idle {
+        assert!(!row.contains("error") && !row.contains("not run"), "{row}");
+    }
     let (skipped, measured): (Vec<&str>, Vec<&str>) =
         rows.iter().partition(|r| r.contains("not run: "));
     // minihttp leaves out ab (it hangs) and /widgets/http (no such route), and says so.
@@ -105,12 +112,24 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         of_expected.iter().all(|f| *f > 70.0),
         "{of_expected:?}\n{stdout}"
     );
-    // The progress line went to stderr: 4 + 4 + 2 measurements.
+    // The progress line went to stderr: 5 + 5 + 3 measurements.
     assert!(
-        stderr.contains("bench [") && stderr.contains("10/10"),
+        stderr.contains("bench [") && stderr.contains("13/13"),
         "{stderr}"
     );
     assert!(stdout.contains("KiB per in-flight request"), "{stdout}");
+    let per_idle: Vec<f64> = stdout
+        .lines()
+        .filter_map(|l| l.strip_suffix(" KiB per idle keep-alive connection"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(per_idle.len(), 3, "a figure per runtime:\n{stdout}");
+    // A connection holds at least its socket's state on the server, and far less than
+    // a megabyte.
+    assert!(
+        per_idle.iter().all(|k| (0.5..1024.0).contains(k)),
+        "{per_idle:?}\n{stdout}"
+    );
 
     // The files: one timestamped directory with the Markdown and the chart.
     let dirs: Vec<PathBuf> = std::fs::read_dir(&out)
@@ -123,7 +142,7 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     for runtime in ["fibers", "async", "minihttp"] {
         assert_eq!(
             md.matches(&format!("\n| {runtime} | /")).count(),
-            4,
+            5,
             "{runtime}: {md}"
         );
         assert!(md.contains(&format!("runtime {runtime}")), "{md}");
@@ -134,7 +153,7 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     );
     let svg = std::fs::read_to_string(dirs[0].join("bench.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    for panel in ["Served req/s", "Latency", "Memory per in-flight request"] {
+    for panel in ["Served req/s", "Latency", "Memory per connection"] {
         assert!(svg.contains(panel), "no {panel} panel");
     }
     assert!(svg.contains("not run: ab hangs"), "{svg}");

@@ -41,6 +41,8 @@ pub fn expected_rps(load: &Load, route_secs: f64) -> f64 {
             let d = duration_secs as f64;
             (concurrency as f64 / route_secs) * ((d - route_secs).max(0.0) / d)
         }
+        // One request per connection, then nothing: no rate to expect.
+        Load::Idle { .. } => f64::NAN,
     }
 }
 

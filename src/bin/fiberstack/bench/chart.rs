@@ -99,6 +99,8 @@ fn group(rows: &[&Row], bars: Vec<Bar>, lines: Vec<(f64, &'static str)>) -> Grou
 fn rps_panel(rows: &[Row]) -> Panel {
     let groups = scenarios(rows)
         .into_iter()
+        // Loads without a rate (the idle connections) have only a memory bar.
+        .filter(|g| g.iter().any(|r| r.rps.is_some() || r.errors > 0))
         .map(|g| {
             let bounds = g.iter().find_map(|r| r.bounds);
             let top = g
@@ -146,6 +148,7 @@ fn rps_panel(rows: &[Row]) -> Panel {
 fn latency_panel(rows: &[Row]) -> Panel {
     let groups = scenarios(rows)
         .into_iter()
+        .filter(|g| g.iter().any(|r| r.p99_ms.is_some() || r.errors > 0))
         .map(|g| {
             let top = g
                 .iter()
@@ -209,8 +212,8 @@ fn memory_panel(rows: &[Row]) -> Option<Panel> {
         })
         .collect();
     Some(Panel {
-        title: "Memory per in-flight request".into(),
-        note: "(RSS under load - idle RSS) / connections, median of rounds".into(),
+        title: "Memory per connection: a request in flight, or kept alive idle".into(),
+        note: "(RSS under load - RSS of the fresh server) / connections, median of rounds".into(),
         groups,
     })
 }
@@ -397,7 +400,7 @@ mod tests {
         ];
         let svg = svg(&rows, "t <1>");
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-        for panel in ["Served req/s", "Latency", "Memory per in-flight request"] {
+        for panel in ["Served req/s", "Latency", "Memory per connection"] {
             assert!(svg.contains(panel), "no {panel} panel");
         }
         // rps: 3 bars; latency: 3 light + 3 dark; memory: 1.

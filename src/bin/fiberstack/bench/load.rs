@@ -4,10 +4,12 @@
 //! summary lines that ab 2.3 and wrk 4.1 print (a run whose output lacks them is an
 //! error that quotes the output, not a row of zeros).
 
+use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
 use crate::bench::cpus::Split;
+use crate::bench::idle;
 use crate::bench::scenario::Load;
 
 /// wrk's per-request timeout: longer than a one-second route waits in any queue we
@@ -34,9 +36,10 @@ pub struct LoadResult {
     pub p99_ms: f64,
 }
 
-/// The command line for `load` against `url`, on the load cpus of `split`.
-pub fn command(load: &Load, url: &str, split: &Split) -> Command {
-    match *load {
+/// The command line for a tool's `load` against `url`, on the load cpus of `split`
+/// (`None` for the idle load, which the bench makes itself).
+pub fn command(load: &Load, url: &str, split: &Split) -> Option<Command> {
+    Some(match *load {
         Load::Ab {
             concurrency,
             requests,
@@ -53,7 +56,8 @@ pub fn command(load: &Load, url: &str, split: &Split) -> Command {
             concurrency,
             duration_secs,
         } => wrk(concurrency, Duration::from_secs(duration_secs), url, split),
-    }
+        Load::Idle { .. } => return None,
+    })
 }
 
 /// wrk's threads for `concurrency` connections: one per load cpu, and no more than
@@ -76,9 +80,28 @@ pub fn wrk(concurrency: usize, duration: Duration, url: &str, split: &Split) -> 
     cmd
 }
 
-/// Run `load` against `url` and parse the summary.
-pub fn run(load: &Load, url: &str, split: &Split) -> Result<LoadResult, String> {
-    let mut cmd = command(load, url, split);
+/// Run `load` against `addr` + `path` and parse the summary.
+pub fn run(load: &Load, addr: SocketAddr, path: &str, split: &Split) -> Result<LoadResult, String> {
+    let url = format!("http://{addr}{path}");
+    let mut cmd = match (command(load, &url, split), load) {
+        (Some(cmd), _) => cmd,
+        (
+            None,
+            &Load::Idle {
+                connections,
+                hold_secs,
+            },
+        ) => {
+            let r = idle::hold(addr, path, connections, Duration::from_secs(hold_secs));
+            return match r.served {
+                0 => Err(format!(
+                    "none of {connections} connections to {url} was answered 2xx"
+                )),
+                _ => Ok(r),
+            };
+        }
+        (None, _) => return Err(format!("no tool runs {load:?}")),
+    };
     let out = cmd
         .output()
         .map_err(|e| format!("cannot run {cmd:?}: {e} (install apache2-utils and wrk)"))?;
@@ -86,6 +109,7 @@ pub fn run(load: &Load, url: &str, split: &Split) -> Result<LoadResult, String> 
     let parsed = match load {
         Load::Ab { .. } => parse_ab(&stdout),
         Load::Wrk { .. } => parse_wrk(&stdout),
+        Load::Idle { .. } => unreachable!("the idle load runs no tool"),
     };
     parsed.map_err(|why| {
         format!(

@@ -58,7 +58,8 @@ pub fn markdown(
     let memory = report::memory_lines(rows);
     if !memory.is_empty() {
         md.push_str(
-            "Memory per in-flight request = (RSS under load - idle RSS) / connections:\n\n",
+            "Memory per in-flight request, or per idle keep-alive connection = (RSS with \
+             them - RSS of the fresh server) / connections:\n\n",
         );
         for line in memory {
             let _ = writeln!(md, "- {line}");
@@ -80,10 +81,19 @@ pub fn markdown(
                 load::wrk_threads(concurrency, split),
                 load::WRK_TIMEOUT
             ),
+            Load::Idle {
+                connections,
+                hold_secs,
+            } => format!(
+                "{connections} connections opened one by one, each sends one request, read, \
+                 then held idle {hold_secs} s (the bench's own client)"
+            ),
         };
-        let ceiling = s.route_secs.map_or("none (CPU-bound)".to_string(), |secs| {
-            format!("{:.1} req/s", bounds::ceiling_rps(&s.load, secs))
-        });
+        let ceiling = match (s.route_secs, &s.load) {
+            (_, Load::Idle { .. }) => "-".to_string(),
+            (None, _) => "none (CPU-bound)".to_string(),
+            (Some(secs), _) => format!("{:.1} req/s", bounds::ceiling_rps(&s.load, secs)),
+        };
         let expected = match (s.route_secs, &s.load) {
             (
                 Some(secs),
@@ -100,7 +110,7 @@ pub fn markdown(
                 "C x (D-S) / (D x S) = {:.1} req/s",
                 bounds::expected_rps(&s.load, secs)
             ),
-            (None, _) => "-".into(),
+            (None, _) | (Some(_), Load::Idle { .. }) => "-".into(),
         };
         let _ = writeln!(
             md,
@@ -120,6 +130,12 @@ pub fn markdown(
                 .map(|v| {
                     v.iter()
                         .map(|x| match &x.result {
+                            Ok(r) if r.rps.is_nan() => format!(
+                                "{:.1} KiB a connection ({} failed)",
+                                x.peak_kib.saturating_sub(x.idle_kib) as f64
+                                    / s.load.concurrency().max(1) as f64,
+                                r.failed
+                            ),
                             Ok(r) => format!("{:.1} ({} failed)", r.rps, r.failed),
                             Err(_) => "error".into(),
                         })

@@ -20,6 +20,7 @@ pub mod bounds;
 pub mod calendar;
 pub mod chart;
 pub mod cpus;
+pub mod idle;
 pub mod load;
 pub mod markdown;
 pub mod preflight;
@@ -293,7 +294,7 @@ fn measure(server: &ServerProcess, s: &Scenario, idle_kib: u64, split: &Split) -
     let cpu_before = server.cpu_secs();
     let sampler = RssSampler::start(server.pid());
     let t0 = Instant::now();
-    let result = load::run(&s.load, &url, split);
+    let result = load::run(&s.load, server.addr, &s.path, split);
     let wall = t0.elapsed().as_secs_f64();
     let peak_kib = sampler.finish();
     let cpu_pct = match (cpu_before, server.cpu_secs()) {

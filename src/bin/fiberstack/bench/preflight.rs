@@ -8,12 +8,9 @@ const FD_SLACK: usize = 200;
 
 /// ab and wrk must be installed for the scenarios that use them.
 pub fn check_tools(scenarios: &[Scenario]) -> Result<(), String> {
-    let needs = |ab: bool| {
-        scenarios
-            .iter()
-            .any(|s| matches!(s.load, Load::Ab { .. }) == ab)
-    };
-    for (tool, arg, needed) in [("ab", "-V", needs(true)), ("wrk", "-v", needs(false))] {
+    let ab = scenarios.iter().any(|s| matches!(s.load, Load::Ab { .. }));
+    let wrk = scenarios.iter().any(|s| matches!(s.load, Load::Wrk { .. }));
+    for (tool, arg, needed) in [("ab", "-V", ab), ("wrk", "-v", wrk)] {
         if needed && std::process::Command::new(tool).arg(arg).output().is_err() {
             return Err(format!(
                 "`{tool}` is not installed: apt-get install apache2-utils wrk (or scripts/install-deps)"

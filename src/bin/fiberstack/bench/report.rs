@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use crate::bench::bounds::median;
 use crate::bench::load::LoadResult;
+use crate::bench::scenario::IDLE_LOAD;
 
 /// One round's measurement of one scenario on one runtime.
 #[derive(Clone, Debug)]
@@ -194,6 +195,8 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
             cells.push(match (r.rps, r.errors) {
                 (Some(v), 0) => format!("{:.1}", v.median),
                 (Some(v), e) => format!("{:.1} ({e} of {} rounds failed)", v.median, r.rounds),
+                // Measured, but a load without a rate (the idle connections).
+                (None, e) if e < r.rounds => "-".into(),
                 (None, _) => "error".into(),
             });
             cells.push(opt(r.rps.map(|v| v.min), |min| {
@@ -268,14 +271,20 @@ pub fn markdown_table(rows: &[Row]) -> String {
     out
 }
 
-/// Memory per in-flight request, for the scenarios that measure it.
+/// Memory per in-flight request, or per idle keep-alive connection, for the scenarios
+/// that measure it.
 pub fn memory_lines(rows: &[Row]) -> Vec<String> {
     rows.iter()
         .filter_map(|r| {
             let per = r.kib_per_request?;
+            let (load, what) = if r.load == IDLE_LOAD {
+                ("with them open", "per idle keep-alive connection")
+            } else {
+                ("under load", "per in-flight request")
+            };
             Some(format!(
-                "{} {} at {} connections: idle RSS {:.0} MiB, under load {:.0} MiB: \
-                 {per:.1} KiB per in-flight request",
+                "{} {} at {} connections: fresh server's RSS {:.0} MiB, {load} {:.0} MiB: \
+                 {per:.1} KiB {what}",
                 r.runtime,
                 r.route,
                 r.concurrency,

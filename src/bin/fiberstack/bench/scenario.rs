@@ -6,6 +6,9 @@
 
 use fiberstack::config::Runtime;
 
+/// How an idle keep-alive load reads in the table.
+pub const IDLE_LOAD: &str = "idle keep-alive";
+
 /// How the load is generated.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Load {
@@ -18,12 +21,16 @@ pub enum Load {
         concurrency: usize,
         duration_secs: u64,
     },
+    /// `connections` kept-alive connections, each after one request, held idle for
+    /// `hold_secs` (`idle.rs`): what a server keeps per connection between requests.
+    Idle { connections: usize, hold_secs: u64 },
 }
 
 impl Load {
     pub fn concurrency(&self) -> usize {
         match self {
             Load::Ab { concurrency, .. } | Load::Wrk { concurrency, .. } => *concurrency,
+            Load::Idle { connections, .. } => *connections,
         }
     }
 
@@ -32,6 +39,7 @@ impl Load {
         match self {
             Load::Ab { requests, .. } => format!("ab -n {requests}"),
             Load::Wrk { duration_secs, .. } => format!("wrk {duration_secs}s"),
+            Load::Idle { .. } => IDLE_LOAD.to_string(),
         }
     }
 }
@@ -81,7 +89,9 @@ impl Scenario {
             return Some(format!("no {path} route on the raw baseline"));
         }
         let backlog = fiberstack::mini::LISTEN_BACKLOG;
-        (self.load.concurrency() > backlog).then(|| {
+        // The idle load opens its connections one at a time: no backlog fills up.
+        let at_once = matches!(self.load, Load::Wrk { .. });
+        (at_once && self.load.concurrency() > backlog).then(|| {
             format!(
                 "{} connects at once overflow may's fixed listen backlog of {backlog}:                  the row would time SYN retries",
                 self.load.concurrency()
@@ -96,6 +106,14 @@ impl Scenario {
 const SMALL: Settings = Settings {
     fibers: 300,
     db_pool: 300,
+    queue: 1024,
+};
+
+/// Settings for the idle keep-alive scenario: a server of its own (no other load
+/// before its idle reading), the demo's default pools.
+const IDLE: Settings = Settings {
+    fibers: 100,
+    db_pool: 10,
     queue: 1024,
 };
 
@@ -180,6 +198,18 @@ pub fn full(duration: u64) -> Vec<Scenario> {
             warmup_secs: 0,
             memory_per_request: true,
         },
+        Scenario {
+            name: "idle-9000",
+            path: "/hello".into(),
+            load: Load::Idle {
+                connections: 9000,
+                hold_secs: 3,
+            },
+            settings: IDLE,
+            route_secs: None,
+            warmup_secs: 0,
+            memory_per_request: true,
+        },
     ]
 }
 
@@ -240,6 +270,18 @@ pub fn quick() -> Vec<Scenario> {
             warmup_secs: 0,
             memory_per_request: true,
         },
+        Scenario {
+            name: "idle-200",
+            path: "/hello".into(),
+            load: Load::Idle {
+                connections: 200,
+                hold_secs: 1,
+            },
+            settings: IDLE,
+            route_secs: None,
+            warmup_secs: 0,
+            memory_per_request: true,
+        },
     ]
 }
 
@@ -272,7 +314,7 @@ mod tests {
             let grouped: usize = groups(&list).iter().map(|(_, g)| g.len()).sum();
             assert_eq!(grouped, list.len());
         }
-        assert_eq!(groups(&full(10)).len(), 3);
+        assert_eq!(groups(&full(10)).len(), 4);
     }
 
     #[test]
@@ -282,7 +324,7 @@ mod tests {
             .filter(|s| s.skipped_on(Runtime::Minihttp).is_none())
             .map(|s| s.name)
             .collect();
-        assert_eq!(ran, ["hello-64", "hello-256", "widgets-1000"]);
+        assert_eq!(ran, ["hello-64", "hello-256", "widgets-1000", "idle-9000"]);
         for s in full(10) {
             assert_eq!(s.skipped_on(Runtime::Fibers), None);
             assert_eq!(s.skipped_on(Runtime::Async), None);
