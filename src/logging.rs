@@ -164,7 +164,7 @@ impl std::fmt::Display for Timestamp {
 /// The access line of one request, at info under [`ACCESS_TARGET`]:
 /// `GET /widgets 200 51.234ms route=widgets stack=3312B`. The path is the request's
 /// (no query string: it may carry a user's tokens); `route=-` when no route matched;
-/// `stack=` only when this request's fiber stack was measured (every 16th).
+/// `stack=` only when this request's fiber stack was measured (every 64th).
 pub fn access(
     method: &str,
     path: &str,

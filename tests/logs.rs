@@ -143,14 +143,14 @@ fn starts_with_a_timestamp(line: &str) -> bool {
 fn every_request_gets_an_access_line_on_both_runtimes_by_default() {
     for runtime in ["fibers", "async"] {
         let mut serve = Serve::start(&["--runtime", runtime], &[]);
-        // The fiber pool measures every 16th run's stack: 16 runs include one.
-        for _ in 0..16 {
+        // The fiber pool measures every 64th run's stack: 64 runs include one.
+        for _ in 0..64 {
             assert_eq!(get(serve.addr, "/hello?secret=1").status, 200);
         }
         assert_eq!(get(serve.addr, "/nope").status, 404);
         let lines = serve.stop();
         let access = access_lines(&lines);
-        assert_eq!(access.len(), 17, "{runtime}: {lines:#?}");
+        assert_eq!(access.len(), 65, "{runtime}: {lines:#?}");
         for line in &access {
             assert!(starts_with_a_timestamp(line), "{line}");
             assert!(line.contains(" INFO "), "{line}");

@@ -41,16 +41,17 @@ impl Default for PoolConfig {
     /// `fiberstack stack-report`), so 17x and 3.8x headroom; the server asks
     /// for 128 KiB to keep 4x in debug too. 1024 waiting callers, 30 s wait,
     /// high-water measured on every
-    /// 16th job: measuring costs about 4 us per job against 0.15 us for an
-    /// unmeasured empty job (`pool_bench` example), so sampling keeps the mean
-    /// overhead near 0.4 us while every label is still measured quickly.
+    /// 64th job: measuring costs about 4 us per job against 0.15 us for an
+    /// unmeasured empty job (`pool_bench` example). Every 16th cost a server
+    /// 0.25 us of a 7-8 us `/hello` (3%, docs/PROFILE.md); every 64th costs
+    /// 0.06 us and still takes hundreds of samples a second under load.
     fn default() -> Self {
         PoolConfig {
             size: 100,
             stack_size: 64 * 1024,
             queue: 1024,
             wait_timeout: Some(Duration::from_secs(30)),
-            measure_every: 16,
+            measure_every: 64,
         }
     }
 }

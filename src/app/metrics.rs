@@ -299,7 +299,7 @@ const PER_ROUTE: &[PerRoute] = &[
     PerRoute {
         name: "fiberstack_route_stack_measured_total",
         kind: Counter,
-        help: "Handlers of the route whose stack use was measured (every 16th run).",
+        help: "Handlers of the route whose stack use was measured (every 64th run).",
         key: "measured",
         always: false,
     },
