@@ -93,7 +93,8 @@ impl Scenario {
         let at_once = matches!(self.load, Load::Wrk { .. });
         (at_once && self.load.concurrency() > backlog).then(|| {
             format!(
-                "{} connects at once overflow may's fixed listen backlog of {backlog}:                  the row would time SYN retries",
+                "{} connects at once overflow may's fixed listen backlog of {backlog}: \
+                 the row would time SYN retries",
                 self.load.concurrency()
             )
         })
