@@ -69,7 +69,7 @@ pub(crate) struct Counters {
     panics: AtomicU64,
     peak: AtomicUsize,
     per_label: Mutex<BTreeMap<&'static str, LabelStats>>,
-    /// The runs of jobs that completed and were not measured (15 in 16 by default),
+    /// The runs of jobs that completed and were not measured (63 in 64 by default),
     /// counted per label without `per_label`'s lock; added in by `snapshot`.
     plain_runs: PlainRuns,
 }
