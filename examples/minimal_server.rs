@@ -1,6 +1,9 @@
-//! A minimal server on our HTTP layer: one route, its handler on a fiber, and (when
-//! asked for 2 or more processes) a supervisor that runs that many copies of it behind
-//! one port, replaces one that dies, and restarts them one by one on SIGHUP.
+//! A minimal server on our HTTP layer: one route, its handler on a fiber, the stall
+//! watchdog (a handler that blocks its thread is logged with its route; a stall past
+//! its limit, a broken state after an overflow or too many overflows ask for a fresh
+//! process), and (when asked for 2 or more processes) a supervisor that runs that many
+//! copies of it behind one port, replaces one that dies or asks, and restarts them one
+//! by one on SIGHUP.
 //!
 //! Run with: cargo run --example minimal_server            (or `-- 127.0.0.1:0` for any free port)
 //!      or:  cargo run --example minimal_server -- 127.0.0.1:3001 4     (4 worker processes)
@@ -50,6 +53,13 @@ fn main() -> io::Result<()> {
     }
 
     let stops = supervisor::stop_requests()?;
+    // The watchdog, with the default limits (`WatchdogLimits`: --stall-warn 100 ms,
+    // --stall-limit 10 s, --overflow-limit 1000); its replacement requests go to the
+    // supervisor, or to the log when there is none.
+    let _watchdog = fiberstack::watchdog::spawn(
+        Default::default(),
+        Box::new(supervisor::ask_for_replacement),
+    )?;
     let fibers = fiber_pool::FiberPool::new(fiber_pool::PoolConfig::default()).unwrap();
     let stats: Arc<HttpStats> = Default::default();
     let app = App {
