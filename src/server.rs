@@ -295,9 +295,12 @@ pub fn spawn(
     let accept_stop = Arc::clone(&stop);
     let wake_accept = listener.socket.waker();
     let sweeper = Sweeper::start(Arc::clone(&stop))?;
+    // Without an accept loop no connection comes: the sweeper may end at once.
+    let unless_accepting = Arc::clone(&sweeper);
     let accept = fiber_pool::carrier::spawn("accept", None, move || {
         accept_loop(listener, service, limits, stats, accept_stop, sweeper)
-    })?;
+    })
+    .inspect_err(|_| unless_accepting.close())?;
     Ok(Server {
         addr,
         stop,

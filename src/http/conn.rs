@@ -30,7 +30,7 @@ use may::net::TcpStream;
 
 use crate::config::HttpLimits;
 use crate::http::chunked;
-use crate::http::idle::{Sweeper, Watch};
+use crate::http::idle::{self, Sweeper, Watch};
 use crate::http::request::{parse_head, Framing, Head, Request};
 use crate::http::response::Response;
 use crate::http::{io_timeout, HttpError};
@@ -239,6 +239,9 @@ impl Socket {
     /// stops (then `TimedOut` at once, to be seen by the caller). After a read that
     /// `drained` the socket it parks first and reads once woken: `wait_io` returns at
     /// once if the flag was set meanwhile, and resets it before the read that follows.
+    /// That first park lasts one sweeper tick at most: a close (FIN or RST) that came
+    /// in with the last request raised no readiness of its own, and only a read shows
+    /// it, so it is seen within a tick, not at the end of the slice.
     fn read_idle(
         &mut self,
         buf: &mut Vec<u8>,
@@ -247,10 +250,10 @@ impl Socket {
     ) -> io::Result<usize> {
         let deadline = self.watch.deadline_after(timeout);
         buf.resize(FIRST_READ, 0);
-        let mut park_first = std::mem::take(&mut self.drained);
+        let mut unread = std::mem::take(&mut self.drained);
         let r = loop {
             // may made the socket non-blocking: this read never parks.
-            if !std::mem::take(&mut park_first) {
+            if !unread {
                 match self.stream.inner().read(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -260,8 +263,13 @@ impl Socket {
             if end_on_stop.is_some_and(Stop::is_stopping) || self.watch.passed(deadline) {
                 break Err(io::ErrorKind::TimedOut.into());
             }
+            let until = if std::mem::take(&mut unread) {
+                deadline.min(self.watch.deadline_after(idle::TICK))
+            } else {
+                deadline
+            };
             let stream = &self.stream;
-            self.watch.wait_until(deadline, || {
+            self.watch.wait_until(until, || {
                 stream.wait_io();
             });
         };
