@@ -143,10 +143,7 @@ fn a_stop_closes_idle_keep_alive_connections_without_waiting_for_the_idle_timeou
     let app = serve(|cfg| cfg.http.idle_timeout = Duration::from_secs(60));
     let mut idle: Vec<TcpStream> = (0..20)
         .map(|_| {
-            let mut s = TcpStream::connect(app.addr()).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-            s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
-                .unwrap();
+            let mut s = sent(app.addr(), b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
             assert_eq!(read_response(&mut s).status, 200);
             s
         })
@@ -217,10 +214,10 @@ fn a_client_that_closes_after_its_request_gets_the_answer_and_the_close_at_once(
     let app = serve(|_| {});
     let mut took: Vec<Duration> = (0..5)
         .map(|_| {
-            let mut s = TcpStream::connect(app.addr()).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            s.write_all(b"GET /widgets?sleep=0.05 HTTP/1.1\r\nHost: x\r\n\r\n")
-                .unwrap();
+            let mut s = sent(
+                app.addr(),
+                b"GET /widgets?sleep=0.05 HTTP/1.1\r\nHost: x\r\n\r\n",
+            );
             std::thread::sleep(Duration::from_millis(10));
             s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
                 .unwrap();
@@ -244,6 +241,14 @@ fn a_client_that_closes_after_its_request_gets_the_answer_and_the_close_at_once(
     // The median of five: the first request has at most 40 ms left to run; a missed
     // close adds the whole slice (200-220 ms) every time, one tick at most 20-40 ms.
     assert!(took[2] < Duration::from_millis(150), "{took:?}");
+}
+
+/// A connection to `addr` (reads time out after 30 s) that has sent `request`.
+fn sent(addr: std::net::SocketAddr, request: &[u8]) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(request).unwrap();
+    s
 }
 
 /// Read one Content-Length response from a kept-alive connection.
