@@ -352,30 +352,27 @@ fn framing(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
         .flat_map(|v| v.split(','))
         .map(str::trim)
         .collect();
-    if !codings.is_empty() {
-        let te = codings.join(", ");
-        if req.minor_version == 0 {
-            return Err(HttpError::Malformed(format!(
-                "Transfer-Encoding '{te}' in an HTTP/1.0 request: send Content-Length"
-            )));
-        }
-        if req.header("content-length").is_some() {
-            return Err(HttpError::Malformed(
-                "both Content-Length and Transfer-Encoding: send only one of them".into(),
-            ));
-        }
-        let chunked = |c: &&str| c.eq_ignore_ascii_case("chunked");
-        return match codings.iter().rposition(chunked) {
-            Some(last) if last + 1 == codings.len() && codings.len() == 1 => Ok(Framing::Chunked),
-            Some(last) if last + 1 == codings.len() && !codings[..last].iter().any(chunked) => {
-                Err(HttpError::UnsupportedTransferEncoding(te))
-            }
-            _ => Err(HttpError::Malformed(format!(
-                "Transfer-Encoding '{te}' must end in chunked, once: the body's end is unknown"
-            ))),
-        };
+    let te = codings.join(", ");
+    if req.minor_version == 0 {
+        return Err(HttpError::Malformed(format!(
+            "Transfer-Encoding '{te}' in an HTTP/1.0 request: send Content-Length"
+        )));
     }
-    content_length(req, limits)
+    if req.header("content-length").is_some() {
+        return Err(HttpError::Malformed(
+            "both Content-Length and Transfer-Encoding: send only one of them".into(),
+        ));
+    }
+    let chunked = |c: &&str| c.eq_ignore_ascii_case("chunked");
+    match codings.iter().rposition(chunked) {
+        Some(last) if last + 1 == codings.len() && codings.len() == 1 => Ok(Framing::Chunked),
+        Some(last) if last + 1 == codings.len() && !codings[..last].iter().any(chunked) => {
+            Err(HttpError::UnsupportedTransferEncoding(te))
+        }
+        _ => Err(HttpError::Malformed(format!(
+            "Transfer-Encoding '{te}' must end in chunked, once: the body's end is unknown"
+        ))),
+    }
 }
 
 /// The framing of a request without Transfer-Encoding: its Content-Length, if any.
