@@ -225,7 +225,7 @@ impl Socket {
         buf.resize(start + chunk, 0);
         let r = self.stream.read(&mut buf[start..]);
         // may's read resets the readiness flag before it reads.
-        self.drained = r.as_ref().is_ok_and(|&n| n > 0 && n < chunk);
+        self.drained = emptied(&r, chunk);
         buf.truncate(start + *r.as_ref().unwrap_or(&0));
         match r {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
@@ -273,7 +273,7 @@ impl Socket {
                 stream.wait_io();
             });
         };
-        self.drained = r.as_ref().is_ok_and(|&n| n > 0 && n < FIRST_READ);
+        self.drained = emptied(&r, FIRST_READ);
         buf.truncate(*r.as_ref().unwrap_or(&0));
         r
     }
@@ -300,6 +300,12 @@ impl Socket {
         self.drained = false;
         self.stream.write_all(&self.out[written..])
     }
+}
+
+/// Whether a read of up to `asked` bytes that returned `r` took everything the socket
+/// held: it returned data, but less than it could.
+fn emptied(r: &io::Result<usize>, asked: usize) -> bool {
+    r.as_ref().is_ok_and(|&n| n > 0 && n < asked)
 }
 
 /// Read until `buf` holds a complete head, parsed into `req`. `Ok(None)`: the client closed between
