@@ -83,25 +83,20 @@ pub fn wrk(concurrency: usize, duration: Duration, url: &str, split: &Split) -> 
 /// Run `load` against `addr` + `path` and parse the summary.
 pub fn run(load: &Load, addr: SocketAddr, path: &str, split: &Split) -> Result<LoadResult, String> {
     let url = format!("http://{addr}{path}");
-    let mut cmd = match (command(load, &url, split), load) {
-        (Some(cmd), _) => cmd,
-        (
-            None,
-            &Load::Idle {
-                connections,
-                hold_secs,
-            },
-        ) => {
-            let r = idle::hold(addr, path, connections, Duration::from_secs(hold_secs));
-            return match r.served {
-                0 => Err(format!(
-                    "none of {connections} connections to {url} was answered 2xx"
-                )),
-                _ => Ok(r),
-            };
-        }
-        (None, _) => return Err(format!("no tool runs {load:?}")),
-    };
+    if let Load::Idle {
+        connections,
+        hold_secs,
+    } = *load
+    {
+        let r = idle::hold(addr, path, connections, Duration::from_secs(hold_secs));
+        return match r.served {
+            0 => Err(format!(
+                "none of {connections} connections to {url} was answered 2xx"
+            )),
+            _ => Ok(r),
+        };
+    }
+    let mut cmd = command(load, &url, split).ok_or_else(|| format!("no tool runs {load:?}"))?;
     let out = cmd
         .output()
         .map_err(|e| format!("cannot run {cmd:?}: {e} (install apache2-utils and wrk)"))?;

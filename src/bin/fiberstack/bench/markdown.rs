@@ -130,10 +130,9 @@ pub fn markdown(
                 .map(|v| {
                     v.iter()
                         .map(|x| match &x.result {
-                            Ok(r) if r.rps.is_nan() => format!(
+                            Ok(r) if matches!(s.load, Load::Idle { .. }) => format!(
                                 "{:.1} KiB a connection ({} failed)",
-                                x.peak_kib.saturating_sub(x.idle_kib) as f64
-                                    / s.load.concurrency().max(1) as f64,
+                                x.kib_per_connection(s.load.concurrency()),
                                 r.failed
                             ),
                             Ok(r) => format!("{:.1} ({} failed)", r.rps, r.failed),

@@ -20,6 +20,13 @@ pub struct Sample {
     pub cpu_pct: f64,
 }
 
+impl Sample {
+    /// (peak RSS - idle RSS) / `connections`, in KiB.
+    pub fn kib_per_connection(&self, connections: usize) -> f64 {
+        self.peak_kib.saturating_sub(self.idle_kib) as f64 / connections.max(1) as f64
+    }
+}
+
 /// A median with the smallest and largest value it was taken from.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spread {
@@ -99,7 +106,6 @@ impl Row {
         };
         let med = |f: &dyn Fn(&LoadResult, &Sample) -> f64| median(&all(f));
         let mib = |kib: u64| kib as f64 / 1024.0;
-        let concurrency = base.concurrency.max(1) as f64;
         Row {
             rounds: samples.len(),
             errors: samples.len() - ok.len(),
@@ -112,7 +118,7 @@ impl Row {
             cpu_pct: med(&|_, s| s.cpu_pct),
             bounds,
             kib_per_request: if memory {
-                med(&|_, s| s.peak_kib.saturating_sub(s.idle_kib) as f64 / concurrency)
+                med(&|_, s| s.kib_per_connection(base.concurrency))
             } else {
                 None
             },
