@@ -149,44 +149,27 @@ fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
     out.extend_from_slice(&digits[at..]);
 }
 
-/// The status codes we send: their reason phrases, and whole status lines written
-/// with one copy (no decimal formatting per response).
-macro_rules! statuses {
-    ($($code:literal $reason:literal,)*) => {
-        /// The reason phrase of the status codes we send.
-        pub fn reason(status: u16) -> &'static str {
-            match status {
-                $($code => $reason,)*
-                _ => "Unknown",
-            }
-        }
-
-        /// `HTTP/1.1 <code> <reason>\r\n` for a status we send.
-        fn status_line(status: u16) -> Option<&'static str> {
-            match status {
-                $($code => Some(concat!("HTTP/1.1 ", stringify!($code), " ", $reason, "\r\n")),)*
-                _ => None,
-            }
-        }
-    };
-}
-
-statuses! {
-    100 "Continue",
-    200 "OK",
-    400 "Bad Request",
-    404 "Not Found",
-    405 "Method Not Allowed",
-    408 "Request Timeout",
-    413 "Payload Too Large",
-    414 "URI Too Long",
-    431 "Request Header Fields Too Large",
-    500 "Internal Server Error",
-    501 "Not Implemented",
-    502 "Bad Gateway",
-    503 "Service Unavailable",
-    504 "Gateway Timeout",
-    505 "HTTP Version Not Supported",
+/// `HTTP/1.1 <code> <reason>\r\n` for the status codes we send, whole (one copy, no
+/// decimal formatting per response); `None` for any other.
+fn status_line(status: u16) -> Option<&'static str> {
+    Some(match status {
+        100 => "HTTP/1.1 100 Continue\r\n",
+        200 => "HTTP/1.1 200 OK\r\n",
+        400 => "HTTP/1.1 400 Bad Request\r\n",
+        404 => "HTTP/1.1 404 Not Found\r\n",
+        405 => "HTTP/1.1 405 Method Not Allowed\r\n",
+        408 => "HTTP/1.1 408 Request Timeout\r\n",
+        413 => "HTTP/1.1 413 Payload Too Large\r\n",
+        414 => "HTTP/1.1 414 URI Too Long\r\n",
+        431 => "HTTP/1.1 431 Request Header Fields Too Large\r\n",
+        500 => "HTTP/1.1 500 Internal Server Error\r\n",
+        501 => "HTTP/1.1 501 Not Implemented\r\n",
+        502 => "HTTP/1.1 502 Bad Gateway\r\n",
+        503 => "HTTP/1.1 503 Service Unavailable\r\n",
+        504 => "HTTP/1.1 504 Gateway Timeout\r\n",
+        505 => "HTTP/1.1 505 HTTP Version Not Supported\r\n",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
