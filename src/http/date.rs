@@ -4,30 +4,115 @@
 //! hyper does the same for the twin (its `date` header is cached per second too), so
 //! both runtimes put the same 29-byte shape on the wire. Formatting is a
 //! civil-from-days calculation on the Unix time; no allocation, no dependency.
-//! The cache is one short lock around a 29-byte copy; it is never held across a
-//! yield, so a may worker never blocks on it for longer than the copy.
+//!
+//! A response reads no clock and takes no lock for it: one thread per process (started
+//! by the first response) wakes just after each second begins and stores that
+//! second's text, and [`now`] copies it out under a sequence counter, retrying in the
+//! rare case it raced the once-a-second store (docs/PROFILE.md, session 5: the clock
+//! read and the lock were 136 instructions of each /hello). A response therefore
+//! carries the second that began at most about a millisecond before it (the thread's
+//! wake-up latency), and never a second ahead. If the thread cannot be started, every
+//! call reads the clock itself and formats when the second has changed.
 
-use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
+use std::sync::Once;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Length of an IMF-fixdate.
 pub const LEN: usize = 29;
 
-/// The second last formatted and its text.
-static CACHE: Mutex<(u64, [u8; LEN])> = Mutex::new((u64::MAX, [0; LEN]));
+/// The cached text, 29 bytes in four words, and the second it shows.
+static WORDS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+static SHOWN: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Odd while the text is being replaced; readers retry when it moved.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+/// Whether the refreshing thread runs (`RUNNING`), could not start (`FAILED`), or has
+/// not been started yet.
+static REFRESHER: AtomicU8 = AtomicU8::new(NOT_STARTED);
+const NOT_STARTED: u8 = 0;
+const RUNNING: u8 = 1;
+const FAILED: u8 = 2;
 
-/// The current time as IMF-fixdate, reformatted only when the second has changed.
+/// The current time as IMF-fixdate: the cached text of the current second.
 pub fn now() -> [u8; LEN] {
+    match REFRESHER.load(Ordering::Acquire) {
+        RUNNING => {}
+        NOT_STARTED => start_refresher(),
+        _ => refresh(),
+    }
+    read()
+}
+
+/// The cached text, consistent: a copy that raced a store is taken again.
+fn read() -> [u8; LEN] {
+    loop {
+        let before = SEQ.load(Ordering::Acquire);
+        let words = WORDS.each_ref().map(|w| w.load(Ordering::Relaxed));
+        fence(Ordering::Acquire);
+        if before.is_multiple_of(2) && SEQ.load(Ordering::Relaxed) == before {
+            let mut text = [0; LEN];
+            for (chunk, word) in text.chunks_mut(8).zip(words) {
+                chunk.copy_from_slice(&word.to_le_bytes()[..chunk.len()]);
+            }
+            return text;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Store the current second's text if the cache shows another one. Concurrent callers
+/// (only without the thread) let the first one store and go on with the text shown.
+fn refresh() {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    // Nothing panics while the lock is held, so it is never poisoned; if it were, the
-    // cached text is still a whole date.
-    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    if cache.0 != secs {
-        *cache = (secs, imf_fixdate(secs));
+    if SHOWN.load(Ordering::Acquire) == secs {
+        return;
     }
-    cache.1
+    let seq = SEQ.load(Ordering::Relaxed);
+    if !seq.is_multiple_of(2)
+        || SEQ
+            .compare_exchange(seq, seq + 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+    {
+        return; // another caller is storing it
+    }
+    fence(Ordering::Release);
+    let mut padded = [0u8; 32];
+    padded[..LEN].copy_from_slice(&imf_fixdate(secs));
+    for (word, chunk) in WORDS.iter().zip(padded.chunks(8)) {
+        let bytes: [u8; 8] = chunk.try_into().expect("chunks of 8");
+        word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
+    }
+    SHOWN.store(secs, Ordering::Release);
+    SEQ.store(seq + 2, Ordering::Release);
+}
+
+/// Fill the cache, then start the thread that keeps it current, once per process.
+fn start_refresher() {
+    static START: Once = Once::new();
+    START.call_once(|| {
+        refresh();
+        let spawned = std::thread::Builder::new()
+            .name("fiberstack-date".into())
+            .spawn(|| loop {
+                std::thread::sleep(until_next_second());
+                refresh();
+            });
+        let state = if spawned.is_ok() { RUNNING } else { FAILED };
+        REFRESHER.store(state, Ordering::Release);
+    });
+}
+
+/// How long until just after the next second begins (1 ms after, so that the clock
+/// read on waking is in the new second even if the sleep ends a little early).
+fn until_next_second() -> Duration {
+    let into = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(Duration::ZERO, |d| {
+            Duration::from_nanos(u64::from(d.subsec_nanos()))
+        });
+    Duration::from_secs(1).saturating_sub(into) + Duration::from_millis(1)
 }
 
 /// `secs` since the Unix epoch as IMF-fixdate.
@@ -92,15 +177,45 @@ mod tests {
         assert_eq!(s(1_798_761_599), "Thu, 31 Dec 2026 23:59:59 GMT");
     }
 
-    #[test]
-    fn now_is_cached_text_of_the_current_second() {
-        let a = now();
-        let b = now();
-        let secs = SystemTime::now()
+    fn unix_secs() -> u64 {
+        SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
-            .as_secs();
-        assert!(a == b || b == imf_fixdate(secs));
-        assert!(b == imf_fixdate(secs) || b == imf_fixdate(secs - 1));
+            .as_secs()
+    }
+
+    #[test]
+    fn now_follows_the_clock_second_by_second_without_reading_it() {
+        let first = now();
+        assert_eq!(
+            REFRESHER.load(Ordering::Acquire),
+            RUNNING,
+            "the thread started"
+        );
+        let secs = unix_secs();
+        assert!(first == imf_fixdate(secs) || first == imf_fixdate(secs - 1));
+        // Across the next two second boundaries the cached text catches up with the
+        // clock each time (within the thread's wake-up latency; 500 ms is generous),
+        // and it is never ahead of it.
+        for _ in 0..2 {
+            let next = unix_secs() + 1;
+            let deadline = std::time::Instant::now() + Duration::from_millis(1500);
+            loop {
+                let shown = now();
+                let secs = unix_secs();
+                assert!(shown == imf_fixdate(secs) || shown == imf_fixdate(secs - 1));
+                if shown == imf_fixdate(next) {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "stuck at {shown:?}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // Shown within 500 ms of its second's start.
+            let into = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+            assert!(
+                into.as_secs() > next || into.subsec_millis() < 500,
+                "{into:?}"
+            );
+        }
     }
 }
