@@ -108,27 +108,77 @@ pub struct Headers {
     /// Per header, where its name starts, where it ends (and its value starts) and
     /// where its value ends in `text`.
     spans: Vec<(usize, usize, usize)>,
+    /// Which of the [`FRAMING`] headers are present, one bit each: the parser and
+    /// the connection ask for each of them on every request, and most requests send
+    /// none but Host, so a lookup of an absent one answers without a scan.
+    present: u8,
+}
+
+/// The headers every request is asked about (framing, Host, persistence, 100-continue).
+const FRAMING: [&str; 5] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "expect",
+];
+
+/// The bit of `name` (any case) in [`Headers::present`], or 0 for another header.
+/// The five names differ in length, so the length picks the one candidate.
+fn framing_bit(name: &str) -> u8 {
+    let i = match name.len() {
+        4 => 0,
+        14 => 1,
+        17 => 2,
+        10 => 3,
+        6 => 4,
+        _ => return 0,
+    };
+    if FRAMING[i].eq_ignore_ascii_case(name) {
+        1 << i
+    } else {
+        0
+    }
 }
 
 impl Headers {
     /// The first value of header `name` (any case).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.iter()
+        Self::named(&self.text, self.candidates(name))
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v)
     }
 
     /// Every value of header `name` (any case), in the order sent.
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + Clone + 'a {
-        self.iter()
+        Self::named(&self.text, self.candidates(name))
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v)
     }
 
+    /// The spans to look through for `name`: none when it is a [`FRAMING`] header
+    /// that was not sent.
+    fn candidates(&self, name: &str) -> &[(usize, usize, usize)] {
+        let bit = framing_bit(name);
+        if bit != 0 && self.present & bit == 0 {
+            &[]
+        } else {
+            &self.spans
+        }
+    }
+
     /// Every header as (lower-cased name, value), in the order sent.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + Clone + '_ {
-        self.spans.iter().map(|&(start, name_end, value_end)| {
-            (&self.text[start..name_end], &self.text[name_end..value_end])
+        Self::named(&self.text, &self.spans)
+    }
+
+    /// The headers of `spans` in `text` as (name, value).
+    fn named<'a>(
+        text: &'a str,
+        spans: &'a [(usize, usize, usize)],
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + Clone + 'a {
+        spans.iter().map(move |&(start, name_end, value_end)| {
+            (&text[start..name_end], &text[name_end..value_end])
         })
     }
 
@@ -148,6 +198,7 @@ impl Headers {
         self.text.push_str(name);
         self.text[start..].make_ascii_lowercase();
         let name_end = self.text.len();
+        self.present |= framing_bit(&self.text[start..name_end]);
         self.text.push_str(value.trim());
         self.spans.push((start, name_end, self.text.len()));
     }
@@ -156,6 +207,7 @@ impl Headers {
     pub fn clear(&mut self) {
         self.text.clear();
         self.spans.clear();
+        self.present = 0;
     }
 }
 
@@ -465,6 +517,29 @@ mod tests {
         assert_eq!(headers, [("host", "x"), ("connection", "Close")]);
         assert_eq!(req.header("CONNECTION"), Some("Close"));
         assert_eq!(req.headers.get_all("host").count(), 1);
+    }
+
+    #[test]
+    fn framing_headers_are_found_in_any_case_and_absent_ones_without_a_scan() {
+        for (i, name) in FRAMING.iter().enumerate() {
+            assert_eq!(framing_bit(name), 1 << i, "{name}");
+            assert_eq!(framing_bit(&name.to_ascii_uppercase()), 1 << i, "{name}");
+        }
+        for other in ["hosts", "x-host", "content-type", "accept", "expectx", ""] {
+            assert_eq!(framing_bit(other), 0, "{other}");
+        }
+        let mut headers = Headers::default();
+        headers.push("Content-LENGTH", "5");
+        headers.push("X-Other", "y");
+        assert_eq!(headers.get("content-length"), Some("5"));
+        assert_eq!(headers.get("CONTENT-length"), Some("5"));
+        assert_eq!(headers.get("x-other"), Some("y"));
+        assert_eq!(headers.get("transfer-encoding"), None);
+        // The bits are cleared with the headers: a reused buffer forgets them.
+        headers.clear();
+        headers.push("Host", "x");
+        assert_eq!(headers.get("content-length"), None);
+        assert_eq!(headers.get_all("host").collect::<Vec<_>>(), ["x"]);
     }
 
     #[test]
