@@ -31,7 +31,7 @@ use crate::http::refusal::{over_limit, queue_full, wait_timed_out, OVER_LIMIT_WR
 use crate::http::router::Router;
 use crate::http::{Handler, Request, Response};
 use crate::shutdown::{Drained, Stop};
-use crate::stats::HttpStats;
+use crate::stats::{same_label, HttpStats};
 
 /// Routes, the state their handlers share, and the fibers they run on.
 pub struct App<S> {
@@ -113,12 +113,12 @@ impl RouteLimits {
 
     /// Whether route `label` runs on the carrier ([`RouteLimits::on_carrier`]).
     pub fn runs_on_carrier(&self, label: &str) -> bool {
-        self.on_carrier.contains(&label)
+        self.on_carrier.iter().any(|l| same_label(l, label))
     }
 
     /// Wait for a turn in `label` (unlimited routes pass at once), or the 503.
     pub fn enter(&self, label: &str) -> Result<Turn, Response> {
-        let Some((_, limit)) = self.limits.iter().find(|(l, _)| *l == label) else {
+        let Some((_, limit)) = self.limits.iter().find(|(l, _)| same_label(l, label)) else {
             return Ok(Turn(None));
         };
         if limit.permits.wait_timeout(limit.wait) {

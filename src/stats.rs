@@ -20,6 +20,12 @@ pub const LATENCY_BUCKETS: [f64; 14] = [
 /// any label the table was not built with.
 pub const UNMATCHED: &str = "unmatched";
 
+/// Whether route labels `a` and `b` are the same: usually the very same `&'static str`
+/// (one pointer comparison), else compared as text.
+pub fn same_label(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
+}
+
 /// Requests and connections seen by the server since it started.
 #[derive(Debug)]
 pub struct HttpStats {
@@ -177,7 +183,7 @@ impl HttpStats {
         let entry = self
             .routes
             .iter()
-            .find(|r| r.label == label)
+            .find(|r| same_label(r.label, label))
             .unwrap_or_else(|| self.unmatched());
         entry.record(status, took);
     }
