@@ -22,7 +22,7 @@
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -117,6 +117,28 @@ pub fn poll_now(fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<PollFlags> 
         Ok(_) => Ok(fds[0].revents().unwrap_or(PollFlags::empty())),
         Err(e) => Err(e.into()),
     }
+}
+
+/// One `recv(2)` of at most `max` bytes from `fd`, appended to `buf` without zeroing
+/// them first: safe code can only read into initialised bytes, and zeroing a buffer
+/// for every kept-alive request cost more than parsing its head (docs/PROFILE.md,
+/// session 5). It does what a read does: `WouldBlock` on a non-blocking socket with
+/// nothing to read, `Interrupted` when a signal came first, `Ok(0)` at the end.
+/// `buf` grows by what arrived only.
+pub fn recv_append(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+    buf.reserve(max);
+    let spare = &mut buf.spare_capacity_mut()[..max];
+    // SAFETY: `spare` is `max` bytes of `buf`'s allocation past its length, writable and
+    // borrowed mutably here, so `recv` writes nothing that anyone reads meanwhile;
+    // `fd` is an open descriptor for the duration of the borrow.
+    let got = unsafe { libc::recv(fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), 0) };
+    let got = usize::try_from(got).map_err(|_| io::Error::last_os_error())?;
+    let len = buf.len() + got;
+    // SAFETY: `recv` initialised the first `got` bytes after the old length (it returns
+    // how many it wrote, at most `spare.len()`), and `len` is within the capacity that
+    // `reserve` made.
+    unsafe { buf.set_len(len) };
+    Ok(got)
 }
 
 /// Give a connected socket to may (registers it with may's event loop).

@@ -248,13 +248,15 @@ impl Socket {
         timeout: Duration,
         end_on_stop: Option<&Stop>,
     ) -> io::Result<usize> {
+        debug_assert!(buf.is_empty(), "read_idle starts a request");
         let deadline = self.watch.deadline_after(timeout);
-        buf.resize(FIRST_READ, 0);
         let mut unread = std::mem::take(&mut self.drained);
         let r = loop {
-            // may made the socket non-blocking: this read never parks.
+            // may made the socket non-blocking: this read never parks. It appends to
+            // `buf` without zeroing it first (`recv_append`).
             if !unread {
-                match self.stream.inner().read(buf) {
+                let socket = self.stream.inner().as_fd();
+                match fiber_pool::net::recv_append(socket, buf, FIRST_READ) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     other => break other,
@@ -274,7 +276,6 @@ impl Socket {
             });
         };
         self.drained = emptied(&r, FIRST_READ);
-        buf.truncate(*r.as_ref().unwrap_or(&0));
         r
     }
 
