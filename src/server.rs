@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fiber_pool::{FiberPool, RunError};
+use fiber_pool::{Admitted, FiberPool, RunError};
 use may::io::WaitIo;
 use may::io::WaitIoWaker;
 
@@ -70,6 +70,13 @@ struct RouteLimit {
 
 /// A turn in a limited route; given back on drop.
 pub struct Turn(Option<Arc<RouteLimit>>);
+
+impl Turn {
+    /// Whether this turn was given by a route limit (it may have waited for it).
+    fn is_limited(&self) -> bool {
+        self.0.is_some()
+    }
+}
 
 impl Drop for Turn {
     fn drop(&mut self) {
@@ -200,14 +207,17 @@ impl<S: Send + Sync + 'static> App<S> {
         }
         // A request that waited for its turn or its fiber may have lost its client
         // meanwhile: then it is not run (the check costs a system call, so a request
-        // that did not wait skips it).
-        let job = move || {
-            if asked.elapsed() >= WAITED && client.gone() {
+        // that did not wait skips it, and one that could not have waited, on an
+        // unlimited route with a fiber free at once, does not even read the clock).
+        let limited = _turn.is_limited();
+        let job = move |admitted: Admitted| {
+            let could_wait = admitted.queued || limited;
+            if could_wait && asked.elapsed() >= WAITED && client.gone() {
                 return None;
             }
             Some(handler(state, req))
         };
-        let (ran, stack_used) = self.fibers.run_measured(route.label, job);
+        let (ran, stack_used) = self.fibers.run_admitted(route.label, job);
         let resp = match ran {
             Ok(Some(resp)) => resp,
             Ok(None) => return None,

@@ -61,12 +61,13 @@ impl Admission {
         crate::lock(&self.state)
     }
 
-    /// Takes a free slot, or waits for one in FIFO order.
-    pub(crate) fn acquire(&self, timeout: Option<Duration>) -> Result<usize, Denied> {
+    /// Takes a free slot, or waits for one in FIFO order: the slot, and whether the
+    /// caller had to wait for it.
+    pub(crate) fn acquire(&self, timeout: Option<Duration>) -> Result<(usize, bool), Denied> {
         let waiter = {
             let mut state = self.lock();
             if let Some(slot) = state.free.pop() {
-                return Ok(slot);
+                return Ok((slot, false));
             }
             if state.waiters.len() >= self.queue {
                 return Err(Denied::Busy);
@@ -93,14 +94,14 @@ impl Admission {
             };
             let slot = waiter.slot.load(Ordering::Acquire);
             if slot != NO_SLOT {
-                return Ok(slot);
+                return Ok((slot, true));
             }
             if give_up {
                 let mut state = self.lock();
                 // `release` hands over under the lock: check once more.
                 let slot = waiter.slot.load(Ordering::Acquire);
                 if slot != NO_SLOT {
-                    return Ok(slot);
+                    return Ok((slot, true));
                 }
                 state.waiters.retain(|w| !Arc::ptr_eq(w, &waiter));
                 return Err(Denied::Timeout(start.elapsed()));

@@ -163,7 +163,7 @@ pub use error::RunError;
 pub use lent::Lent;
 pub use offstack::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use panic_hook::run_panic_hook_off_fiber;
-pub use pool::FiberPool;
+pub use pool::{Admitted, FiberPool};
 pub use stall::{jobs_running_longer_than, RunningJob};
 pub use stats::{LabelStats, PoolStats};
 

@@ -53,6 +53,13 @@ struct Slot {
     ledger: Arc<Ledger>,
 }
 
+/// How a job got its fiber ([`FiberPool::run_admitted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Admitted {
+    /// Whether every fiber was busy, so the job waited in the queue for one.
+    pub queued: bool,
+}
+
 /// Gives the slot back to the admission queue, even if `run` unwinds.
 struct Release<'a> {
     admission: &'a Admission,
@@ -165,16 +172,32 @@ impl FiberPool {
         F: FnOnce() -> T + Send,
         T: Send,
     {
+        self.run_admitted(label, |_| job())
+    }
+
+    /// [`run_measured`](Self::run_measured), with the job told how it got its fiber
+    /// ([`Admitted`]): a server checks whether a client that waited is still there
+    /// before it runs the job, and skips the check (and its clock read) for one that
+    /// did not wait.
+    pub fn run_admitted<T, F>(
+        &self,
+        label: &'static str,
+        job: F,
+    ) -> (Result<T, RunError>, Option<usize>)
+    where
+        F: FnOnce(Admitted) -> T + Send,
+        T: Send,
+    {
         if crate::on_fiber() {
             // A job that runs another job (of this pool or another): the inner run
             // waits, parks and switches like any carrier, so it runs on the carrier's
             // stack, never nested on this fiber's (whose overflow would abandon the
             // inner run's admission slot and stack for good).
-            return crate::on_carrier(move || self.run_measured(label, job));
+            return crate::on_carrier(move || self.run_admitted(label, job));
         }
         let inner = &*self.inner;
-        let slot_index = match inner.admission.acquire(inner.cfg.wait_timeout) {
-            Ok(slot) => slot,
+        let (slot_index, queued) = match inner.admission.acquire(inner.cfg.wait_timeout) {
+            Ok(admitted) => admitted,
             Err(Denied::Busy) => {
                 inner.counters.rejected();
                 let queue = inner.cfg.queue;
@@ -211,7 +234,7 @@ impl FiberPool {
         let body = move |yielder: &Yielder<(), ()>, (): ()| -> Outcome {
             // Lets `on_carrier` find this coroutine's yielder by the stack address.
             entry.set_yielder(yielder);
-            let outcome = match panic::catch_unwind(AssertUnwindSafe(job)) {
+            let outcome = match panic::catch_unwind(AssertUnwindSafe(|| job(Admitted { queued }))) {
                 Ok(v) => {
                     // SAFETY: `out` points into `run`'s frame on the carrier's
                     // stack, which outlives the coroutine (driven to its end

@@ -32,6 +32,26 @@ fn malloc_recurse<A: GlobalAlloc>(a: &A, depth: usize) -> usize {
     std::hint::black_box(malloc_recurse(a, depth + 1)) + 1
 }
 
+/// [`malloc_recurse`] started `shift % 4` steps of 16 bytes deeper. Where on
+/// the stack the recursion starts decides where in its frame (or in malloc's)
+/// each run reaches the guard page; starting it at every 16-byte offset makes
+/// the hazard show whatever the pool's own frames above the job take (a change
+/// of 16 bytes there once hid it from every run).
+fn shifted<A: GlobalAlloc>(a: &A, shift: usize, depth: usize) -> usize {
+    match shift % 4 {
+        0 => malloc_recurse(a, depth),
+        1 => padded::<16, A>(a, depth),
+        2 => padded::<32, A>(a, depth),
+        _ => padded::<48, A>(a, depth),
+    }
+}
+
+#[inline(never)]
+fn padded<const PAD: usize, A: GlobalAlloc>(a: &A, depth: usize) -> usize {
+    let pad = std::hint::black_box([0u8; PAD]);
+    std::hint::black_box(malloc_recurse(a, depth)) + usize::from(pad[0])
+}
+
 /// The child's half: `OVERFLOWS` allocating overflows through
 /// `FiberSafeAlloc` (`wrapped`) or the plain `System` allocator.
 fn allocating_overflows(wrapped: bool) {
@@ -47,11 +67,11 @@ fn allocating_overflows(wrapped: bool) {
             let p = pool.clone();
             may::go!(move || {
                 for i in 0..OVERFLOWS / 4 {
-                    let i = i % 97;
+                    let (shift, i) = (i, i % 97);
                     let r = if wrapped {
-                        p.run("runaway", || malloc_recurse(&FiberSafeAlloc, i))
+                        p.run("runaway", || shifted(&FiberSafeAlloc, shift, i))
                     } else {
-                        p.run("runaway", || malloc_recurse(&System, i))
+                        p.run("runaway", || shifted(&System, shift, i))
                     };
                     assert!(matches!(r, Err(RunError::StackOverflow { .. })));
                     p.run("normal", || common::alloc_recurse(0, 5)).unwrap();
