@@ -64,6 +64,9 @@ impl ServerProcess {
             .args(["--db-pool", &settings.db_pool.to_string()])
             .args(["--queue", &settings.queue.to_string()])
             .args(["--workers", &workers.to_string()])
+            // One process, whatever FIBERSTACK_PROCESSES says: its /proc is then all the
+            // server's CPU and memory (a supervisor's would leave out its workers').
+            .args(["--processes", "1"])
             .args(["--shutdown-grace", "5"])
             // A line per request would fill the log file and measure stderr, not the server.
             .args(["--access-log", "off"])
@@ -305,9 +308,8 @@ fn seconds(user: u64, kernel: u64) -> CpuTimes {
     }
 }
 
-/// The CPU time `pid` has used so far (every thread of it; for a server with
-/// `--processes` 2 or more this would be the supervisor alone, but the bench starts
-/// one process per server).
+/// The CPU time `pid` has used so far, every thread of it (not its children: the
+/// bench starts each server with `--processes 1`, so no worker is left out).
 pub fn cpu_times(pid: u32) -> Option<CpuTimes> {
     Some(StatTicks::of(pid)?.own())
 }
@@ -413,6 +415,25 @@ mod tests {
             None
         );
         assert_eq!(StatTicks::parse("42 (a b S 1 2 3"), None);
+    }
+
+    /// The load tool's reading: a child's CPU time is this process's once reaped, as
+    /// `Command::output` reaps ab and wrk.
+    #[test]
+    fn a_reaped_childs_cpu_time_is_counted() {
+        let before = children_cpu_times().unwrap();
+        // Some 0.1-0.5 s of CPU in the shell's own arithmetic, whatever the load.
+        let out = Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let used = children_cpu_times().unwrap().since(before);
+        assert!(used.total() >= 0.03, "{used:?}");
+        assert!(
+            used.user > used.kernel,
+            "a shell loop is user time: {used:?}"
+        );
     }
 
     #[test]

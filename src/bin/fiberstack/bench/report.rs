@@ -1,6 +1,7 @@
-//! The results as a table: medians and spreads over rounds, per-round ratios, one row
-//! per runtime and scenario, in plain text for the terminal and in Markdown for
-//! `bench.md`.
+//! The results as tables: medians and spreads over rounds, per-round ratios, one row
+//! per runtime and scenario; a second table of server CPU per request on the
+//! CPU-bound scenarios, and a note where the load tool was the bottleneck. In plain
+//! text for the terminal and in Markdown for `bench.md`.
 
 use std::fmt::Write;
 
