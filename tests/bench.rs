@@ -51,13 +51,11 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     ] {
         assert!(stdout.contains(column), "no {column} column:\n{stdout}");
     }
-    let rows: Vec<&str> = stdout
-        .lines()
-        .filter(|l| {
-            ["fibers ", "async ", "minihttp "]
-                .iter()
-                .any(|r| l.starts_with(r))
-        })
+    // The main table comes first; the CPU table of the CPU-bound scenarios after it.
+    let (main, cpu) = stdout
+        .split_once("Server CPU per served request")
+        .unwrap_or_else(|| panic!("no server CPU table:\n{stdout}"));
+    let rows: Vec<&str> = runtime_lines(main)
         .filter(|l| !l.contains("per in-flight request") && !l.contains("per idle keep-alive"))
         .collect();
     assert_eq!(rows.len(), 15, "5 scenarios x 3 runtimes:\n{stdout}");
@@ -112,6 +110,52 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         of_expected.iter().all(|f| *f > 70.0),
         "{of_expected:?}\n{stdout}"
     );
+    // What each server spent per /hello request: a figure per runtime, above zero
+    // (it served thousands of requests in the run) and far below a millisecond (a
+    // debug build on a shared core spends tens of microseconds). The load tool's own
+    // use is there too, in % of its cpus.
+    for column in [
+        "server CPU/request",
+        "user",
+        "kernel",
+        "this/fibers",
+        "load tool CPU",
+    ] {
+        assert!(cpu.contains(column), "no {column} column:\n{cpu}");
+    }
+    let cpu_rows: Vec<&str> = runtime_lines(cpu)
+        .filter(|l| l.contains(" /hello "))
+        .collect();
+    assert_eq!(cpu_rows.len(), 3, "hello-16 x 3 runtimes:\n{cpu}");
+    for row in &cpu_rows {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        // The first figure in us is the median of user + kernel; user and kernel follow.
+        let us: Vec<f64> = cells
+            .windows(2)
+            .filter(|w| w[1] == "us")
+            .filter_map(|w| w[0].parse().ok())
+            .collect();
+        assert_eq!(us.len(), 3, "median, user, kernel: {row}");
+        assert!(
+            us[0] > 0.0 && us[0] < 1000.0,
+            "server CPU per request: {row}"
+        );
+        assert!(
+            (us[1] + us[2] - us[0]).abs() < 0.02 && us[1] >= 0.0 && us[2] > 0.0,
+            "user + kernel: {row}"
+        );
+        let load_pct: f64 = row
+            .split("% of ")
+            .next()
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no load tool CPU: {row}"));
+        assert!(load_pct > 0.0 && load_pct < 150.0, "load tool CPU: {row}");
+        assert_eq!(
+            row.contains("x ("),
+            !row.starts_with("fibers "),
+            "ratio: {row}"
+        );
+    }
     // The progress line went to stderr: 5 + 5 + 3 measurements.
     assert!(
         stderr.contains("bench [") && stderr.contains("13/13"),
@@ -139,18 +183,28 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     let md = std::fs::read_to_string(dirs[0].join("bench.md")).unwrap();
     assert!(md.contains("| runtime | route | concurrency |"), "{md}");
+    // The main table, then the CPU table (the one CPU-bound scenario).
+    let (md_main, md_cpu) = md
+        .split_once("## Server CPU per request")
+        .unwrap_or_else(|| panic!("no server CPU section:\n{md}"));
+    assert!(md_cpu.contains("| server CPU/request |"), "{md}");
     for runtime in ["fibers", "async", "minihttp"] {
-        assert_eq!(
-            md.matches(&format!("\n| {runtime} | /")).count(),
-            5,
-            "{runtime}: {md}"
-        );
+        let rows = |part: &str, route| part.matches(&format!("\n| {runtime} | {route}")).count();
+        assert_eq!(rows(md_main, "/"), 5, "{runtime}: {md}");
+        assert_eq!(rows(md_cpu, "/hello |"), 1, "{runtime}: {md}");
         assert!(md.contains(&format!("runtime {runtime}")), "{md}");
     }
     assert!(
         md.contains("core split:") && md.contains("Commit: "),
         "{md}"
     );
+    // Each round's CPU figures for every scenario a tool ran.
+    let rounds = md
+        .split_once("## Every round (server CPU per served request")
+        .unwrap_or_else(|| panic!("no per-round CPU figures:\n{md}"))
+        .1;
+    assert_eq!(rounds.matches(" kernel), wrk ").count(), 8, "{rounds}");
+    assert_eq!(rounds.matches(" kernel), ab ").count(), 2, "{rounds}");
     let svg = std::fs::read_to_string(dirs[0].join("bench.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     for panel in ["Served req/s", "Latency", "Memory per connection"] {
@@ -159,6 +213,15 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     assert!(svg.contains("not run: ab hangs"), "{svg}");
     assert!(!svg.contains("no result"), "{svg}");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The lines of `text` that start with a runtime's name.
+fn runtime_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter(|l| {
+        ["fibers ", "async ", "minihttp "]
+            .iter()
+            .any(|r| l.starts_with(r))
+    })
 }
 
 /// Cpus that do not exist, or that both sides claim, are refused before anything

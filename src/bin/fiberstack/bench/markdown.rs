@@ -1,6 +1,6 @@
 //! `bench.md`: the machine and its core split, the commit, the table, memory per
-//! request, the scenarios with their bounds, every round's req/s, and the servers'
-//! start-up lines.
+//! request, server CPU per request and the load tools' own use, the scenarios with
+//! their bounds, every round's req/s and CPU figures, and the servers' start-up lines.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -9,7 +9,8 @@ use std::time::Duration;
 use fiberstack::config::Runtime;
 
 use crate::bench::cpus::Split;
-use crate::bench::report::{self, Row, Sample};
+use crate::bench::load::LoadResult;
+use crate::bench::report::{self, Row, Sample, Table};
 use crate::bench::scenario::{Load, Scenario};
 use crate::bench::{bounds, load, RUNTIMES};
 
@@ -53,7 +54,7 @@ pub fn markdown(
         fiberstack::config::cores(),
         took.as_secs_f64()
     );
-    md.push_str(&report::markdown_table(rows));
+    md.push_str(&Table::main(rows).markdown());
     md.push('\n');
     let memory = report::memory_lines(rows);
     if !memory.is_empty() {
@@ -64,6 +65,30 @@ pub fn markdown(
         for line in memory {
             let _ = writeln!(md, "- {line}");
         }
+        md.push('\n');
+    }
+    let cpu = Table::cpu(rows);
+    if !cpu.is_empty() {
+        md.push_str(
+            "## Server CPU per request\n\n\
+             What the server spends on a request, whether or not the load tool could keep \
+             it busy: the CPU time of the server process (utime and stime of \
+             /proc/PID/stat, all its threads; the bench runs each server as one process) \
+             from the load tool's start to its exit, over the requests it served (2xx). \
+             `this/fibers` is the median of the per-round ratios of this row's figure to \
+             fibers' (above 1: fibers spend less), with their min-max. `load tool CPU` is \
+             the tool's own user + kernel time over its wall time and the cpus it was \
+             given. Both are read in clock ticks (10 ms at CLK_TCK 100): a few parts in a \
+             thousand of a 10 s run.\n\n",
+        );
+        md.push_str(&cpu.markdown());
+        md.push('\n');
+    }
+    let load_bound = report::load_bound_lines(rows);
+    for line in &load_bound {
+        let _ = writeln!(md, "- {line}");
+    }
+    if !load_bound.is_empty() {
         md.push('\n');
     }
     md.push_str("## Scenarios\n\n| name | request | load | --fibers | --db-pool | --queue | ceiling C/S | expected |\n|---|---|---|---|---|---|---|---|\n");
@@ -118,7 +143,61 @@ pub fn markdown(
             s.name, s.path, s.settings.fibers, s.settings.db_pool, s.settings.queue
         );
     }
-    md.push_str("\n## Every round (req/s)\n\n| scenario | runtime | rounds |\n|---|---|---|\n");
+    every_round(&mut md, "req/s", scenarios, samples, &|s, x, r| {
+        if matches!(s.load, Load::Idle { .. }) {
+            format!(
+                "{:.1} KiB a connection ({} failed)",
+                x.kib_per_connection(s.load.concurrency()),
+                r.failed
+            )
+        } else {
+            format!("{:.1} ({} failed)", r.rps, r.failed)
+        }
+    });
+    let tools: Vec<Scenario> = scenarios
+        .iter()
+        .filter(|s| s.load.tool().is_some())
+        .cloned()
+        .collect();
+    every_round(
+        &mut md,
+        "server CPU per served request; the load tool's CPU",
+        &tools,
+        samples,
+        &|s, x, _| {
+            let server = x.cpu_us_per_request().map_or("-".into(), |c| {
+                format!(
+                    "{:.2} us ({:.2} user + {:.2} kernel)",
+                    c.total(),
+                    c.user,
+                    c.kernel
+                )
+            });
+            let tool = x.load_pct().map_or("-".into(), |p| format!("{p:.0}%"));
+            format!("{server}, {} {tool}", s.load.tool().unwrap_or("load"))
+        },
+    );
+    md.push_str("\n## Servers\n\n");
+    for b in banners {
+        let _ = writeln!(md, "    {b}");
+    }
+    md
+}
+
+/// A section of `md` listing each round's `cell` for every scenario and runtime
+/// (`cell` gets the round's load result when it has one; a failed round reads
+/// `error`).
+fn every_round(
+    md: &mut String,
+    what: &str,
+    scenarios: &[Scenario],
+    samples: &HashMap<(&'static str, Runtime), Vec<Sample>>,
+    cell: &dyn Fn(&Scenario, &Sample, &LoadResult) -> String,
+) {
+    let _ = write!(
+        md,
+        "\n## Every round ({what})\n\n| scenario | runtime | rounds |\n|---|---|---|\n"
+    );
     for s in scenarios {
         for runtime in RUNTIMES {
             if let Some(why) = s.skipped_on(runtime) {
@@ -130,12 +209,7 @@ pub fn markdown(
                 .map(|v| {
                     v.iter()
                         .map(|x| match &x.result {
-                            Ok(r) if matches!(s.load, Load::Idle { .. }) => format!(
-                                "{:.1} KiB a connection ({} failed)",
-                                x.kib_per_connection(s.load.concurrency()),
-                                r.failed
-                            ),
-                            Ok(r) => format!("{:.1} ({} failed)", r.rps, r.failed),
+                            Ok(r) => cell(s, x, r),
                             Err(_) => "error".into(),
                         })
                         .collect()
@@ -144,9 +218,4 @@ pub fn markdown(
             let _ = writeln!(md, "| {} | {runtime} | {} |", s.name, list.join(", "));
         }
     }
-    md.push_str("\n## Servers\n\n");
-    for b in banners {
-        let _ = writeln!(md, "    {b}");
-    }
-    md
 }

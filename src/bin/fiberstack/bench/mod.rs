@@ -10,7 +10,7 @@
 //!       pinned to the server cpus, `taskset -c S fiberstack serve --runtime X`
 //!       (process.rs), idle RSS,
 //!       for each scenario it runs: warm up, then `taskset -c L` ab or wrk (load.rs)
-//!       while sampling RSS and CPU
+//!       while sampling RSS, and reading the server's and the tool's CPU time
 //!       stop it (SIGTERM)                  (a progress line on stderr: progress.rs)
 //! spreads over rounds, per-round ratios, bounds (bounds.rs) -> table (report.rs),
 //!   chart (chart.rs), Markdown (markdown.rs) -> results/<time>/bench.md, bench.svg, logs
@@ -38,9 +38,9 @@ use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
 use fiberstack::config::Runtime;
 
 use crate::bench::cpus::Split;
-use crate::bench::process::{RssSampler, ServerProcess};
+use crate::bench::process::{CpuTimes, RssSampler, ServerProcess};
 use crate::bench::progress::Progress;
-use crate::bench::report::{Bounds, Row, Sample};
+use crate::bench::report::{Bounds, Row, Sample, Table};
 use crate::bench::scenario::Scenario;
 
 /// Rounds of a full run, and of a `--quick` one, unless `--rounds` says otherwise:
@@ -93,6 +93,8 @@ pub struct Outcome {
     pub dir: PathBuf,
     pub rows: Vec<Row>,
     pub table: String,
+    /// Server CPU per request on the CPU-bound scenarios (`None` if none ran).
+    pub cpu_table: Option<String>,
     pub split: Split,
 }
 
@@ -102,6 +104,12 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     println!("{}\n", outcome.split);
     println!("{}", outcome.table);
     for line in report::memory_lines(&outcome.rows) {
+        println!("{line}");
+    }
+    if let Some(cpu) = &outcome.cpu_table {
+        println!("\nServer CPU per served request (the CPU-bound scenarios):\n\n{cpu}");
+    }
+    for line in report::load_bound_lines(&outcome.rows) {
         println!("{line}");
     }
     println!("\nwritten: {}", outcome.dir.display());
@@ -217,6 +225,9 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
     let mut rows = Vec::new();
     for s in &scenarios {
         for runtime in RUNTIMES {
+            // Per-round ratios between fibers and each other runtime.
+            let (fibers, this) = (of(s.name, Runtime::Fibers), of(s.name, runtime));
+            let vs_fibers = runtime != Runtime::Fibers;
             let base = Row {
                 runtime: runtime.to_string(),
                 scenario: s.name.to_string(),
@@ -224,9 +235,14 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                 concurrency: s.load.concurrency(),
                 load: s.load.describe(),
                 skipped: s.skipped_on(runtime),
-                ratio: (runtime != Runtime::Fibers)
-                    .then(|| report::round_ratios(of(s.name, Runtime::Fibers), of(s.name, runtime)))
+                ratio: vs_fibers
+                    .then(|| report::round_ratios(fibers, this, report::rps))
                     .flatten(),
+                cpu_ratio: vs_fibers
+                    .then(|| report::round_ratios(this, fibers, report::cpu_us))
+                    .flatten(),
+                tool: s.load.tool(),
+                load_cpus: split.load.len(),
                 pinned: split.pinned,
                 ..Row::default()
             };
@@ -242,7 +258,9 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
             ));
         }
     }
-    let table = report::text_table(&rows);
+    let table = Table::main(&rows).text();
+    let cpu_table = Table::cpu(&rows);
+    let cpu_table = (!cpu_table.is_empty()).then(|| cpu_table.text());
     let title = format!(
         "fiberstack bench: fibers vs async vs raw may_minihttp, {rounds} round{}{}",
         if rounds == 1 { "" } else { "s" },
@@ -264,6 +282,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
         dir,
         rows,
         table,
+        cpu_table,
         split,
     })
 }
@@ -291,21 +310,22 @@ fn measure(server: &ServerProcess, s: &Scenario, idle_kib: u64, split: &Split) -
         )
         .output();
     }
-    let cpu_before = server.cpu_secs();
+    let cpu_before = server.cpu_times();
+    let tool_before = s.load.tool().and(process::children_cpu_times());
     let sampler = RssSampler::start(server.pid());
     let t0 = Instant::now();
     let result = load::run(&s.load, server.addr, &s.path, split);
-    let wall = t0.elapsed().as_secs_f64();
+    let wall_secs = t0.elapsed().as_secs_f64();
     let peak_kib = sampler.finish();
-    let cpu_pct = match (cpu_before, server.cpu_secs()) {
-        (Some(a), Some(b)) if wall > 0.0 => (b - a) / wall * 100.0,
-        _ => f64::NAN,
-    };
+    let since = |before: Option<CpuTimes>, after: Option<CpuTimes>| Some(after?.since(before?));
     Sample {
         result,
         idle_kib,
         peak_kib,
-        cpu_pct,
+        wall_secs,
+        server_cpu: since(cpu_before, server.cpu_times()),
+        load_cpu: since(tool_before, process::children_cpu_times()),
+        load_cpus: split.load.len(),
     }
 }
 

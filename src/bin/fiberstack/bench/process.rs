@@ -1,5 +1,6 @@
 //! The servers under test as child processes of this same binary, and what /proc says
-//! about them: resident memory (VmRSS) and CPU time (utime + stime).
+//! about them: resident memory (VmRSS) and CPU time (utime and stime), and the CPU
+//! time of the load tools (this process's children, once reaped).
 //!
 //! Each server is `taskset -c S fiberstack serve --runtime X --bind 127.0.0.1:0 ...`
 //! (S: the server cpus); its one
@@ -63,6 +64,9 @@ impl ServerProcess {
             .args(["--db-pool", &settings.db_pool.to_string()])
             .args(["--queue", &settings.queue.to_string()])
             .args(["--workers", &workers.to_string()])
+            // One process, whatever FIBERSTACK_PROCESSES says: its /proc is then all the
+            // server's CPU and memory (a supervisor's would leave out its workers').
+            .args(["--processes", "1"])
             .args(["--shutdown-grace", "5"])
             // A line per request would fill the log file and measure stderr, not the server.
             .args(["--access-log", "off"])
@@ -124,9 +128,9 @@ impl ServerProcess {
         rss_kib(self.pid())
     }
 
-    /// CPU seconds used so far (user + system).
-    pub fn cpu_secs(&self) -> Option<f64> {
-        cpu_secs(self.pid())
+    /// CPU time used so far.
+    pub fn cpu_times(&self) -> Option<CpuTimes> {
+        cpu_times(self.pid())
     }
 
     /// SIGTERM, then wait for the exit (kill after [`STOP_TIMEOUT`]).
@@ -216,21 +220,109 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
-/// utime + stime of `pid`, in seconds.
-pub fn cpu_secs(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_cpu_ticks(&stat).map(|ticks| ticks as f64 / clock_ticks() as f64)
+/// CPU time split as the kernel accounts it, in seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpuTimes {
+    /// In user mode (utime).
+    pub user: f64,
+    /// In the kernel on the process's behalf (stime).
+    pub kernel: f64,
 }
 
-/// utime + stime from a /proc/PID/stat line. The command name (field 2) may hold
-/// spaces and parentheses, so fields are counted after its last `)`.
-fn parse_cpu_ticks(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // Fields 14 and 15 of the line; `rest` starts at field 3.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
+impl CpuTimes {
+    pub fn total(&self) -> f64 {
+        self.user + self.kernel
+    }
+
+    /// What was used between `earlier` and `self`.
+    pub fn since(&self, earlier: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user: self.user - earlier.user,
+            kernel: self.kernel - earlier.kernel,
+        }
+    }
+
+    /// Each part divided by `n` (and scaled by `scale`): per request, in us, with
+    /// `scale` 1e6.
+    pub fn per(&self, n: f64, scale: f64) -> CpuTimes {
+        CpuTimes {
+            user: self.user / n * scale,
+            kernel: self.kernel / n * scale,
+        }
+    }
+}
+
+/// The CPU time fields of a /proc/PID/stat line, in clock ticks.
+///
+/// The resolution is a tick (10 ms at CLK_TCK 100): over a measured wrk run of
+/// 8-10 s, in which a server busy on its core uses some 800-1000 ticks serving about
+/// a million requests, a reading is off by at most a tick at each end, 0.2-0.3% of the
+/// figure; on a one-second `--quick` run, 2%.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatTicks {
+    /// Fields 14 and 15: the process's own user and kernel time, all its threads.
+    pub utime: u64,
+    pub stime: u64,
+    /// Fields 16 and 17: those of its children that it has waited for.
+    pub cutime: u64,
+    pub cstime: u64,
+}
+
+impl StatTicks {
+    /// The fields of a /proc/PID/stat line. The command name (field 2) may hold
+    /// spaces and parentheses, so fields are counted after its last `)`.
+    pub fn parse(stat: &str) -> Option<StatTicks> {
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // Field N of the line is fields[N - 3]: `rest` starts at field 3.
+        let field = |n: usize| -> Option<u64> { fields.get(n - 3)?.parse().ok() };
+        Some(StatTicks {
+            utime: field(14)?,
+            stime: field(15)?,
+            cutime: field(16)?,
+            cstime: field(17)?,
+        })
+    }
+
+    /// /proc/`pid`/stat now.
+    pub fn of(pid: u32) -> Option<StatTicks> {
+        StatTicks::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// The process's own time, in seconds.
+    pub fn own(&self) -> CpuTimes {
+        seconds(self.utime, self.stime)
+    }
+
+    /// Its waited-for children's time, in seconds.
+    pub fn children(&self) -> CpuTimes {
+        seconds(self.cutime, self.cstime)
+    }
+}
+
+fn seconds(user: u64, kernel: u64) -> CpuTimes {
+    let tck = clock_ticks() as f64;
+    CpuTimes {
+        user: user as f64 / tck,
+        kernel: kernel as f64 / tck,
+    }
+}
+
+/// The CPU time `pid` has used so far, every thread of it (not its children: the
+/// bench starts each server with `--processes 1`, so no worker is left out).
+pub fn cpu_times(pid: u32) -> Option<CpuTimes> {
+    Some(StatTicks::of(pid)?.own())
+}
+
+/// The CPU time of this process's children that it has waited for, so far: read
+/// before a load tool starts and after `Command::output` has reaped it, the
+/// difference is the tool's own use (what `getrusage(RUSAGE_CHILDREN)` reports, here
+/// in ticks). Sound because the bench waits for no other child meanwhile: the
+/// servers and MariaDB are reaped only when stopped, after their loads, and one load
+/// runs at a time. (Sampling the running tool's /proc instead would miss its last
+/// moments, and its pid is gone once it is reaped.)
+pub fn children_cpu_times() -> Option<CpuTimes> {
+    Some(StatTicks::of(std::process::id())?.children())
 }
 
 /// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 on Linux in practice).
@@ -294,15 +386,68 @@ mod tests {
     fn proc_of_this_process_reads() {
         let pid = std::process::id();
         assert!(rss_kib(pid).unwrap() > 100);
-        assert!(cpu_secs(pid).is_some());
+        assert!(cpu_times(pid).is_some());
+        assert!(children_cpu_times().is_some());
         let sampler = RssSampler::start(pid);
         assert!(sampler.finish() > 100);
     }
 
     #[test]
     fn stat_fields_are_counted_after_the_name() {
-        let stat = "42 (a b) c) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0";
-        assert_eq!(parse_cpu_ticks(stat), Some(300));
+        // A name with spaces and both parentheses, as `prctl(PR_SET_NAME)` allows.
+        let stat = "42 (a (b) c) d) S 1 2 3 4 5 6 7 8 9 10 250 50 7 3 20 0 1 0";
+        let t = StatTicks::parse(stat).unwrap();
+        assert_eq!(
+            t,
+            StatTicks {
+                utime: 250,
+                stime: 50,
+                cutime: 7,
+                cstime: 3
+            }
+        );
+        let tck = clock_ticks() as f64;
+        assert_eq!(t.own().user, 250.0 / tck);
+        assert_eq!(t.children().kernel, 3.0 / tck);
+        // A line cut short, or a name never closed, is no reading.
+        assert_eq!(
+            StatTicks::parse("42 (a b) S 1 2 3 4 5 6 7 8 9 10 250 50"),
+            None
+        );
+        assert_eq!(StatTicks::parse("42 (a b S 1 2 3"), None);
+    }
+
+    /// The load tool's reading: a child's CPU time is this process's once reaped, as
+    /// `Command::output` reaps ab and wrk.
+    #[test]
+    fn a_reaped_childs_cpu_time_is_counted() {
+        let before = children_cpu_times().unwrap();
+        // Some 0.1-0.5 s of CPU in the shell's own arithmetic, whatever the load.
+        let out = Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let used = children_cpu_times().unwrap().since(before);
+        assert!(used.total() >= 0.03, "{used:?}");
+        assert!(
+            used.user > used.kernel,
+            "a shell loop is user time: {used:?}"
+        );
+    }
+
+    #[test]
+    fn cpu_times_subtract_and_divide() {
+        let a = CpuTimes {
+            user: 1.0,
+            kernel: 2.0,
+        };
+        let b = CpuTimes {
+            user: 1.5,
+            kernel: 5.0,
+        };
+        let d = b.since(a).per(1_000_000.0, 1e6);
+        assert_eq!((d.user, d.kernel, d.total()), (0.5, 3.0, 3.5));
     }
 
     #[test]

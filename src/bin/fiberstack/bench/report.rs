@@ -1,12 +1,18 @@
-//! The results as a table: medians and spreads over rounds, per-round ratios, one row
-//! per runtime and scenario, in plain text for the terminal and in Markdown for
-//! `bench.md`.
+//! The results as tables: medians and spreads over rounds, per-round ratios, one row
+//! per runtime and scenario; a second table of server CPU per request on the
+//! CPU-bound scenarios, and a note where the load tool was the bottleneck. In plain
+//! text for the terminal and in Markdown for `bench.md`.
 
 use std::fmt::Write;
 
 use crate::bench::bounds::median;
 use crate::bench::load::LoadResult;
+use crate::bench::process::CpuTimes;
 use crate::bench::scenario::IDLE_LOAD;
+
+/// A load tool that used this much of its cpus (%) or more was the bottleneck: the
+/// server could have served more than it was asked to.
+pub const LOAD_BOUND_PCT: f64 = 90.0;
 
 /// One round's measurement of one scenario on one runtime.
 #[derive(Clone, Debug)]
@@ -16,11 +22,40 @@ pub struct Sample {
     pub idle_kib: u64,
     /// Peak RSS while the load ran, in KiB.
     pub peak_kib: u64,
-    /// Server CPU time during the load over its wall time, in % of one core.
-    pub cpu_pct: f64,
+    /// Wall-clock seconds of the load as the bench timed it (the tool's start to its
+    /// exit).
+    pub wall_secs: f64,
+    /// The server's CPU time over the load (`None` if /proc could not be read).
+    pub server_cpu: Option<CpuTimes>,
+    /// The load tool's own CPU time over its run (`None` for the idle load, which
+    /// runs no tool).
+    pub load_cpu: Option<CpuTimes>,
+    /// How many cpus the load tool was given.
+    pub load_cpus: usize,
 }
 
 impl Sample {
+    /// Server CPU time during the load over its wall time, in % of one core.
+    pub fn cpu_pct(&self) -> Option<f64> {
+        let cpu = self.server_cpu?;
+        (self.wall_secs > 0.0).then(|| cpu.total() / self.wall_secs * 100.0)
+    }
+
+    /// The server's CPU time per served (2xx) request, in microseconds: what the
+    /// server itself spends on a request, whether or not the load tool could keep
+    /// it busy.
+    pub fn cpu_us_per_request(&self) -> Option<CpuTimes> {
+        let served = self.result.as_ref().ok()?.served;
+        (served > 0).then(|| self.server_cpu.map(|c| c.per(served as f64, 1e6)))?
+    }
+
+    /// The load tool's CPU time over the run, in % of the cpus it was given.
+    pub fn load_pct(&self) -> Option<f64> {
+        let cpu = self.load_cpu?;
+        let capacity = self.wall_secs * self.load_cpus.max(1) as f64;
+        (capacity > 0.0).then(|| cpu.total() / capacity * 100.0)
+    }
+
     /// (peak RSS - idle RSS) / `connections`, in KiB.
     pub fn kib_per_connection(&self, connections: usize) -> f64 {
         self.peak_kib.saturating_sub(self.idle_kib) as f64 / connections.max(1) as f64
@@ -83,6 +118,19 @@ pub struct Row {
     /// Fibers' req/s over this runtime's, per round: their median and spread (rows
     /// of other runtimes than fibers).
     pub ratio: Option<Spread>,
+    /// Server CPU per served request over the rounds, us (user + kernel).
+    pub cpu_us: Option<Spread>,
+    /// Its user and kernel parts, medians over the rounds, us.
+    pub user_us: Option<f64>,
+    pub kernel_us: Option<f64>,
+    /// This runtime's CPU per request over fibers', per round: their median and
+    /// spread (rows of other runtimes than fibers). Above 1, fibers spend less.
+    pub cpu_ratio: Option<Spread>,
+    /// The load tool's CPU over its run, in % of its cpus: the median over rounds.
+    pub load_pct: Option<f64>,
+    /// The load tool (`None` for the idle load) and how many cpus it had.
+    pub tool: Option<&'static str>,
+    pub load_cpus: usize,
     /// False when the bench could not pin (one cpu): ratios are marked so.
     pub pinned: bool,
     /// (peak RSS - idle RSS) / concurrency, KiB (scenarios that ask for it).
@@ -115,7 +163,11 @@ impl Row {
             failed: med(&|r, _| r.failed as f64),
             peak_mib: med(&|_, s| mib(s.peak_kib)),
             idle_mib: med(&|_, s| mib(s.idle_kib)),
-            cpu_pct: med(&|_, s| s.cpu_pct),
+            cpu_pct: med(&|_, s| s.cpu_pct().unwrap_or(f64::NAN)),
+            cpu_us: Spread::of(&all(&|_, s| cpu_us(s).unwrap_or(f64::NAN))),
+            user_us: med(&|_, s| s.cpu_us_per_request().map_or(f64::NAN, |c| c.user)),
+            kernel_us: med(&|_, s| s.cpu_us_per_request().map_or(f64::NAN, |c| c.kernel)),
+            load_pct: med(&|_, s| s.load_pct().unwrap_or(f64::NAN)),
             bounds,
             kib_per_request: if memory {
                 med(&|_, s| s.kib_per_connection(base.concurrency))
@@ -126,6 +178,11 @@ impl Row {
         }
     }
 
+    /// A CPU-bound route driven by a load tool: its row belongs in the CPU table.
+    pub fn cpu_bound(&self) -> bool {
+        self.bounds.is_none() && self.tool.is_some() && self.skipped.is_none()
+    }
+
     /// Median served req/s over the ceiling C/S and over the expected figure.
     pub fn of_bounds(&self) -> Option<(f64, f64)> {
         let (rps, b) = (self.rps?.median, self.bounds?);
@@ -133,19 +190,33 @@ impl Row {
     }
 }
 
-/// Fibers' req/s over `other`'s, round by round (both lists in round order), as a
+/// `num`'s `figure` over `den`'s, round by round (both lists in round order), as a
 /// median with its spread: only ratios within a round mean anything when rounds
 /// differ by more than the servers do.
-pub fn round_ratios(fibers: &[Sample], other: &[Sample]) -> Option<Spread> {
-    let per_round: Vec<f64> = fibers
+pub fn round_ratios(
+    num: &[Sample],
+    den: &[Sample],
+    figure: fn(&Sample) -> Option<f64>,
+) -> Option<Spread> {
+    let per_round: Vec<f64> = num
         .iter()
-        .zip(other)
-        .filter_map(|(f, o)| {
-            let (f, o) = (f.result.as_ref().ok()?, o.result.as_ref().ok()?);
-            (o.rps > 0.0).then(|| f.rps / o.rps)
+        .zip(den)
+        .filter_map(|(n, d)| {
+            let (n, d) = (figure(n)?, figure(d)?);
+            (d > 0.0).then(|| n / d)
         })
         .collect();
     Spread::of(&per_round)
+}
+
+/// Served req/s of a round that produced numbers.
+pub fn rps(s: &Sample) -> Option<f64> {
+    s.result.as_ref().ok().map(|r| r.rps)
+}
+
+/// Server CPU per served request, us, of a round that produced numbers.
+pub fn cpu_us(s: &Sample) -> Option<f64> {
+    s.cpu_us_per_request().map(|c| c.total())
 }
 
 /// A latency in a width-friendly unit.
@@ -163,10 +234,34 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "-".into())
 }
 
+/// The min-max of a spread, with `decimals` places.
+fn min_max(v: Option<Spread>, decimals: usize) -> String {
+    opt(v.map(|v| v.min), |min| {
+        format!("{min:.decimals$}-{:.decimals$}", v.map_or(min, |v| v.max))
+    })
+}
+
+/// A per-round ratio of `row` with its spread, marked when the bench could not pin.
+fn ratio(row: &Row, v: Option<Spread>) -> String {
+    match v {
+        Some(v) => format!(
+            "{:.2}x ({:.2}-{:.2}){}",
+            v.median,
+            v.min,
+            v.max,
+            if row.pinned { "" } else { " unpinned" }
+        ),
+        None => "-".into(),
+    }
+}
+
 /// The column that holds the median req/s (the chart and the tests find it by name).
 pub const RPS_COLUMN: &str = "served/s median";
 
-/// The header and cells of each row, shared by both renderings.
+/// The column of the CPU table that holds the median server CPU per request.
+pub const CPU_COLUMN: &str = "server CPU/request";
+
+/// The header and cells of the main table, a row per runtime and scenario.
 fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let header = vec![
         "runtime",
@@ -187,12 +282,7 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let body = rows
         .iter()
         .map(|r| {
-            let mut cells = vec![
-                r.runtime.clone(),
-                r.route.clone(),
-                r.concurrency.to_string(),
-                r.load.clone(),
-            ];
+            let mut cells = lead(r);
             if let Some(why) = &r.skipped {
                 cells.push(format!("not run: {why}"));
                 cells.extend((0..9).map(|_| "-".to_string()));
@@ -205,9 +295,7 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 (None, e) if e < r.rounds => "-".into(),
                 (None, _) => "error".into(),
             });
-            cells.push(opt(r.rps.map(|v| v.min), |min| {
-                format!("{min:.1}-{:.1}", r.rps.map_or(min, |v| v.max))
-            }));
+            cells.push(min_max(r.rps, 1));
             let bounds = r.of_bounds();
             cells.extend([
                 opt(r.p50_ms, fmt_ms),
@@ -223,16 +311,7 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                     (Some((_, e)), Some(b)) => format!("{:.1}% of {:.1}", e * 100.0, b.expected),
                     _ => "-".into(),
                 },
-                match r.ratio {
-                    Some(v) => format!(
-                        "{:.2}x ({:.2}-{:.2}){}",
-                        v.median,
-                        v.min,
-                        v.max,
-                        if r.pinned { "" } else { " unpinned" }
-                    ),
-                    None => "-".into(),
-                },
+                ratio(r, r.ratio),
             ]);
             cells
         })
@@ -240,41 +319,136 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     (header, body)
 }
 
-/// The table for a terminal: aligned columns.
-pub fn text_table(rows: &[Row]) -> String {
-    let (header, body) = cells(rows);
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in &body {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: Vec<String>, out: &mut String| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        let _ = writeln!(out, "{}", padded.join("  ").trim_end());
-    };
-    line(header.iter().map(|h| h.to_string()).collect(), &mut out);
-    line(widths.iter().map(|w| "-".repeat(*w)).collect(), &mut out);
-    for row in body {
-        line(row, &mut out);
-    }
-    out
+/// The header and cells of the CPU table: what the server spends per request on the
+/// CPU-bound scenarios, whether or not the load tool could keep it busy, and how busy
+/// the tool was.
+fn cpu_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let mut header = LEAD.to_vec();
+    header.extend([
+        CPU_COLUMN,
+        "min-max",
+        "user",
+        "kernel",
+        "this/fibers",
+        "load tool CPU",
+    ]);
+    let us = |v: f64| format!("{v:.2} us");
+    let body = rows
+        .iter()
+        .filter(|r| r.cpu_bound())
+        .map(|r| {
+            let mut cells = lead(r);
+            cells.extend([
+                opt(r.cpu_us.map(|v| v.median), us),
+                min_max(r.cpu_us, 2),
+                opt(r.user_us, us),
+                opt(r.kernel_us, us),
+                ratio(r, r.cpu_ratio),
+                opt(r.load_pct, |v| format!("{v:.0}% of {}", cpus(r.load_cpus))),
+            ]);
+            cells
+        })
+        .collect();
+    (header, body)
 }
 
-/// The table in Markdown.
-pub fn markdown_table(rows: &[Row]) -> String {
-    let (header, body) = cells(rows);
-    let mut out = format!("| {} |\n", header.join(" | "));
-    let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
-    for row in body {
-        let _ = writeln!(out, "| {} |", row.join(" | "));
+/// A table's header and cells, rendered for the terminal or in Markdown.
+pub struct Table {
+    header: Vec<&'static str>,
+    body: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// The main table: a row per runtime and scenario.
+    pub fn main(rows: &[Row]) -> Table {
+        let (header, body) = cells(rows);
+        Table { header, body }
     }
-    out
+
+    /// Server CPU per request on the CPU-bound scenarios, and the load tool's use.
+    pub fn cpu(rows: &[Row]) -> Table {
+        let (header, body) = cpu_cells(rows);
+        Table { header, body }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.body.is_empty()
+    }
+
+    /// For a terminal: aligned columns.
+    pub fn text(&self) -> String {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.len()).collect();
+        for row in &self.body {
+            for (w, c) in widths.iter_mut().zip(row) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let line = |cells: &[String], out: &mut String| {
+            let padded: Vec<String> = cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect();
+            let _ = writeln!(out, "{}", padded.join("  ").trim_end());
+        };
+        let header: Vec<String> = self.header.iter().map(|h| h.to_string()).collect();
+        line(&header, &mut out);
+        let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+        line(&rule, &mut out);
+        for row in &self.body {
+            line(row, &mut out);
+        }
+        out
+    }
+
+    /// In Markdown.
+    pub fn markdown(&self) -> String {
+        let mut out = format!("| {} |\n", self.header.join(" | "));
+        let _ = writeln!(out, "|{}", "---|".repeat(self.header.len()));
+        for row in &self.body {
+            let _ = writeln!(out, "| {} |", row.join(" | "));
+        }
+        out
+    }
+}
+
+/// The columns that name a row (the main table starts with them too).
+const LEAD: [&str; 4] = ["runtime", "route", "concurrency", "load"];
+
+/// The cells of [`LEAD`].
+fn lead(r: &Row) -> Vec<String> {
+    vec![
+        r.runtime.clone(),
+        r.route.clone(),
+        r.concurrency.to_string(),
+        r.load.clone(),
+    ]
+}
+
+/// `1 cpu`, `2 cpus`.
+fn cpus(n: usize) -> String {
+    format!("{n} cpu{}", if n == 1 { "" } else { "s" })
+}
+
+/// The rows whose load tool was the bottleneck (it used [`LOAD_BOUND_PCT`] or more
+/// of its cpus), each as a sentence saying so.
+pub fn load_bound_lines(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| {
+            let (pct, tool) = (r.load_pct?, r.tool?);
+            (pct >= LOAD_BOUND_PCT).then(|| {
+                format!(
+                    "{} {} c={}: {tool} used {pct:.0}% of its {}: req/s is bounded by the \
+                     load tool; compare server CPU per request",
+                    r.runtime,
+                    r.route,
+                    r.concurrency,
+                    cpus(r.load_cpus)
+                )
+            })
+        })
+        .collect()
 }
 
 /// Memory per in-flight request, or per idle keep-alive connection, for the scenarios
@@ -318,7 +492,32 @@ mod tests {
             }),
             idle_kib: 1024,
             peak_kib,
-            cpu_pct: 50.0,
+            wall_secs: 1.0,
+            server_cpu: Some(CpuTimes {
+                user: 0.25,
+                kernel: 0.25,
+            }),
+            load_cpu: Some(CpuTimes {
+                user: 0.2,
+                kernel: 0.3,
+            }),
+            load_cpus: 1,
+        }
+    }
+
+    /// A round of 100 served requests in 1 s, the server spending `user` and
+    /// `kernel` us on each, the load tool `load_pct` of its one cpu.
+    fn cpu_sample(user: f64, kernel: f64, load_pct: f64) -> Sample {
+        Sample {
+            server_cpu: Some(CpuTimes {
+                user: user * 100.0 / 1e6,
+                kernel: kernel * 100.0 / 1e6,
+            }),
+            load_cpu: Some(CpuTimes {
+                user: load_pct / 100.0,
+                kernel: 0.0,
+            }),
+            ..sample(100.0, 2048)
         }
     }
 
@@ -353,7 +552,7 @@ mod tests {
         });
         let fibers = row("fibers", &f, bounds);
         let mut async_ = row("async", &a, bounds);
-        async_.ratio = round_ratios(&f, &a);
+        async_.ratio = round_ratios(&f, &a, rps);
         let rps = fibers.rps.unwrap();
         assert_eq!((rps.min, rps.median, rps.max), (100.0, 170.0, 180.0));
         assert_eq!(fibers.of_bounds(), Some((0.68, 0.85)));
@@ -363,24 +562,101 @@ mod tests {
         assert!((ratio.min - 100.0 / 150.0).abs() < 1e-9, "{ratio:?}");
         assert_eq!(fibers.kib_per_request, Some(1024.0));
         let rows = [fibers, async_];
-        let text = text_table(&rows);
+        let text = Table::main(&rows).text();
         assert!(text.contains("68.0% of 250.0"), "{text}");
         assert!(text.contains("85.0% of 200.0"), "{text}");
         assert!(text.contains("100.0-180.0"), "{text}");
         assert!(text.contains("2.12x (0.67-2.12)"), "{text}");
-        let md = markdown_table(&rows);
+        let md = Table::main(&rows).markdown();
         assert_eq!(md.lines().count(), 4);
         assert_eq!(memory_lines(&rows).len(), 2);
         let mut unpinned = rows[1].clone();
         unpinned.pinned = false;
-        assert!(text_table(&[unpinned]).contains("x (0.67-2.12) unpinned"));
+        assert!(Table::main(&[unpinned])
+            .text()
+            .contains("x (0.67-2.12) unpinned"));
+    }
+
+    #[test]
+    fn cpu_rows_give_us_per_request_per_round_ratios_and_load_bound_notes() {
+        let f = [
+            cpu_sample(1.0, 7.0, 97.0),
+            cpu_sample(1.0, 6.0, 95.0),
+            cpu_sample(2.0, 7.0, 99.0),
+        ];
+        let m = [
+            cpu_sample(1.0, 5.0, 50.0),
+            cpu_sample(1.0, 6.0, 60.0),
+            cpu_sample(1.0, 8.0, 70.0),
+        ];
+        let hello = |runtime: &str, samples: &[Sample]| Row {
+            route: "/hello".into(),
+            tool: Some("wrk"),
+            load_cpus: 1,
+            ..row(runtime, samples, None)
+        };
+        let fibers = Row::from_samples(hello("fibers", &f), &f, None, false);
+        let mut mini = Row::from_samples(hello("minihttp", &m), &m, None, false);
+        mini.cpu_ratio = round_ratios(&m, &f, cpu_us);
+        let cpu = fibers.cpu_us.unwrap();
+        assert!((cpu.median - 8.0).abs() < 1e-9, "{cpu:?}");
+        assert!((fibers.user_us.unwrap() - 1.0).abs() < 1e-9);
+        assert!((fibers.kernel_us.unwrap() - 7.0).abs() < 1e-9);
+        assert!((fibers.cpu_pct.unwrap() - 0.08).abs() < 1e-9);
+        // Per round: 6/8, 7/7, 9/9: the median is 1.0 (not 7/8, the medians' ratio).
+        let ratio = mini.cpu_ratio.unwrap();
+        assert!((ratio.median - 1.0).abs() < 1e-9, "{ratio:?}");
+        assert!((ratio.min - 0.75).abs() < 1e-9, "{ratio:?}");
+        let rows = [fibers, mini];
+        let text = Table::cpu(&rows).text();
+        assert!(text.contains(CPU_COLUMN), "{text}");
+        let md = Table::cpu(&rows).markdown();
+        assert_eq!(md.lines().count(), 4, "{md}");
+        assert!(
+            md.contains("| 8.00 us | 7.00-9.00 | 1.00 us | 7.00 us | - | 97% of 1 cpu |"),
+            "{md}"
+        );
+        assert!(md.contains("| 1.00x (0.75-1.00) | 60% of 1 cpu |"), "{md}");
+        // Only fibers' wrk was the bottleneck (97% median), and the note says so.
+        let notes = load_bound_lines(&rows);
+        assert_eq!(
+            notes,
+            [
+                "fibers /hello c=2: wrk used 97% of its 1 cpu: req/s is bounded by the load \
+              tool; compare server CPU per request"
+            ]
+        );
+        // Sleeping routes and the idle load are not in the CPU table.
+        let sleeping = row("fibers", &f, Some(Bounds::default()));
+        let idle = Row {
+            tool: None,
+            ..row("fibers", &f, None)
+        };
+        assert!(Table::cpu(&[sleeping, idle]).is_empty());
+    }
+
+    #[test]
+    fn a_round_without_requests_or_a_reading_has_no_cpu_figure() {
+        let mut none_served = cpu_sample(1.0, 7.0, 97.0);
+        none_served.result = none_served.result.map(|r| LoadResult { served: 0, ..r });
+        assert_eq!(none_served.cpu_us_per_request(), None);
+        let unread = Sample {
+            server_cpu: None,
+            load_cpu: None,
+            ..cpu_sample(1.0, 7.0, 97.0)
+        };
+        assert_eq!(
+            (unread.cpu_us_per_request(), unread.load_pct()),
+            (None, None)
+        );
+        assert_eq!(unread.cpu_pct(), None);
     }
 
     #[test]
     fn skipped_rows_say_why() {
         let mut r = row("minihttp", &[], None);
         r.skipped = Some("ab hangs".into());
-        assert!(text_table(&[r]).contains("not run: ab hangs"));
+        assert!(Table::main(&[r]).text().contains("not run: ab hangs"));
     }
 
     #[test]
@@ -388,8 +664,8 @@ mod tests {
         let mut bad = sample(1.0, 1);
         bad.result = Err("wrk died".into());
         let rows = [row("async", &[bad.clone(), sample(50.0, 1)], None)];
-        assert!(text_table(&rows).contains("1 of 2 rounds failed"));
+        assert!(Table::main(&rows).text().contains("1 of 2 rounds failed"));
         let rows = [row("async", &[bad], None)];
-        assert!(text_table(&rows).contains("error"));
+        assert!(Table::main(&rows).text().contains("error"));
     }
 }

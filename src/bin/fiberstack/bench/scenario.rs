@@ -34,6 +34,15 @@ impl Load {
         }
     }
 
+    /// The load tool it runs (`None` for the idle load, which the bench makes itself).
+    pub fn tool(&self) -> Option<&'static str> {
+        match self {
+            Load::Ab { .. } => Some("ab"),
+            Load::Wrk { .. } => Some("wrk"),
+            Load::Idle { .. } => None,
+        }
+    }
+
     /// How the load reads in the table: `ab -n 2000` or `wrk 10s`.
     pub fn describe(&self) -> String {
         match self {
