@@ -196,7 +196,7 @@ impl<S: Send + Sync + 'static> App<S> {
             Err(refused) => return Some((refused, None, None)),
         };
         let label = Some(route.label);
-        let _turn = match self.limits.enter(route.label) {
+        let turn = match self.limits.enter(route.label) {
             Ok(turn) => turn,
             Err(refused) => return Some((refused, label, None)),
         };
@@ -209,7 +209,7 @@ impl<S: Send + Sync + 'static> App<S> {
         // meanwhile: then it is not run (the check costs a system call, so a request
         // that did not wait skips it, and one that could not have waited, on an
         // unlimited route with a fiber free at once, does not even read the clock).
-        let limited = _turn.is_limited();
+        let limited = turn.is_limited();
         let job = move |admitted: Admitted| {
             let could_wait = admitted.queued || limited;
             if could_wait && asked.elapsed() >= WAITED && client.gone() {

@@ -123,8 +123,8 @@ pub fn poll_now(fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<PollFlags> 
 /// them first: safe code can only read into initialised bytes, and zeroing a buffer
 /// for every kept-alive request cost more than parsing its head (docs/PROFILE.md,
 /// session 5). It does what a read does: `WouldBlock` on a non-blocking socket with
-/// nothing to read, `Interrupted` when a signal came first, `Ok(0)` at the end.
-/// `buf` grows by what arrived only.
+/// nothing to read, `Interrupted` when a signal came first, `Ok(0)` at the end (and,
+/// as for any read, when `max` is 0). `buf` grows by what arrived only.
 pub fn recv_append(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
     buf.reserve(max);
     let spare = &mut buf.spare_capacity_mut()[..max];
@@ -261,6 +261,31 @@ mod tests {
 
     fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         crate::carrier::go(f).join().unwrap()
+    }
+
+    #[test]
+    fn recv_append_adds_what_arrived_after_the_bytes_already_there() {
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let mut buf = b"GET".to_vec();
+        let nothing = recv_append(ours.as_fd(), &mut buf, 16).unwrap_err();
+        assert_eq!(nothing.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(buf, b"GET", "an empty socket leaves the buffer as it was");
+        peer.write_all(b" /hello HTTP/1.1\r\n").unwrap();
+        // At most `max` bytes; the rest stays in the socket for the next read.
+        assert_eq!(recv_append(ours.as_fd(), &mut buf, 7).unwrap(), 7);
+        assert_eq!(buf, b"GET /hello");
+        assert_eq!(recv_append(ours.as_fd(), &mut buf, 1024).unwrap(), 11);
+        assert_eq!(buf, b"GET /hello HTTP/1.1\r\n");
+        drop(peer);
+        assert_eq!(
+            recv_append(ours.as_fd(), &mut buf, 1024).unwrap(),
+            0,
+            "the end"
+        );
+        assert_eq!(buf.len(), 21);
     }
 
     #[test]

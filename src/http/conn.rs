@@ -205,11 +205,12 @@ struct Socket {
 }
 
 impl Socket {
-    /// One read of up to `chunk` bytes appended to `buf`; a timeout is `TimedOut`.
+    /// One read of up to `chunk` bytes appended to `buf`, through may with `timeout`; a
+    /// timeout is `TimedOut`. For the rest of a head or a body ([`READ_CHUNK`]).
     ///
-    /// `buf` is grown (and the new part zeroed: reading into uninitialised memory would
-    /// need unsafe code) by `chunk` only: [`FIRST_READ`] for the start of a request,
-    /// which holds a typical head, and [`READ_CHUNK`] once more is known to come.
+    /// `buf` is grown by `chunk` and the new part zeroed first (may's read takes an
+    /// initialised slice); the start of a request, read on every kept-alive request,
+    /// skips that with [`fiber_pool::net::recv_append`] ([`Socket::read_idle`]).
     fn read_some(
         &mut self,
         buf: &mut Vec<u8>,

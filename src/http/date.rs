@@ -69,6 +69,10 @@ fn refresh() {
     if SHOWN.load(Ordering::Acquire) == secs {
         return;
     }
+    // Formatted before the store begins, so that readers retry for as short a time
+    // as can be.
+    let mut padded = [0u8; 32];
+    padded[..LEN].copy_from_slice(&imf_fixdate(secs));
     let seq = SEQ.load(Ordering::Relaxed);
     if !seq.is_multiple_of(2)
         || SEQ
@@ -78,8 +82,6 @@ fn refresh() {
         return; // another caller is storing it
     }
     fence(Ordering::Release);
-    let mut padded = [0u8; 32];
-    padded[..LEN].copy_from_slice(&imf_fixdate(secs));
     for (word, chunk) in WORDS.iter().zip(padded.chunks(8)) {
         let bytes: [u8; 8] = chunk.try_into().expect("chunks of 8");
         word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
