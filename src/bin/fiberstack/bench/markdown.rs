@@ -154,15 +154,17 @@ pub fn markdown(
             format!("{:.1} ({} failed)", r.rps, r.failed)
         }
     });
-    let tools: Vec<Scenario> = scenarios
+    // The CPU-bound loads only, as in the CPU table: a sleeping route serves too few
+    // requests for the clock ticks of its CPU time to divide into a figure.
+    let cpu_bound: Vec<Scenario> = scenarios
         .iter()
-        .filter(|s| s.load.tool().is_some())
+        .filter(|s| s.load.tool().is_some() && s.route_secs.is_none())
         .cloned()
         .collect();
     every_round(
         &mut md,
         "server CPU per served request; the load tool's CPU",
-        &tools,
+        &cpu_bound,
         samples,
         &|s, x, _| {
             let server = x.cpu_us_per_request().map_or("-".into(), |c| {
