@@ -154,11 +154,11 @@ pub fn markdown(
             format!("{:.1} ({} failed)", r.rps, r.failed)
         }
     });
-    // The CPU-bound loads only, as in the CPU table: a sleeping route serves too few
+    // The scenarios of the CPU table's rows only: a sleeping route serves too few
     // requests for the clock ticks of its CPU time to divide into a figure.
     let cpu_bound: Vec<Scenario> = scenarios
         .iter()
-        .filter(|s| s.load.tool().is_some() && s.route_secs.is_none())
+        .filter(|s| rows.iter().any(|r| r.scenario == s.name && r.cpu_bound()))
         .cloned()
         .collect();
     every_round(
