@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fiber_pool::{Admitted, FiberPool, RunError};
+use fiber_pool::{same_label, Admitted, FiberPool, RunError};
 use may::io::WaitIo;
 use may::io::WaitIoWaker;
 
@@ -31,7 +31,7 @@ use crate::http::refusal::{over_limit, queue_full, wait_timed_out, OVER_LIMIT_WR
 use crate::http::router::Router;
 use crate::http::{Handler, Request, Response};
 use crate::shutdown::{Drained, Stop};
-use crate::stats::{same_label, HttpStats};
+use crate::stats::HttpStats;
 
 /// Routes, the state their handlers share, and the fibers they run on.
 pub struct App<S> {

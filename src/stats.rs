@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fiber_pool::same_label;
+
 /// Upper bounds (seconds) of the request-latency histogram's buckets; the last bucket,
 /// `+Inf`, is implicit. From half a millisecond (`/hello`) to ten seconds (a slow
 /// `/widgets?sleep=`), about 2.5x apart, as Prometheus' own defaults are.
@@ -19,12 +21,6 @@ pub const LATENCY_BUCKETS: [f64; 14] = [
 /// The route label of requests that matched no route (404, 405, `OPTIONS *`), and of
 /// any label the table was not built with.
 pub const UNMATCHED: &str = "unmatched";
-
-/// Whether route labels `a` and `b` are the same: usually the very same `&'static str`
-/// (one pointer comparison), else compared as text.
-pub fn same_label(a: &str, b: &str) -> bool {
-    std::ptr::eq(a, b) || a == b
-}
 
 /// Requests and connections seen by the server since it started.
 #[derive(Debug)]

@@ -165,7 +165,7 @@ pub use offstack::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use panic_hook::run_panic_hook_off_fiber;
 pub use pool::{Admitted, FiberPool};
 pub use stall::{jobs_running_longer_than, RunningJob};
-pub use stats::{LabelStats, PoolStats};
+pub use stats::{same_label, LabelStats, PoolStats};
 
 /// Is the caller running on a fiber of some pool?
 pub fn on_fiber() -> bool {

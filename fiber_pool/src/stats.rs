@@ -74,6 +74,12 @@ pub(crate) struct Counters {
     plain_runs: PlainRuns,
 }
 
+/// Whether job labels `a` and `b` are the same: usually the very same `&'static str`
+/// (one pointer comparison), else compared as text.
+pub fn same_label(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
+}
+
 /// Labels whose plain runs have a counter of their own: a pool serves a dozen.
 /// Past them, runs go through the lock.
 const PLAIN_LABELS: usize = 32;
@@ -93,7 +99,7 @@ impl PlainRuns {
         for (claimed, runs) in &self.0 {
             // The first free slot is claimed; one lost to a race holds the winner's.
             let holder = *claimed.get_or_init(|| label);
-            if std::ptr::eq(holder, label) || holder == label {
+            if same_label(holder, label) {
                 return Some(runs);
             }
         }
