@@ -34,6 +34,14 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     } else {
         assert!(split.contains("taskset -c"), "{split}");
     }
+    // The main table comes first; the CPU table of the CPU-bound scenarios after it.
+    // Each is read by its structure (the header, the dashes that give each column's
+    // span, the rows up to the blank line), so the notes printed around the tables
+    // can say anything without being taken for rows.
+    let (main, cpu) = stdout
+        .split_once("Server CPU per served request")
+        .unwrap_or_else(|| panic!("no server CPU table:\n{stdout}"));
+    let main = Table::first_in(main);
     for column in [
         "runtime",
         "route",
@@ -49,61 +57,66 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         "of expected",
         "fibers/this",
     ] {
-        assert!(stdout.contains(column), "no {column} column:\n{stdout}");
+        assert!(
+            main.header.iter().any(|h| h == column),
+            "no {column} column:\n{stdout}"
+        );
     }
-    // The main table comes first; the CPU table of the CPU-bound scenarios after it.
-    let (main, cpu) = stdout
-        .split_once("Server CPU per served request")
-        .unwrap_or_else(|| panic!("no server CPU table:\n{stdout}"));
-    let rows: Vec<&str> = runtime_lines(main)
-        .filter(|l| !l.contains("per in-flight request") && !l.contains("per idle keep-alive"))
-        .collect();
-    assert_eq!(rows.len(), 15, "5 scenarios x 3 runtimes:\n{stdout}");
+    assert_eq!(main.rows.len(), 15, "5 scenarios x 3 runtimes:\n{stdout}");
     // The idle keep-alive rows have no rate, latency or ratio: only memory, below.
-    let (idle, rows): (Vec<&str>, Vec<&str>) =
-        rows.iter().partition(|r| r.contains("idle keep-alive"));
+    let (idle, rows): (Vec<&Row>, Vec<&Row>) = main
+        .rows
+        .iter()
+        .partition(|r| r.get("load") == "idle keep-alive");
     assert_eq!(idle.len(), 3, "{stdout}");
     for row in &idle {
-        assert!(!row.contains("error") && !row.contains("not run"), "{row}");
+        assert_eq!(row.get("served/s median"), "-", "{row:?}");
+        assert_eq!(row.get("failed"), "0", "{row:?}");
     }
-    let (skipped, measured): (Vec<&str>, Vec<&str>) =
-        rows.iter().partition(|r| r.contains("not run: "));
+    let (skipped, measured): (Vec<&Row>, Vec<&Row>) = rows
+        .iter()
+        .partition(|r| r.get("served/s median").starts_with("not run: "));
     // minihttp leaves out ab (it hangs) and /widgets/http (no such route), and says so.
     assert_eq!(skipped.len(), 2, "{stdout}");
     assert!(
-        skipped.iter().all(|r| r.starts_with("minihttp ")),
+        skipped.iter().all(|r| r.get("runtime") == "minihttp"),
         "{stdout}"
     );
-    assert!(stdout.contains("not run: ab hangs"), "{stdout}");
+    assert!(
+        skipped
+            .iter()
+            .any(|r| r.get("served/s median").starts_with("not run: ab hangs")),
+        "{stdout}"
+    );
     assert_eq!(
         measured
             .iter()
-            .filter(|r| r.starts_with("minihttp "))
+            .filter(|r| r.get("runtime") == "minihttp")
             .count(),
         2,
         "minihttp runs /hello and /widgets:\n{stdout}"
     );
     for row in &measured {
-        assert!(!row.contains("error"), "a scenario failed: {row}\n{stderr}");
+        let served: f64 = row.get("served/s median").parse().unwrap_or_else(|_| {
+            panic!("a scenario failed: {row:?}\n{stderr}");
+        });
+        assert!(served > 0.0, "{row:?}");
         // min-max of the one round: a single value twice.
-        assert!(
-            row.split_whitespace().any(|c| {
-                let mut it = c.split('-');
-                matches!((it.next(), it.next(), it.next()), (Some(a), Some(b), None)
-                    if a == b && a.parse::<f64>().is_ok())
-            }),
-            "no min-max: {row}"
+        assert_eq!(
+            row.get("min-max"),
+            format!("{0}-{0}", row.get("served/s median")),
+            "{row:?}"
         );
         // Rows of the other runtimes carry fibers' per-round ratio to them.
-        let ratio = row.contains("x (");
-        assert_eq!(ratio, !row.starts_with("fibers "), "ratio: {row}");
+        let ratio = row.get("fibers/this");
+        assert_eq!(ratio == "-", row.get("runtime") == "fibers", "{row:?}");
+        assert!(ratio == "-" || ratio.contains("x ("), "ratio: {row:?}");
     }
     // The sleeping routes reach most of the expected figure on every runtime: a
-    // server that serialised requests would be far below it. (The second "% of"
-    // of a row; the first is the ceiling C/S.)
+    // server that serialised requests would be far below it.
     let of_expected: Vec<f64> = measured
         .iter()
-        .filter_map(|r| r.split("% of ").nth(1)?.rsplit(' ').next()?.parse().ok())
+        .filter_map(|r| r.get("of expected").split('%').next()?.parse().ok())
         .collect();
     assert_eq!(of_expected.len(), 7, "{stdout}");
     assert!(
@@ -114,6 +127,7 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     // (it served thousands of requests in the run) and far below a millisecond (a
     // debug build on a shared core spends tens of microseconds). The load tool's own
     // use is there too, in % of its cpus.
+    let cpu = Table::first_in(cpu);
     for column in [
         "server CPU/request",
         "user",
@@ -121,40 +135,39 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         "this/fibers",
         "load tool CPU",
     ] {
-        assert!(cpu.contains(column), "no {column} column:\n{cpu}");
-    }
-    let cpu_rows: Vec<&str> = runtime_lines(cpu)
-        .filter(|l| l.contains(" /hello "))
-        .collect();
-    assert_eq!(cpu_rows.len(), 3, "hello-16 x 3 runtimes:\n{cpu}");
-    for row in &cpu_rows {
-        let cells: Vec<&str> = row.split_whitespace().collect();
-        // The first figure in us is the median of user + kernel; user and kernel follow.
-        let us: Vec<f64> = cells
-            .windows(2)
-            .filter(|w| w[1] == "us")
-            .filter_map(|w| w[0].parse().ok())
-            .collect();
-        assert_eq!(us.len(), 3, "median, user, kernel: {row}");
         assert!(
-            us[0] > 0.0 && us[0] < 1000.0,
-            "server CPU per request: {row}"
+            cpu.header.iter().any(|h| h == column),
+            "no {column} column:\n{stdout}"
+        );
+    }
+    assert_eq!(cpu.rows.len(), 3, "hello-16 x 3 runtimes:\n{stdout}");
+    for row in &cpu.rows {
+        assert_eq!(row.get("route"), "/hello", "{row:?}");
+        let us = |column: &str| -> f64 {
+            let cell = row.get(column);
+            cell.strip_suffix(" us")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{column} is not a figure in us: {row:?}"))
+        };
+        let (total, user, kernel) = (us("server CPU/request"), us("user"), us("kernel"));
+        assert!(
+            total > 0.0 && total < 1000.0,
+            "server CPU per request: {row:?}"
         );
         assert!(
-            (us[1] + us[2] - us[0]).abs() < 0.02 && us[1] >= 0.0 && us[2] > 0.0,
-            "user + kernel: {row}"
+            (user + kernel - total).abs() < 0.02 && user >= 0.0 && kernel > 0.0,
+            "user + kernel: {row:?}"
         );
         let load_pct: f64 = row
-            .split("% of ")
+            .get("load tool CPU")
+            .split('%')
             .next()
-            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-            .unwrap_or_else(|| panic!("no load tool CPU: {row}"));
-        assert!(load_pct > 0.0 && load_pct < 150.0, "load tool CPU: {row}");
-        assert_eq!(
-            row.contains("x ("),
-            !row.starts_with("fibers "),
-            "ratio: {row}"
-        );
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no load tool CPU: {row:?}"));
+        assert!(load_pct > 0.0 && load_pct < 150.0, "load tool CPU: {row:?}");
+        let ratio = row.get("this/fibers");
+        assert_eq!(ratio == "-", row.get("runtime") == "fibers", "{row:?}");
+        assert!(ratio == "-" || ratio.contains("x ("), "ratio: {row:?}");
     }
     // The progress line went to stderr: 5 + 5 + 3 measurements.
     assert!(
@@ -216,13 +229,65 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// The lines of `text` that start with a runtime's name.
-fn runtime_lines(text: &str) -> impl Iterator<Item = &str> {
-    text.lines().filter(|l| {
-        ["fibers ", "async ", "minihttp "]
+/// A table the bench prints: a header line, a line of dashes under each column, then
+/// one line per row up to the first blank line. Each column spans from the start of
+/// its dashes to the start of the next column's, so a cell may hold spaces.
+#[derive(Debug)]
+struct Table {
+    header: Vec<String>,
+    rows: Vec<Row>,
+}
+
+/// One row of a [`Table`]: its cells by column name.
+#[derive(Debug)]
+struct Row(Vec<(String, String)>);
+
+impl Row {
+    /// The cell of `column` (trimmed), or a failure naming the row.
+    fn get(&self, column: &str) -> &str {
+        self.0
             .iter()
-            .any(|r| l.starts_with(r))
-    })
+            .find(|(c, _)| c == column)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("no {column} column in {self:?}"))
+    }
+}
+
+impl Table {
+    /// The first table in `text`: the first line of dashes and spaces, with its header
+    /// above it.
+    fn first_in(text: &str) -> Table {
+        let lines: Vec<&str> = text.lines().collect();
+        let is_rule = |l: &str| l.starts_with('-') && l.chars().all(|c| c == '-' || c == ' ');
+        let rule_at = lines
+            .iter()
+            .position(|l| is_rule(l))
+            .unwrap_or_else(|| panic!("no table in:\n{text}"));
+        assert!(rule_at > 0, "a rule without a header:\n{text}");
+        let rule = lines[rule_at];
+        // Where each column starts: where a run of dashes starts.
+        let starts: Vec<usize> = rule
+            .char_indices()
+            .filter(|&(i, c)| c == '-' && (i == 0 || rule.as_bytes()[i - 1] == b' '))
+            .map(|(i, _)| i)
+            .collect();
+        let cells = |line: &str| -> Vec<String> {
+            (0..starts.len())
+                .map(|k| {
+                    let from = starts[k].min(line.len());
+                    let to = starts.get(k + 1).map_or(line.len(), |&e| e.min(line.len()));
+                    line.get(from..to).unwrap_or("").trim().to_string()
+                })
+                .collect()
+        };
+        let header = cells(lines[rule_at - 1]);
+        let rows = lines[rule_at + 1..]
+            .iter()
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| Row(header.iter().cloned().zip(cells(l)).collect()))
+            .collect();
+        Table { header, rows }
+    }
 }
 
 /// Cpus that do not exist, or that both sides claim, are refused before anything

@@ -8,12 +8,20 @@ use std::process::Command;
 /// Crates of which exactly one version may be in the build.
 const ONE_COPY: &[&str] = &["may", "corosensei", "mysql_common"];
 
-/// `cargo metadata` of the workspace: every target and feature it builds,
-/// dev-dependencies included.
+/// `cargo metadata` of the workspace as this machine builds it: every target and
+/// feature, dev-dependencies included, for the host platform only.
+///
+/// Offline, and filtered to the host: without the filter cargo reads the manifest of
+/// every platform's packages (Windows-only crates among them), which a cargo cache
+/// filled by building here does not hold, so the test would pass only where some
+/// other build had already fetched them. A second copy of a crate on the host is
+/// what matters: it is what would be linked here.
 fn metadata() -> serde_json::Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let host = host_platform();
     let out = Command::new(&cargo)
         .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .args(["--filter-platform", &host])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {cargo} metadata: {e}"));
@@ -23,6 +31,17 @@ fn metadata() -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The host's target triple, as rustc names it (`x86_64-unknown-linux-gnu`).
+fn host_platform() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(&rustc)
+        .args(["--print", "host-tuple"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {rustc} --print host-tuple: {e}"));
+    assert!(out.status.success(), "{rustc} --print host-tuple failed");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 /// Versions of each package in the resolved dependency graph of `meta`.

@@ -146,12 +146,8 @@ fn stack_overflow_is_caught_and_the_pool_serves_again() {
 #[test]
 fn mysql_query_runs_ten_sleeps_at_once() {
     let out = stdout_of("mysql_query");
-    assert!(
-        out.contains("10 x select sleep(0.5) on a pool of 10 took"),
-        "{out}"
-    );
     // One after another would take 5 s.
-    let secs = number_after(&out, "took ");
+    let secs = number_after(&out, "10 x select sleep(0.5) on a pool of 10 took ");
     assert!((0.45..2.0).contains(&secs), "{out}");
 }
 

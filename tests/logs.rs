@@ -128,9 +128,52 @@ fn line_with<'a>(lines: &'a [String], text: &str) -> &'a String {
         .unwrap_or_else(|| panic!("no line with '{text}': {lines:#?}"))
 }
 
+/// An access line, read by its structure:
+/// `<timestamp> INFO  <method> <path> <status> <ms>ms route=<label>[ stack=<n>B]`.
+#[derive(Debug)]
+struct Access<'a> {
+    line: &'a str,
+    method: &'a str,
+    path: &'a str,
+    status: u16,
+    route: &'a str,
+    stack: Option<&'a str>,
+}
+
+/// `line` as an access line, or `None` if it is any other record (a warning, the
+/// start-up line, may's own), whatever text that record carries.
+fn access_line(line: &str) -> Option<Access<'_>> {
+    let (ts, rest) = line.split_once(' ')?;
+    if !starts_with_a_timestamp(ts) {
+        return None;
+    }
+    let fields: Vec<&str> = rest.strip_prefix("INFO  ")?.split(' ').collect();
+    let (method, path, status, ms, route) = match fields[..] {
+        [m, p, s, t, r] | [m, p, s, t, r, _] => (m, p, s, t, r),
+        _ => return None,
+    };
+    let stack = match fields.get(5) {
+        Some(s) => Some(s.strip_prefix("stack=")?.strip_suffix('B')?),
+        None => None,
+    };
+    let number = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let (whole, frac) = ms.strip_suffix("ms")?.split_once('.')?;
+    if !(number(whole) && frac.len() == 3 && number(frac)) {
+        return None;
+    }
+    Some(Access {
+        line,
+        method,
+        path,
+        status: status.parse().ok().filter(|s| (100..600).contains(s))?,
+        route: route.strip_prefix("route=")?,
+        stack,
+    })
+}
+
 /// The access lines among `lines`.
-fn access_lines(lines: &[String]) -> Vec<&String> {
-    lines.iter().filter(|l| l.contains(" route=")).collect()
+fn access_lines(lines: &[String]) -> Vec<Access<'_>> {
+    lines.iter().filter_map(|l| access_line(l)).collect()
 }
 
 /// `2026-11-30T20:51:06.123Z`: the shape every log line starts with.
@@ -151,23 +194,29 @@ fn every_request_gets_an_access_line_on_both_runtimes_by_default() {
         let lines = serve.stop();
         let access = access_lines(&lines);
         assert_eq!(access.len(), 65, "{runtime}: {lines:#?}");
-        for line in &access {
-            assert!(starts_with_a_timestamp(line), "{line}");
-            assert!(line.contains(" INFO "), "{line}");
-            assert!(!line.contains("secret"), "no query strings: {line}");
+        for a in &access {
+            assert!(!a.line.contains("secret"), "no query strings: {a:?}");
+            assert_eq!(a.method, "GET", "{a:?}");
         }
-        let hello = line_with(&lines, "GET /hello 200 ");
-        assert!(hello.contains("ms route=hello"), "{hello}");
+        let hello: Vec<&Access> = access.iter().filter(|a| a.path == "/hello").collect();
+        assert_eq!(hello.len(), 64, "{access:#?}");
+        assert!(
+            hello.iter().all(|a| a.status == 200 && a.route == "hello"),
+            "{hello:#?}"
+        );
         assert!(
             access
                 .iter()
-                .any(|l| l.contains("GET /nope 404 ") && l.ends_with("route=-")),
+                .any(|a| a.path == "/nope" && a.status == 404 && a.route == "-"),
             "{access:#?}"
         );
-        let measured = access.iter().filter(|l| l.contains(" stack=")).count();
+        let measured = access.iter().filter(|a| a.stack.is_some()).count();
         match runtime {
             "fibers" => assert!(measured >= 1, "no stack use shown: {access:#?}"),
             _ => assert_eq!(measured, 0, "tasks have no stack to measure: {access:#?}"),
+        }
+        for a in access.iter().filter_map(|a| a.stack) {
+            assert!(a.parse::<usize>().is_ok_and(|b| b > 0), "stack={a}B");
         }
         // The server's own lines keep their wording, through the logger.
         for said in ["fiberstack: got SIGTERM, finishing", "fiberstack: stopped"] {
