@@ -22,11 +22,11 @@ use std::io;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
+use fiber_web::counters::HttpStats;
+use fiber_web::http::{Handler, Request, Response, Router};
+use fiber_web::server::{self, App, RouteLimits};
+use fiber_web::supervisor::{self, SupervisorConfig};
 use fiberstack::config::{HttpLimits, WatchdogLimits};
-use fiberstack::http::{Handler, Request, Response, Router};
-use fiberstack::server::{self, App, RouteLimits};
-use fiberstack::stats::HttpStats;
-use fiberstack::supervisor::{self, SupervisorConfig};
 
 /// Levels of recursion that overflow any fiber stack up to 64 MiB.
 const TOO_DEEP: usize = 1_000_000;
@@ -134,7 +134,7 @@ fn invalid(what: &str, e: impl std::fmt::Display) -> io::Error {
 
 fn main() -> io::Result<()> {
     supervisor::init();
-    fiberstack::logging::init();
+    fiber_web::logging::init();
     let mut args = std::env::args().skip(1);
     let addr: std::net::SocketAddr = match args.next() {
         Some(a) => a.parse().map_err(|e| invalid(&a, e))?,
@@ -184,7 +184,7 @@ fn main() -> io::Result<()> {
         stats: Arc::clone(&http_stats),
     };
     // The stall watchdog: its replacement requests go to the supervisor.
-    let _watchdog = fiberstack::watchdog::spawn(
+    let _watchdog = fiber_web::watchdog::spawn(
         WatchdogLimits {
             stall_warn: STALL_WARN,
             stall_limit,

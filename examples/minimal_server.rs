@@ -14,11 +14,11 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fiber_web::counters::HttpStats;
+use fiber_web::http::{Handler, Request, Response, Router};
+use fiber_web::server::{self, App};
+use fiber_web::supervisor::{self, SupervisorConfig};
 use fiberstack::config::HttpLimits;
-use fiberstack::http::{Handler, Request, Response, Router};
-use fiberstack::server::{self, App};
-use fiberstack::stats::HttpStats;
-use fiberstack::supervisor::{self, SupervisorConfig};
 
 struct Greeter {
     greeting: &'static str,
@@ -35,7 +35,7 @@ fn main() -> io::Result<()> {
     supervisor::init();
     // Logs through `log` (RUST_LOG filters them): the supervisor's, the server's, the
     // access lines. Without a logger they are dropped.
-    fiberstack::logging::init();
+    fiber_web::logging::init();
     // The address to listen on (else 127.0.0.1:3001), and how many processes (else 1).
     let mut args = std::env::args().skip(1);
     let addr = match args.next() {
@@ -56,7 +56,7 @@ fn main() -> io::Result<()> {
     // The watchdog, with the default limits (`WatchdogLimits`: --stall-warn 100 ms,
     // --stall-limit 10 s, --overflow-limit 1000); its replacement requests go to the
     // supervisor, or to the log when there is none.
-    let _watchdog = fiberstack::watchdog::spawn(
+    let _watchdog = fiber_web::watchdog::spawn(
         Default::default(),
         Box::new(supervisor::ask_for_replacement),
     )?;

@@ -1,167 +1,21 @@
-//! Every limit of the server as a named field, with the defaults a user gets.
-//!
-//! The CLI (`cli.rs`) fills a [`ServeConfig`]; the fiber server and its async twin both
-//! read the same struct, so a limit means the same thing on either runtime.
+//! The demo's configuration: what `fiberstack serve` runs ([`ServeConfig`]), for
+//! either runtime, so that a limit means the same thing on fibers and on the async
+//! twin. The HTTP server's and the client's limits, and the defaults shared with every
+//! app, are the framework's (`fiber_web::config`).
 
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
-// The defaults a user gets, each named once: `ServeConfig::default()` and the CLI's
-// flags (`--help` shows them) both read these.
+pub use fiber_web::config::*;
 
-/// The fiber stack size used when `--stack-size` is not given. See STACK_SIZES.md for
-/// the measurements behind it.
-pub const DEFAULT_STACK_SIZE: usize = 128 * 1024;
-/// `--bind`: the original demo's port, on loopback only.
-pub const DEFAULT_BIND: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 3000));
-/// `--fibers`: the original demo's 100 fibers.
-pub const DEFAULT_FIBERS: usize = 100;
-/// `--queue`: requests that may wait for a fiber.
-pub const DEFAULT_QUEUE: usize = 1024;
-/// `--fiber-wait`: longest wait for a fiber.
-pub const DEFAULT_FIBER_WAIT: Duration = Duration::from_secs(30);
 /// `--db-pool`: one MySQL connection per fiber, as in the original demo.
 pub const DEFAULT_DB_POOL: usize = DEFAULT_FIBERS;
 /// `--db-wait`: longest wait for a MySQL connection.
 pub const DEFAULT_DB_WAIT: Duration = Duration::from_secs(10);
 /// Longest a single query may run before it is cancelled.
 pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(15);
-/// `--max-connections`: open client connections (under `ulimit -n`, 20000 here).
-pub const DEFAULT_MAX_CONNECTIONS: usize = 15_000;
-/// `--stall-warn`: a job that holds its worker thread (running its own code, not
-/// waiting in may) this long is logged and counted as a stall.
-pub const DEFAULT_STALL_WARN: Duration = Duration::from_millis(100);
-/// `--stall-limit`: a job that holds its worker thread this long makes the watchdog ask
-/// for this process to be replaced.
-pub const DEFAULT_STALL_LIMIT: Duration = Duration::from_secs(10);
-/// `--overflow-limit`: caught stack overflows after which the watchdog asks for this
-/// process to be replaced. Each abandons the heap its frames owned, never freed: 0.3
-/// to 6 KiB on the built-in routes (STACK_SIZES.md), so 1000 of them leave at most a
-/// few MiB behind before a fresh process gives it back.
-pub const DEFAULT_OVERFLOW_LIMIT: u64 = 1000;
-/// `--shutdown-grace`: time in-flight requests get after SIGTERM.
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
-/// `--access-log`: on, as Rails and most development servers print each request; the
-/// README says why, and BENCHMARKS.md what it costs.
-pub const DEFAULT_ACCESS_LOG: bool = true;
-
-/// `HttpLimits::connection_stack`: bytes of may stack per connection coroutine.
-pub const CONNECTION_STACK: usize = 32 * 1024;
-/// Finished coroutines may keeps, with their stacks, for the next spawn of the same
-/// (default) stack size; connection coroutines are such. may's own default, 1000, is
-/// made at start-up (a stack mapping each), and every stack in the cache keeps the
-/// pages its last coroutine touched: after a burst of connections a server held 1000
-/// of them (about 20 MiB in a debug build, 8 MiB in release) for good. 256 keeps
-/// spawning cheap for the concurrency our scenarios use and bounds what stays.
-pub const COROUTINE_CACHE: usize = 256;
-/// `--processes`: one process, no supervisor (2 or more start a supervisor).
-pub const DEFAULT_PROCESSES: usize = 1;
-/// Longest a new worker process may take to accept before the supervisor kills it and
-/// starts another (MariaDB connections, schema check, bind: well under a second here).
-pub const DEFAULT_WORKER_START_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// When the watchdog (`watchdog.rs`) logs a stall and when it asks for this process to
-/// be replaced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WatchdogLimits {
-    /// A job holding its worker thread this long is a stall: logged, counted per route.
-    pub stall_warn: Duration,
-    /// A job holding its worker thread this long makes the watchdog ask for a
-    /// replacement process.
-    pub stall_limit: Duration,
-    /// After this many caught stack overflows (whose abandoned frames' heap is never
-    /// freed) the watchdog asks for a replacement process; 0: never.
-    pub overflow_limit: u64,
-}
-
-impl Default for WatchdogLimits {
-    fn default() -> Self {
-        WatchdogLimits {
-            stall_warn: DEFAULT_STALL_WARN,
-            stall_limit: DEFAULT_STALL_LIMIT,
-            overflow_limit: DEFAULT_OVERFLOW_LIMIT,
-        }
-    }
-}
-
-/// Limits of the HTTP/1.x server, per connection and per request.
-#[derive(Clone, Debug)]
-pub struct HttpLimits {
-    /// Most request headers accepted; more is a 431.
-    pub max_headers: usize,
-    /// Most bytes in the request line plus headers; more is a 431.
-    pub max_header_bytes: usize,
-    /// Most bytes in a request body; more is a 413.
-    pub max_body_bytes: usize,
-    /// Time allowed for a whole request head to arrive once its first byte has (slowloris).
-    pub header_timeout: Duration,
-    /// Time allowed for a whole request body to arrive after its head (a body dribbled a
-    /// byte at a time would otherwise hold the connection for hours); past it, a 408.
-    pub body_timeout: Duration,
-    /// Time an idle keep-alive connection is kept open waiting for the next request.
-    pub idle_timeout: Duration,
-    /// Time allowed for one write of a response to make progress.
-    pub write_timeout: Duration,
-    /// Most open client connections; more are answered 503 and closed.
-    pub max_connections: usize,
-    /// Connections the kernel queues before the accept loop takes them (may binds with
-    /// 1024; Linux caps it at /proc/sys/net/core/somaxconn, 4096 on current kernels).
-    pub listen_backlog: i32,
-    /// may stack of each connection's coroutine (the carrier a fiber runs on; parsing
-    /// and writing happen there, handlers run on the fiber's own stack, and every may
-    /// call a handler makes runs here through `fiber_pool::on_carrier`: under 1 KiB
-    /// each in release). Measured with may's odd-size report: without `on_carrier` a
-    /// connection's coroutine used at most 6.1 KiB (docs/PROFILE.md); with it a debug
-    /// build peaked at 18 KiB over every route (release is 3-5x smaller), so 32 KiB
-    /// keeps room. Only touched pages are resident: the size costs address space, not RSS.
-    pub connection_stack: usize,
-}
-
-impl Default for HttpLimits {
-    fn default() -> Self {
-        HttpLimits {
-            max_headers: 64,
-            max_header_bytes: 16 * 1024,
-            max_body_bytes: 1024 * 1024,
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(15),
-            write_timeout: Duration::from_secs(10),
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            listen_backlog: 4096,
-            connection_stack: CONNECTION_STACK,
-        }
-    }
-}
-
-/// Limits of the outgoing HTTP client (`/widgets/http`, `/twitter`).
-#[derive(Clone, Debug)]
-pub struct ClientLimits {
-    /// Time allowed to open a TCP connection.
-    pub connect_timeout: Duration,
-    /// Time allowed between bytes of a response (and for the first byte).
-    pub read_timeout: Duration,
-    /// Time allowed for a whole exchange, from connect to the last body byte.
-    pub total_timeout: Duration,
-    /// Largest response (head plus body) accepted; more is an error, not a truncation.
-    pub max_response_bytes: usize,
-    /// Idle keep-alive connections kept per upstream address.
-    pub max_idle_per_host: usize,
-}
-
-impl Default for ClientLimits {
-    fn default() -> Self {
-        ClientLimits {
-            connect_timeout: Duration::from_secs(2),
-            read_timeout: Duration::from_secs(15),
-            total_timeout: Duration::from_secs(20),
-            max_response_bytes: 4 * 1024 * 1024,
-            max_idle_per_host: 256,
-        }
-    }
-}
 
 /// Which server runs the demo: one binary, two runtimes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -286,99 +140,5 @@ impl Default for ServeConfig {
             http: HttpLimits::default(),
             client: ClientLimits::default(),
         }
-    }
-}
-
-/// The cores this process may run on: the default number of worker threads (may's or
-/// tokio's), and of the bench's wrk threads. 1 when the system cannot say.
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// A size in bytes as a user writes it: `65536`, `64k`, `64K`, `64KiB`, `1MiB`, `1m`.
-///
-/// Units are binary (k = 1024), as stack sizes always are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ByteSize(pub usize);
-
-impl FromStr for ByteSize {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-        let (digits, unit) = s.split_at(split);
-        if digits.is_empty() {
-            return Err(format!(
-                "'{s}' is not a size: write a number of bytes, optionally with a unit, like 65536, 64k, 64KiB or 1MiB"
-            ));
-        }
-        let n: usize = digits
-            .parse()
-            .map_err(|_| format!("'{s}' is too large a number"))?;
-        let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 1,
-            "k" | "kb" | "kib" => 1 << 10,
-            "m" | "mb" | "mib" => 1 << 20,
-            "g" | "gb" | "gib" => 1 << 30,
-            other => {
-                return Err(format!(
-                "unknown unit '{other}' in '{s}': use one of k, KiB, m, MiB, g, GiB (binary units)"
-            ))
-            }
-        };
-        n.checked_mul(mult)
-            .map(ByteSize)
-            .ok_or_else(|| format!("'{s}' is too large"))
-    }
-}
-
-impl fmt::Display for ByteSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.0;
-        if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
-            write!(f, "{}MiB", n >> 20)
-        } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
-            write!(f, "{}KiB", n >> 10)
-        } else {
-            write!(f, "{n}B")
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ByteSize;
-
-    #[test]
-    fn sizes_parse_in_every_spelling() {
-        for (s, n) in [
-            ("65536", 65536),
-            ("64k", 65536),
-            ("64K", 65536),
-            ("64KiB", 65536),
-            ("64kb", 65536),
-            ("1MiB", 1 << 20),
-            ("1m", 1 << 20),
-            ("4KiB", 4096),
-        ] {
-            assert_eq!(s.parse::<ByteSize>(), Ok(ByteSize(n)), "{s}");
-        }
-    }
-
-    #[test]
-    fn bad_sizes_say_what_to_write() {
-        let e = "lots".parse::<ByteSize>().unwrap_err();
-        assert!(e.contains("64KiB"), "{e}");
-        let e = "64 parsecs".parse::<ByteSize>().unwrap_err();
-        assert!(e.contains("unknown unit"), "{e}");
-        assert!("99999999999999999999G".parse::<ByteSize>().is_err());
-    }
-
-    #[test]
-    fn sizes_display_in_the_largest_whole_unit() {
-        assert_eq!(ByteSize(65536).to_string(), "64KiB");
-        assert_eq!(ByteSize(1 << 20).to_string(), "1MiB");
-        assert_eq!(ByteSize(1000).to_string(), "1000B");
     }
 }

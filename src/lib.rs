@@ -37,15 +37,8 @@ static ALLOCATOR: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 pub mod app;
 pub mod config;
-pub mod http;
-pub mod logging;
 pub mod mini;
-pub mod server;
 pub mod setup;
-pub mod shutdown;
 pub mod stack_use;
 pub mod start;
-pub mod stats;
-pub mod supervisor;
 pub mod twin;
-pub mod watchdog;

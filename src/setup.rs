@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
 
 use crate::config::ServeConfig;
-use crate::http::client::Url;
+use fiber_web::http::client::Url;
 
 /// Why the demo could not start; each says which flag to change.
 #[derive(Debug)]

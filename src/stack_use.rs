@@ -11,8 +11,8 @@
 use fiber_pool::{FiberPool, PoolConfig, RunError};
 
 use crate::app::{self, AppState};
-use crate::http::router::Found;
-use crate::http::{Handler, Request};
+use fiber_web::http::router::Found;
+use fiber_web::http::{Handler, Request};
 
 /// The requests the report and the tests drive: every built-in route, and `/deep` at several depths.
 pub const PROBES: &[&str] = &[
@@ -120,6 +120,6 @@ fn run(
     handler: Handler<AppState>,
     state: &AppState,
     req: &Request,
-) -> Result<crate::http::Response, RunError> {
+) -> Result<fiber_web::http::Response, RunError> {
     pool.run(label, || handler(state, req))
 }

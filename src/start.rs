@@ -11,14 +11,14 @@ use fiber_pool::FiberPool;
 
 use crate::app::{self, AppState};
 use crate::config::{ByteSize, ServeConfig};
-use crate::http::client::HttpClient;
-use crate::http::listener;
-use crate::server::{self, App, RouteLimits, Server};
 use crate::setup::{bound, fail, fiber_mysql_pool, own_address, own_urls, StartError};
-use crate::shutdown::Drained;
-use crate::stats::HttpStats;
-use crate::supervisor;
-use crate::watchdog::{self, ReplaceHook, Watchdog};
+use fiber_web::counters::HttpStats;
+use fiber_web::http::client::HttpClient;
+use fiber_web::http::listener;
+use fiber_web::server::{self, App, RouteLimits, Server};
+use fiber_web::shutdown::Drained;
+use fiber_web::supervisor;
+use fiber_web::watchdog::{self, ReplaceHook, Watchdog};
 
 /// A running demo.
 pub struct Running {
@@ -40,7 +40,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
 }
 
 /// Start everything `cfg` describes; the stall watchdog calls `replace` with the reason
-/// when this process should be replaced (see [`crate::watchdog`]). Set may's worker
+/// when this process should be replaced (see [`fiber_web::watchdog`]). Set may's worker
 /// count and coroutine cache first: may reads them once, when the first coroutine starts.
 pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, StartError> {
     may::config()

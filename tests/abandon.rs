@@ -164,7 +164,7 @@ fn the_twins_gauges_survive_dropped_futures() {
 
         // An upstream that accepts (the kernel does) and never answers.
         let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = fiberstack::http::client::Url::parse(&format!(
+        let url = fiber_web::http::client::Url::parse(&format!(
             "http://{}/",
             silent.local_addr().unwrap()
         ))

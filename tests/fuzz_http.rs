@@ -22,9 +22,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use common::{get, parse_one, serve};
+use fiber_web::http::chunked;
+use fiber_web::http::request::{parse_head, Framing, Request};
 use fiberstack::config::{HttpLimits, ServeConfig};
-use fiberstack::http::chunked;
-use fiberstack::http::request::{parse_head, Framing, Request};
 
 /// Parser iterations when FIBERSTACK_FUZZ_ITERS is not set (a couple of seconds).
 const DEFAULT_ITERS: u64 = 50_000;

@@ -365,8 +365,8 @@ fn overflow_on_carrier(
     target: &str,
     left: usize,
 ) -> Option<Overflow> {
-    use fiberstack::http::router::Found;
-    let req = fiberstack::http::Request::get(target);
+    use fiber_web::http::router::Found;
+    let req = fiber_web::http::Request::get(target);
     let router = fiberstack::app::router();
     let Found::Route(route) = router.find("GET", req.path()) else {
         panic!("no route for {target}")

@@ -4,7 +4,7 @@
 use std::hint::black_box;
 
 use crate::app::AppState;
-use crate::http::{Request, Response};
+use fiber_web::http::{Request, Response};
 
 /// Most levels accepted.
 pub const MAX_DEPTH: usize = 100_000;

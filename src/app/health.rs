@@ -2,7 +2,7 @@
 //! at all: what the stack itself costs).
 
 use crate::app::{db_conn_within, AppState};
-use crate::http::{Request, Response};
+use fiber_web::http::{Request, Response};
 
 /// The body of `/hello`.
 pub const HELLO_BODY: &str = "Hello, World!";

@@ -21,8 +21,8 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use crate::app::AppState;
-use crate::http::{Request, Response};
-use crate::stats::{HttpStats, LATENCY_BUCKETS};
+use fiber_web::counters::{HttpStats, LATENCY_BUCKETS};
+use fiber_web::http::{Request, Response};
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -19,9 +19,9 @@ use std::sync::Arc;
 use fiber_mysql::PooledConn;
 use fiber_pool::{FiberPool, Lent};
 
-use crate::http::client::{ClientError, HttpClient, Url};
-use crate::http::{Handler, Response, Router};
-use crate::stats::HttpStats;
+use fiber_web::counters::HttpStats;
+use fiber_web::http::client::{ClientError, HttpClient, Url};
+use fiber_web::http::{Handler, Response, Router};
 
 /// What the handlers share.
 pub struct AppState {

@@ -2,7 +2,7 @@
 //! which process answered (its pid; its worker id and generation under a supervisor).
 
 use crate::app::AppState;
-use crate::http::{Request, Response};
+use fiber_web::http::{Request, Response};
 
 /// `GET /stats` as JSON. The snapshot (every pool's counters, under their locks) is
 /// taken and rendered on the carrier's stack (`fiber_pool::on_carrier`), so no lock is
@@ -16,7 +16,7 @@ pub fn stats(state: &AppState, _req: &Request) -> Response {
 pub fn snapshot(state: &AppState) -> serde_json::Value {
     serde_json::json!({
         "uptime_secs": state.http_stats.uptime_secs(),
-        "worker": crate::supervisor::describe(),
+        "worker": fiber_web::supervisor::describe(),
         "fibers": fibers_json(&state.fibers.stats()),
         "db": db_json(&state.db.stats()),
         "http_client": state.http.stats_json(),
@@ -27,7 +27,7 @@ pub fn snapshot(state: &AppState) -> serde_json::Value {
 /// The fiber pool's stats, with per-route stack peaks, overflows outside a safe point
 /// and stalls (the watchdog's), and the process's overflow aftermath.
 pub fn fibers_json(s: &fiber_pool::PoolStats) -> serde_json::Value {
-    let stalls = crate::watchdog::stalls();
+    let stalls = fiber_web::watchdog::stalls();
     let mut labels: Vec<&'static str> = s.per_label.keys().copied().collect();
     labels.extend(stalls.keys().filter(|l| !s.per_label.contains_key(*l)));
     let routes: serde_json::Map<String, serde_json::Value> = labels

@@ -3,9 +3,9 @@
 //! `</br>`, as the original demo did with the Twitter search API.
 
 use crate::app::{upstream_error, AppState};
-use crate::http::client::{ClientError, ClientResponse, Url};
-use crate::http::html::escape_html;
-use crate::http::{Handler, Request, Response, Router};
+use fiber_web::http::client::{ClientError, ClientResponse, Url};
+use fiber_web::http::html::escape_html;
+use fiber_web::http::{Handler, Request, Response, Router};
 
 /// The sub-app's routes, written without knowing where they are mounted.
 pub fn router() -> Router<Handler<AppState>> {

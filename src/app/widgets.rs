@@ -2,8 +2,8 @@
 //! `/widgets` on this same server): the original demo's two routes.
 
 use crate::app::{db_conn, db_error, upstream_error, AppState};
-use crate::http::client::{ClientError, ClientResponse, Url};
-use crate::http::{Request, Response};
+use fiber_web::http::client::{ClientError, ClientResponse, Url};
+use fiber_web::http::{Request, Response};
 
 /// The body of `/widgets`, as in the original.
 pub const WIDGETS_BODY: &str = "Oh hai";

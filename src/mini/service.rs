@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use may_minihttp::{HttpService, Request, Response};
 
 use crate::app::{deep, health::HELLO_BODY, widgets};
-use crate::http::query::query_param;
+use fiber_web::http::query::query_param;
 
 /// What the connections share: the MySQL pool and the counters `/stats` shows.
 pub struct MiniState {

@@ -14,8 +14,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::config::ClientLimits;
-use crate::http::client::{ClientError, ClientResponse, Url};
 use crate::twin::gauge::Held;
+use fiber_web::http::client::{ClientError, ClientResponse, Url};
 
 /// The client: one per server, shared by every handler.
 pub struct Client {

@@ -13,7 +13,7 @@
 
 use axum::http::{header, Request, Uri, Version};
 
-use crate::http::{target, HttpError, Response};
+use fiber_web::http::{target, HttpError, Response};
 
 /// The request to route, with its target normalized; or the answer it gets here.
 pub fn admit<B>(mut req: Request<B>) -> Result<Request<B>, Response> {

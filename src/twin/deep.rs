@@ -10,22 +10,23 @@
 use axum::extract::{RawQuery, State};
 
 use crate::app::deep::{level, parse};
-use crate::http::query::query_param;
-use crate::http::Response;
-use crate::twin::Shared;
+use crate::twin::{Reply, Shared};
+use fiber_web::http::query::query_param;
+use fiber_web::http::Response;
 
 /// `GET /deep?depth=N&frame=B`.
-pub async fn deep(State(_state): State<Shared>, RawQuery(query): RawQuery) -> Response {
+pub async fn deep(State(_state): State<Shared>, RawQuery(query): RawQuery) -> Reply {
     let q = query.as_deref().unwrap_or_default();
     let (depth, frame) = match parse(
         query_param(q, "depth").as_deref(),
         query_param(q, "frame").as_deref(),
     ) {
         Ok(v) => v,
-        Err(why) => return Response::error(400, why),
+        Err(why) => return Response::error(400, why).into(),
     };
-    match tokio::task::spawn_blocking(move || level(depth, frame)).await {
+    let resp = match tokio::task::spawn_blocking(move || level(depth, frame)).await {
         Ok(sum) => Response::text(200, format!("depth {depth} frame {frame} checksum {sum}")),
         Err(e) => Response::error(500, format!("route deep failed: {e}")),
-    }
+    };
+    resp.into()
 }

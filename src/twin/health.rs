@@ -4,16 +4,16 @@
 use axum::extract::State;
 
 use crate::app::health::{readiness, HELLO_BODY};
-use crate::http::Response;
-use crate::twin::Shared;
+use crate::twin::{Reply, Shared};
+use fiber_web::http::Response;
 
 /// `GET /healthz`: `ok` while the server is up.
-pub async fn healthz() -> Response {
-    Response::text(200, "ok")
+pub async fn healthz() -> Reply {
+    Response::text(200, "ok").into()
 }
 
 /// `GET /readyz`: 200 when MySQL answers `select 1` within a second, else 503.
-pub async fn readyz(State(state): State<Shared>) -> Response {
+pub async fn readyz(State(state): State<Shared>) -> Reply {
     let ping = tokio::time::timeout(
         fiber_mysql::pool::HEALTH_CHECK_WAIT,
         state.db.exec::<u8, _>("select 1", ()),
@@ -22,10 +22,10 @@ pub async fn readyz(State(state): State<Shared>) -> Response {
     .unwrap_or(Err(fiber_mysql::Error::PoolTimeout {
         waited: fiber_mysql::pool::HEALTH_CHECK_WAIT,
     }));
-    readiness(ping.map(drop))
+    readiness(ping.map(drop)).into()
 }
 
 /// `GET /hello`: plain text, no I/O.
-pub async fn hello() -> Response {
-    Response::text(200, HELLO_BODY)
+pub async fn hello() -> Reply {
+    Response::text(200, HELLO_BODY).into()
 }

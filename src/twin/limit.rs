@@ -18,9 +18,9 @@ use axum::middleware::Next;
 use futures_util::FutureExt;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::http::{refusal, Response};
 use crate::twin::gauge::Held;
-use crate::twin::Shared;
+use crate::twin::{Reply, Shared};
+use fiber_web::http::{refusal, Response};
 
 /// Why a request did not get a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,7 +169,7 @@ pub async fn run(
                 Refused::Timeout { wait } => refusal::wait_timed_out("task slot", wait),
             };
             log_5xx(&method, route.label, resp.status, &resp.body);
-            return labelled(resp.into_response(), route.label);
+            return labelled(Reply(resp).into_response(), route.label);
         }
     };
     route.runs.fetch_add(1, Ordering::Relaxed);
@@ -184,7 +184,11 @@ pub async fn run(
                 label: route.label,
                 message: fiber_pool::error::panic_message(&*panic),
             };
-            Response::error(500, format!("route {} failed: {failed}", route.label)).into_response()
+            Reply(Response::error(
+                500,
+                format!("route {} failed: {failed}", route.label),
+            ))
+            .into_response()
         }
     };
     if resp.status().is_server_error() {
@@ -215,7 +219,7 @@ const MAX_LOGGED_BODY: usize = 64 * 1024;
 
 /// `fiberstack: GET widgets -> 503: database unavailable: ...`, the fiber server's line.
 fn log_5xx(method: &axum::http::Method, label: &str, status: u16, body: &[u8]) {
-    crate::logging::server_error(method.as_str(), label, status, body);
+    fiber_web::logging::server_error(method.as_str(), label, status, body);
 }
 
 #[cfg(test)]

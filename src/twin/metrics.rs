@@ -6,14 +6,14 @@ use axum::extract::State;
 
 use crate::app::metrics::{render, response};
 use crate::twin::limit::labelled;
-use crate::twin::Shared;
+use crate::twin::{Reply, Shared};
 
 /// `GET /metrics` in the text exposition format, labelled `metrics` for the counters.
 pub async fn metrics(State(state): State<Shared>) -> axum::response::Response {
     let snapshot = crate::twin::stats::snapshot(&state);
     let text = render("async", &snapshot, &state.http_stats);
     labelled(
-        axum::response::IntoResponse::into_response(response(text)),
+        axum::response::IntoResponse::into_response(Reply(response(text))),
         "metrics",
     )
 }

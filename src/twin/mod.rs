@@ -40,9 +40,9 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::routing::{get, MethodRouter};
 use axum::Router;
 
-use crate::http::client::Url;
-use crate::http::Response;
-use crate::stats::HttpStats;
+use fiber_web::counters::HttpStats;
+use fiber_web::http::client::Url;
+use fiber_web::http::Response;
 
 pub use start::{start, Running};
 
@@ -110,31 +110,41 @@ pub fn limited(
 }
 
 /// `GET /`: the same page as the fiber server's (`app/dashboard.rs`).
-async fn dashboard() -> Response {
-    crate::app::dashboard::page()
+async fn dashboard() -> Reply {
+    crate::app::dashboard::page().into()
 }
 
-async fn not_found(method: Method, uri: Uri) -> Response {
-    Response::error(404, format!("no route for {method} {}", uri.path()))
+async fn not_found(method: Method, uri: Uri) -> Reply {
+    Response::error(404, format!("no route for {method} {}", uri.path())).into()
 }
 
-async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+async fn method_not_allowed(method: Method, uri: Uri) -> Reply {
     Response::error(
         405,
         format!("{method} is not allowed on {}: use {ALLOWED}", uri.path()),
     )
     .header("Allow", ALLOWED)
+    .into()
 }
 
 /// Handlers build the fiber server's [`Response`], so bodies, content types and error
-/// texts are the same by construction; this turns one into hyper's.
-impl axum::response::IntoResponse for Response {
+/// texts are the same by construction; a `Reply` is one on its way to axum.
+pub struct Reply(pub Response);
+
+impl From<Response> for Reply {
+    fn from(resp: Response) -> Reply {
+        Reply(resp)
+    }
+}
+
+impl axum::response::IntoResponse for Reply {
     fn into_response(self) -> axum::response::Response {
-        let mut resp = axum::response::Response::new(axum::body::Body::from(self.body));
+        let Reply(ours) = self;
+        let mut resp = axum::response::Response::new(axum::body::Body::from(ours.body));
         *resp.status_mut() =
-            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            StatusCode::from_u16(ours.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let headers = resp.headers_mut();
-        for (name, value) in self.headers.iter() {
+        for (name, value) in ours.headers.iter() {
             // Our names are static ASCII (`Content-Type`, `Retry-After`, `Allow`; hyper
             // lower-cases them) and the values are ours: neither ever fails to convert.
             if let (Ok(name), Ok(value)) = (

@@ -26,10 +26,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::HttpLimits;
-use crate::http::{listener, refusal};
-use crate::shutdown::{Drained, Stop};
-use crate::stats::HttpStats;
 use crate::twin::limit::RouteLabel;
+use crate::twin::Reply;
+use fiber_web::counters::HttpStats;
+use fiber_web::http::{listener, refusal};
+use fiber_web::shutdown::{Drained, Stop};
 
 /// How often `shutdown` looks whether every connection has closed.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
@@ -135,7 +136,7 @@ async fn serve_connection(
     stats: Arc<HttpStats>,
     stop: Arc<Stop>,
     mut stopped: watch::Receiver<bool>,
-    _counted: crate::shutdown::Connection,
+    _counted: fiber_web::shutdown::Connection,
 ) {
     let _ = stream.set_nodelay(true);
     let routed = TowerToHyperService::new(router);
@@ -155,7 +156,7 @@ async fn serve_connection(
                     observe(&stats, &resp, started, logged);
                     resp
                 }
-                Err(refused) => axum::response::IntoResponse::into_response(refused),
+                Err(refused) => axum::response::IntoResponse::into_response(Reply(refused)),
             };
             stats.response(resp.status().as_u16());
             Ok::<_, std::convert::Infallible>(resp)
@@ -195,7 +196,7 @@ fn observe(
     let took = started.elapsed();
     stats.request(route, status, took);
     if let Some((method, path)) = logged {
-        crate::logging::access(method.as_str(), &path, status, took, route, None);
+        fiber_web::logging::access(method.as_str(), &path, status, took, route, None);
     }
 }
 

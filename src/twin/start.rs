@@ -14,9 +14,9 @@ use crate::config::ServeConfig;
 use crate::setup::{
     bound, database, db_failed, fail, own_address, own_urls, Database, DbStep, StartError,
 };
-use crate::shutdown::Drained;
-use crate::stats::HttpStats;
 use crate::twin::{client, db, limit, router, server, TwinState};
+use fiber_web::counters::HttpStats;
+use fiber_web::shutdown::Drained;
 
 /// Longest wait for the MySQL pool to close at shutdown.
 const DB_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,7 +43,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
         .build()
         .map_err(|e| fail(format!("cannot start the tokio runtime (--workers): {e}")))?;
 
-    let inherited = crate::supervisor::take_listener().map_err(|e| fail(e.to_string()))?;
+    let inherited = fiber_web::supervisor::take_listener().map_err(|e| fail(e.to_string()))?;
     // The launcher blocks while MariaDB starts: do it before the runtime is busy.
     let Database {
         mariadb,

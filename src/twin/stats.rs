@@ -3,12 +3,12 @@
 
 use axum::extract::State;
 
-use crate::http::Response;
-use crate::twin::Shared;
+use crate::twin::{Reply, Shared};
+use fiber_web::http::Response;
 
 /// `GET /stats` as JSON.
-pub async fn stats(State(state): State<Shared>) -> Response {
-    Response::json(200, &snapshot(&state))
+pub async fn stats(State(state): State<Shared>) -> Reply {
+    Response::json(200, &snapshot(&state)).into()
 }
 
 /// Everything `/stats` shows.
@@ -16,7 +16,7 @@ pub fn snapshot(state: &Shared) -> serde_json::Value {
     serde_json::json!({
         "runtime": "async",
         "uptime_secs": state.http_stats.uptime_secs(),
-        "worker": crate::supervisor::describe(),
+        "worker": fiber_web::supervisor::describe(),
         "tasks": state.limit.to_json(),
         "db": state.db.to_json(),
         "http_client": state.http.to_json(),

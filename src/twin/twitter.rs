@@ -6,8 +6,7 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::app::twitter::page;
-use crate::http::Response;
-use crate::twin::{limited, Shared};
+use crate::twin::{limited, Reply, Shared};
 
 /// The sub-app's routes, written without knowing where they are mounted.
 pub fn router(state: &Shared) -> Router<Shared> {
@@ -15,6 +14,6 @@ pub fn router(state: &Shared) -> Router<Shared> {
 }
 
 /// `GET /twitter`: the upstream's texts, HTML-escaped, joined by `</br>`.
-pub async fn index(State(state): State<Shared>) -> Response {
-    page(&state.upstream, state.http.get(&state.upstream).await)
+pub async fn index(State(state): State<Shared>) -> Reply {
+    page(&state.upstream, state.http.get(&state.upstream).await).into()
 }

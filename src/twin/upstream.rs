@@ -5,21 +5,21 @@ use axum::extract::{RawQuery, State};
 
 use crate::app::db_error;
 use crate::app::upstream::{like_pattern, parse_query, SEARCH_SQL};
-use crate::http::query::query_param;
-use crate::http::Response;
-use crate::twin::Shared;
+use crate::twin::{Reply, Shared};
+use fiber_web::http::query::query_param;
+use fiber_web::http::Response;
 
 /// `GET /upstream/search.json?q=rails+3`.
-pub async fn search(State(state): State<Shared>, RawQuery(query): RawQuery) -> Response {
+pub async fn search(State(state): State<Shared>, RawQuery(query): RawQuery) -> Reply {
     let q = match parse_query(query_param(query.as_deref().unwrap_or_default(), "q")) {
         Ok(q) => q,
-        Err(why) => return Response::error(400, why),
+        Err(why) => return Response::error(400, why).into(),
     };
     let rows = state
         .db
         .exec::<Option<String>, _>(SEARCH_SQL, (like_pattern(&q),))
         .await;
-    match rows {
+    let resp = match rows {
         Ok(texts) => {
             let texts: Vec<serde_json::Value> = texts
                 .into_iter()
@@ -28,5 +28,6 @@ pub async fn search(State(state): State<Shared>, RawQuery(query): RawQuery) -> R
             Response::json(200, &serde_json::json!({ "results": texts }))
         }
         Err(e) => db_error(&e),
-    }
+    };
+    resp.into()
 }

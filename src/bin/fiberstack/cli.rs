@@ -8,15 +8,15 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use fiber_mysql::launcher::LaunchConfig;
+use fiber_web::shutdown::StopRequests;
+use fiber_web::supervisor::{self, Supervisor, SupervisorConfig, MAX_PROCESSES};
 use fiberstack::config::{
     ByteSize, Runtime, ServeConfig, WatchdogLimits, DEFAULT_ACCESS_LOG, DEFAULT_BIND,
     DEFAULT_DB_POOL, DEFAULT_DB_WAIT, DEFAULT_FIBERS, DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_OVERFLOW_LIMIT, DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_STACK_SIZE, DEFAULT_STALL_LIMIT, DEFAULT_STALL_WARN,
 };
-use fiberstack::shutdown::StopRequests;
 use fiberstack::start;
-use fiberstack::supervisor::{self, Supervisor, SupervisorConfig, MAX_PROCESSES};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -213,7 +213,7 @@ pub fn main() -> ExitCode {
     // environment, which this reads and cleans.
     supervisor::init();
     let cli = Cli::parse();
-    fiberstack::logging::init();
+    fiber_web::logging::init();
     let result = match cli.command {
         Command::Serve(args) => args.to_config().and_then(|cfg| serve(&cfg)),
         Command::StackReport(args) => args

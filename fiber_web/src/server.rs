@@ -24,6 +24,7 @@ use may::io::WaitIo;
 use may::io::WaitIoWaker;
 
 use crate::config::HttpLimits;
+use crate::counters::HttpStats;
 use crate::http::conn::{self, Client, Service};
 use crate::http::idle::Sweeper;
 use crate::http::listener::{self, Listener};
@@ -31,7 +32,6 @@ use crate::http::refusal::{over_limit, queue_full, wait_timed_out, OVER_LIMIT_WR
 use crate::http::router::Router;
 use crate::http::{Handler, Request, Response};
 use crate::shutdown::{Drained, Stop};
-use crate::stats::HttpStats;
 
 /// Routes, the state their handlers share, and the fibers they run on.
 pub struct App<S> {

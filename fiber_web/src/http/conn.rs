@@ -29,13 +29,13 @@ use may::io::WaitIo;
 use may::net::TcpStream;
 
 use crate::config::HttpLimits;
+use crate::counters::HttpStats;
 use crate::http::chunked;
 use crate::http::idle::{self, Sweeper, Watch};
 use crate::http::request::{parse_head, Framing, Head, Request};
 use crate::http::response::Response;
 use crate::http::{io_timeout, HttpError};
 use crate::shutdown::Stop;
-use crate::stats::HttpStats;
 
 /// What handles a request: routing and running handlers is the server's business.
 pub trait Service: Send + Sync + 'static {
