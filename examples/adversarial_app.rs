@@ -13,29 +13,27 @@
 //! - `/sleep?sleep=S`: `select sleep(S)` on MySQL (`DATABASE_URL`), the load's route.
 //! - `/stats`: which process answered, its fibers, stalls and overflows.
 //!
-//! Run with: DATABASE_URL=mysql://... cargo run --example adversarial_app -- 127.0.0.1:0 2 2000
-//! (address, worker processes, --stall-limit in ms). Logs go to stderr (RUST_LOG).
+//! Run with: DATABASE_URL=mysql://... cargo run --example adversarial_app -- --bind 127.0.0.1:0
+//! (any flag of `fiber_web::Options`: `--processes 2`, `--stall-limit 2`). Logs go to
+//! stderr (RUST_LOG).
 #![forbid(unsafe_code)]
 
 use std::hint::black_box;
-use std::io;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use fiber_web::counters::HttpStats;
-use fiber_web::http::{Handler, Request, Response, Router};
-use fiber_web::server::{self, App, RouteLimits};
-use fiber_web::supervisor::{self, SupervisorConfig};
-use fiberstack::config::{HttpLimits, WatchdogLimits};
+use fiber_web::http::{Request, Response};
+use fiber_web::metrics::Workers;
+use fiber_web::supervisor;
+use fiber_web::{App, Options};
+
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 /// Levels of recursion that overflow any fiber stack up to 64 MiB.
 const TOO_DEEP: usize = 1_000_000;
 /// How long `/thread_sleep` and `/busy` hold their worker thread.
 const HOLD: Duration = Duration::from_secs(3);
-/// How long a stopping worker lets its in-flight requests finish.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// When the stall watchdog reports a held thread.
-const STALL_WARN: Duration = Duration::from_millis(100);
 
 struct State {
     db: fiber_mysql::Pool,
@@ -121,97 +119,39 @@ fn stats(state: &State, _: &Request) -> Response {
         &fiber_pool::on_carrier(|| {
             serde_json::json!({
                 "worker": supervisor::describe(),
-                "fibers": fiberstack::app::stats::fibers_json(&state.fibers.stats()),
-                "db": fiberstack::app::stats::db_json(&state.db.stats()),
+                "fibers": Workers::of_fibers(&state.fibers),
+                "db": fiberstack::app::stats::DbStats::from(&state.db.stats()),
             })
         }),
     )
 }
 
-fn invalid(what: &str, e: impl std::fmt::Display) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {e}"))
-}
-
-fn main() -> io::Result<()> {
-    supervisor::init();
-    fiber_web::logging::init();
-    let mut args = std::env::args().skip(1);
-    let addr: std::net::SocketAddr = match args.next() {
-        Some(a) => a.parse().map_err(|e| invalid(&a, e))?,
-        None => ([127, 0, 0, 1], 3002).into(),
-    };
-    let processes = args
-        .next()
-        .map_or(Ok(1), |n| n.parse::<usize>().map_err(|e| invalid(&n, e)))?;
-    let stall_limit = args.next().map_or(Ok(Duration::from_secs(10)), |ms| {
-        ms.parse()
-            .map(Duration::from_millis)
-            .map_err(|e| invalid(&ms, e))
-    })?;
-    if let Some(done) = supervisor::supervise(SupervisorConfig::new(processes, addr)) {
-        return done.map_err(io::Error::other);
-    }
-
-    may::config().set_workers(2);
-    let url = std::env::var("DATABASE_URL").map_err(|e| invalid("DATABASE_URL", e))?;
-    let opts = fiber_mysql::Opts::from_url(&url).map_err(|e| invalid("DATABASE_URL", e))?;
-    let db =
-        fiber_mysql::Pool::new(fiber_mysql::PoolConfig::new(opts, 60)).map_err(io::Error::other)?;
-    let stops = supervisor::stop_requests()?;
-    let fibers = fiber_pool::FiberPool::new(fiber_pool::PoolConfig {
-        size: 120,
-        ..fiber_pool::PoolConfig::default()
-    })
-    .map_err(io::Error::other)?;
-    let router = Router::<Handler<State>>::new()
-        .get("/mutex", "mutex", mutex)
-        .get("/lazy", "lazy", lazy)
-        .get("/print", "print", print)
-        .get("/thread_sleep", "thread_sleep", thread_sleep)
-        .get("/busy", "busy", busy)
-        .get("/sleep", "sleep", sleep)
-        .get("/stats", "stats", stats);
-    let labels: Vec<&str> = router.routes().iter().map(|r| r.label).collect();
-    let http_stats = Arc::new(HttpStats::new(labels, false));
-    let app = App {
-        router,
-        state: Arc::new(State {
+fn main() -> Result<(), fiber_web::Error> {
+    let options = Options::from_env_and_args()?;
+    fiber_web::serve(options, |started| {
+        let url = std::env::var("DATABASE_URL").map_err(|e| format!("DATABASE_URL: {e}"))?;
+        let opts = fiber_mysql::Opts::from_url(&url).map_err(|e| format!("DATABASE_URL: {e}"))?;
+        let db = fiber_mysql::Pool::new(fiber_mysql::PoolConfig::new(opts, 60))?;
+        let state = State {
             db,
-            fibers: fibers.clone(),
-        }),
-        fibers,
-        limits: RouteLimits::default(),
-        stats: Arc::clone(&http_stats),
-    };
-    // The stall watchdog: its replacement requests go to the supervisor.
-    let _watchdog = fiber_web::watchdog::spawn(
-        WatchdogLimits {
-            stall_warn: STALL_WARN,
-            stall_limit,
-            ..WatchdogLimits::default()
-        },
-        Box::new(supervisor::ask_for_replacement),
-    )?;
-    let server = server::spawn(
-        supervisor::listener(addr)?,
-        Arc::new(app),
-        HttpLimits::default(),
-        http_stats,
-    )?;
-    println!(
-        "listening on http://{}/ (pid {})",
-        server.addr(),
-        std::process::id()
-    );
-    supervisor::ready();
-    stops.wait();
-    // Requests on a thread an abandoned lock blocks never finish: say how many were
-    // left when the grace ended (tests/adversarial.rs compares it with ab's failures).
-    let drained = server.shutdown(SHUTDOWN_GRACE);
-    eprintln!(
-        "adversarial_app: pid {} stopped; {} connections unfinished after the grace",
-        std::process::id(),
-        drained.connections_left
-    );
-    Ok(())
+            fibers: started.fibers().clone(),
+        };
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
+            App::new(state)
+                .get("/mutex", mutex)
+                .named("mutex")
+                .get("/lazy", lazy)
+                .named("lazy")
+                .get("/print", print)
+                .named("print")
+                .get("/thread_sleep", thread_sleep)
+                .named("thread_sleep")
+                .get("/busy", busy)
+                .named("busy")
+                .get("/sleep", sleep)
+                .named("sleep")
+                .get("/stats", stats)
+                .named("stats"),
+        )
+    })
 }

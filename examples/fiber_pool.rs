@@ -4,6 +4,9 @@
 //! Run with: cargo run --example fiber_pool
 #![forbid(unsafe_code)]
 
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

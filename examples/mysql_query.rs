@@ -5,6 +5,9 @@
 //! Run with: cargo run --release --example mysql_query
 #![forbid(unsafe_code)]
 
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 use std::time::Instant;
 
 use fiber_mysql::launcher::MariaDb;

@@ -4,11 +4,11 @@
 //! app, are the framework's (`fiber_web::config`).
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
 pub use fiber_web::config::*;
+pub use fiber_web::Options;
 
 /// `--db-pool`: one MySQL connection per fiber, as in the original demo.
 pub const DEFAULT_DB_POOL: usize = DEFAULT_FIBERS;
@@ -55,21 +55,15 @@ impl fmt::Display for Runtime {
     }
 }
 
-/// Everything `fiberstack serve` needs to run, for either runtime.
+/// Everything `fiberstack serve` needs to run, for either runtime: how the framework
+/// serves (`web`: bind, fibers, stacks, queue, processes, HTTP limits, the watchdog),
+/// and what the demo adds (MySQL, the upstream, the HTTP client, the runtime).
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
-    /// Fibers (the default) or the async twin.
+    /// Fibers (the default), the async twin, or raw may_minihttp.
     pub runtime: Runtime,
-    /// Address to listen on; port 0 picks a free port.
-    pub bind: SocketAddr,
-    /// Fibers in the pool: at most this many requests run handlers at once.
-    pub fibers: usize,
-    /// Usable bytes of each fiber's stack (a guard page is added).
-    pub stack_size: usize,
-    /// Requests that may wait for a fiber; more are answered 503.
-    pub queue: usize,
-    /// Longest wait for a fiber before a 503.
-    pub fiber_wait_timeout: Duration,
+    /// How the server runs: every framework limit, named once (`fiber_web::Options`).
+    pub web: Options,
     /// Most `/widgets/http` requests at once (they call back into this server, and
     /// each inner call needs a fiber too); `None`: half the fibers.
     pub self_call_limit: Option<usize>,
@@ -85,24 +79,8 @@ pub struct ServeConfig {
     pub db_driver: fiber_mysql::Driver,
     /// Longest a single query may run before it is cancelled.
     pub query_timeout: Duration,
-    /// may worker threads (or tokio workers for the async twin).
-    pub workers: usize,
     /// The JSON API `/twitter` reads; `None` means this server's own `/upstream/search.json`.
     pub upstream: Option<String>,
-    /// Time in-flight requests get to finish after SIGTERM, or, in a worker being
-    /// replaced, after the supervisor told it to stop.
-    pub shutdown_grace: Duration,
-    /// Whether each request gets an access line (at info, target `fiberstack::access`).
-    pub access_log: bool,
-    /// Worker processes behind the port: 1 serves in this process, 2 or more start a
-    /// supervisor (`supervisor/`) that runs that many workers and replaces them.
-    pub processes: usize,
-    /// Longest a new worker may take to accept before it is killed and started again.
-    pub worker_start_timeout: Duration,
-    /// Stalls and overflows: when the watchdog logs, and when it asks for a replacement.
-    pub watchdog: WatchdogLimits,
-    /// HTTP server limits.
-    pub http: HttpLimits,
     /// HTTP client limits.
     pub client: ClientLimits,
 }
@@ -110,7 +88,7 @@ pub struct ServeConfig {
 impl ServeConfig {
     /// The effective limit of self-calling routes: as set, else half the fibers.
     pub fn self_call_limit(&self) -> usize {
-        self.self_call_limit.unwrap_or(self.fibers / 2).max(1)
+        self.self_call_limit.unwrap_or(self.web.fibers / 2).max(1)
     }
 }
 
@@ -118,11 +96,11 @@ impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
             runtime: Runtime::default(),
-            bind: DEFAULT_BIND,
-            fibers: DEFAULT_FIBERS,
-            stack_size: DEFAULT_STACK_SIZE,
-            queue: DEFAULT_QUEUE,
-            fiber_wait_timeout: DEFAULT_FIBER_WAIT,
+            web: Options {
+                // `fiberstack serve` starts a supervisor for --processes 2 or more.
+                supervise: false,
+                ..Options::default()
+            },
             self_call_limit: None,
             db_pool: DEFAULT_DB_POOL,
             db_wait_timeout: DEFAULT_DB_WAIT,
@@ -130,14 +108,7 @@ impl Default for ServeConfig {
             mariadbd: None,
             db_driver: fiber_mysql::Driver::Native,
             query_timeout: DEFAULT_QUERY_TIMEOUT,
-            workers: cores(),
             upstream: None,
-            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
-            access_log: DEFAULT_ACCESS_LOG,
-            processes: DEFAULT_PROCESSES,
-            worker_start_timeout: DEFAULT_WORKER_START_TIMEOUT,
-            watchdog: WatchdogLimits::default(),
-            http: HttpLimits::default(),
             client: ClientLimits::default(),
         }
     }

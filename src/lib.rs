@@ -27,14 +27,6 @@
 
 #![forbid(unsafe_code)]
 
-/// Every allocation first makes sure the fiber it runs on (if any) has stack left for
-/// the allocator: an overflow then strikes before malloc takes its arena lock, never
-/// inside it (a lock held by abandoned frames would deadlock the worker; see
-/// STACK_SIZES.md). Declared here so that the binary, the tests and the examples all
-/// get it.
-#[global_allocator]
-static ALLOCATOR: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
-
 pub mod app;
 pub mod config;
 pub mod mini;

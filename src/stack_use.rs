@@ -8,11 +8,12 @@
 //! handlers do their real I/O (MySQL, HTTP back to the running server), so the figures
 //! include those code paths.
 
+use std::sync::Arc;
+
 use fiber_pool::{FiberPool, PoolConfig, RunError};
+use fiber_web::http::{Handler, Request, Response};
 
 use crate::app::{self, AppState};
-use fiber_web::http::router::Found;
-use fiber_web::http::{Handler, Request};
 
 /// The requests the report and the tests drive: every built-in route, and `/deep` at several depths.
 pub const PROBES: &[&str] = &[
@@ -21,7 +22,7 @@ pub const PROBES: &[&str] = &[
     "/twitter",
     "/upstream/search.json?q=rails+3",
     "/stats",
-    "/healthz",
+    "/readyz",
     "/hello",
     "/deep?depth=10&frame=256",
     "/deep?depth=50&frame=256",
@@ -55,18 +56,17 @@ impl Row {
 }
 
 /// Measure every probe against `state`. Call from a may coroutine.
-pub fn measure(state: &AppState, probes: &[&'static str]) -> Result<Vec<Row>, String> {
-    let router = app::router();
+pub fn measure(state: &Arc<AppState>, probes: &[&'static str]) -> Result<Vec<Row>, String> {
+    let app = app::app(Arc::clone(state), 1, std::time::Duration::ZERO);
     let mut rows = Vec::new();
     for &target in probes {
-        let req = Request::get(target);
-        let Found::Route(route) = router.find("GET", req.path()) else {
+        let mut req = Request::get(target);
+        let Some((label, handler)) = app.handler_for(&mut req) else {
             return Err(format!("no route for {target}"));
         };
-        let (label, handler) = (route.label, route.handler);
         let roomy = pool(MEASURE_STACK)?;
         for _ in 0..3 {
-            let resp = run(&roomy, label, handler, state, &req)
+            let resp = run(&roomy, label, &*handler, state, &req)
                 .map_err(|e| format!("{target} failed on a {MEASURE_STACK}-byte stack: {e}"))?;
             if resp.status >= 500 {
                 return Err(format!(
@@ -84,7 +84,7 @@ pub fn measure(state: &AppState, probes: &[&'static str]) -> Result<Vec<Row>, St
         let mut smallest = None;
         let mut size = peak.next_multiple_of(STEP).max(STEP);
         while size <= peak + SEARCH_SPAN {
-            match run(&pool(size)?, label, handler, state, &req) {
+            match run(&pool(size)?, label, &*handler, state, &req) {
                 Ok(_) => {
                     smallest = Some(size);
                     break;
@@ -117,9 +117,9 @@ fn pool(stack_size: usize) -> Result<FiberPool, String> {
 fn run(
     pool: &FiberPool,
     label: &'static str,
-    handler: Handler<AppState>,
+    handler: &dyn Handler<AppState>,
     state: &AppState,
     req: &Request,
-) -> Result<fiber_web::http::Response, RunError> {
-    pool.run(label, || handler(state, req))
+) -> Result<Response, RunError> {
+    pool.run(label, || handler.call(state, req))
 }

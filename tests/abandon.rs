@@ -18,6 +18,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use common::{concurrent_gets, poll};
+use fiberstack::config::Options;
 use fiberstack::config::{Runtime, ServeConfig};
 use serde_json::Value;
 
@@ -27,12 +28,15 @@ const QUEUE: usize = 4;
 fn config(runtime: Runtime) -> ServeConfig {
     ServeConfig {
         runtime,
-        bind: "127.0.0.1:0".parse().unwrap(),
-        fibers: FIBERS,
-        queue: QUEUE,
         db_pool: 4,
-        workers: 2,
         database_url: Some(common::database_url()),
+        web: Options {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            fibers: FIBERS,
+            queue: QUEUE,
+            workers: 2,
+            ..ServeConfig::default().web
+        },
         ..ServeConfig::default()
     }
 }
@@ -113,7 +117,7 @@ fn burst_is_served(addr: SocketAddr) {
 fn abandoned_queued_requests_leave_no_trace_on_fibers() {
     let server = fiberstack::start::start(&config(Runtime::Fibers)).expect("fibers start");
     let addr = server.addr();
-    let stats = || fiberstack::app::stats::snapshot(&server.state);
+    let stats = || serde_json::to_value(fiberstack::app::stats::snapshot(&server.state)).unwrap();
     let after = abandon_a_full_queue(addr, &stats);
     // The queued four reached a fiber after their clients had gone: none ran.
     assert_eq!(
@@ -133,7 +137,7 @@ fn abandoned_queued_requests_leave_no_trace_on_fibers() {
 fn abandoned_queued_requests_leave_no_trace_on_the_twin() {
     let server = fiberstack::twin::start(&config(Runtime::Async)).expect("twin starts");
     let addr = server.addr();
-    let stats = || fiberstack::twin::stats::snapshot(&server.state);
+    let stats = || serde_json::to_value(fiberstack::twin::stats::snapshot(&server.state)).unwrap();
     abandon_a_full_queue(addr, &stats);
     burst_is_served(addr);
     server.shutdown(Duration::from_secs(5));
@@ -157,9 +161,9 @@ fn the_twins_gauges_survive_dropped_futures() {
         let held = pool.get().await.expect("the one connection");
         let gone = tokio::time::timeout(Duration::from_millis(50), pool.get()).await;
         assert!(gone.is_err(), "the second get must wait");
-        assert_eq!(pool.to_json()["waiting"], 0, "{}", pool.to_json());
+        assert_eq!(pool.stats().waiting, 0, "{:?}", pool.stats());
         drop(held);
-        assert_eq!(pool.to_json()["in_use"], 0, "{}", pool.to_json());
+        assert_eq!(pool.stats().in_use, 0, "{:?}", pool.stats());
         pool.disconnect().await;
 
         // An upstream that accepts (the kernel does) and never answers.
@@ -175,6 +179,6 @@ fn the_twins_gauges_survive_dropped_futures() {
             gone.is_err(),
             "the silent upstream must keep the call waiting"
         );
-        assert_eq!(client.to_json()["in_flight"], 0, "{}", client.to_json());
+        assert_eq!(client.stats().in_flight, 0, "{:?}", client.stats());
     });
 }

@@ -29,8 +29,8 @@ use common::tools::ab_count;
 
 /// Longest the supervisor and its two workers may take to accept.
 const START_TIMEOUT: Duration = Duration::from_secs(90);
-/// `--stall-limit` of the app, in ms: a 3 s hold passes it.
-const STALL_LIMIT_MS: &str = "2000";
+/// `--stall-limit` of the app, in seconds: a 3 s hold passes it.
+const STALL_LIMIT: &str = "2";
 /// The load: 50 at once, going on after a receive error (a stuck worker's connections
 /// are closed when it exits), 30 s at most per request.
 const AB_LOAD: [&str; 7] = ["-c", "50", "-n", "1000", "-r", "-s", "30"];
@@ -294,8 +294,17 @@ fn adversarial_handlers_under_load_are_answered_contained_and_logged() {
         .and_then(|s| s.parse().ok())
         .map_or(SOAK, Duration::from_secs);
     let mut cmd = Command::new(common::tools::example("adversarial_app"));
-    cmd.args(["127.0.0.1:0", "2", STALL_LIMIT_MS])
-        .env("DATABASE_URL", common::database_url());
+    cmd.args([
+        "--bind",
+        "127.0.0.1:0",
+        "--processes",
+        "2",
+        "--stall-limit",
+        STALL_LIMIT,
+    ])
+    .args(["--stall-warn", "0.1", "--fibers", "120", "--workers", "2"])
+    .args(["--shutdown-grace", "5", "--access-log", "off"])
+    .env("DATABASE_URL", common::database_url());
     let mut serve = Served::start(cmd, |line| line.contains("supervisor pid"), START_TIMEOUT);
     let cases = [
         (

@@ -10,7 +10,7 @@ use std::time::Duration;
 #[test]
 fn ten_one_second_queries_run_at_once() {
     let app = serve(|c| {
-        c.fibers = 10;
+        c.web.fibers = 10;
         c.db_pool = 10;
     });
     let (resps, took) = concurrent_gets(app.addr(), "/widgets", 10);
@@ -24,7 +24,7 @@ fn ten_one_second_queries_run_at_once() {
 #[test]
 fn ten_http_self_calls_run_at_once() {
     let app = serve(|c| {
-        c.fibers = 20;
+        c.web.fibers = 20;
         c.db_pool = 10;
     });
     let (resps, took) = concurrent_gets(app.addr(), "/widgets/http", 10);
@@ -39,8 +39,8 @@ fn ten_http_self_calls_run_at_once() {
 #[test]
 fn one_worker_thread_still_runs_every_query_at_once() {
     let app = serve(|c| {
-        c.workers = 1;
-        c.fibers = 60;
+        c.web.workers = 1;
+        c.web.fibers = 60;
         c.db_pool = 60;
     });
     let (resps, took) = concurrent_gets(app.addr(), "/widgets", 60);
@@ -54,7 +54,7 @@ fn one_worker_thread_still_runs_every_query_at_once() {
 #[test]
 fn the_db_pool_throttles_and_requests_wait_for_it() {
     let app = serve(|c| {
-        c.fibers = 20;
+        c.web.fibers = 20;
         c.db_pool = 2;
     });
     // 6 queries of 0.5 s through 2 connections: three waves, about 1.5 s.
@@ -77,7 +77,7 @@ fn the_db_pool_throttles_and_requests_wait_for_it() {
 #[test]
 fn the_fiber_pool_throttles_too() {
     let app = serve(|c| {
-        c.fibers = 2;
+        c.web.fibers = 2;
         c.db_pool = 10;
     });
     let (resps, took) = concurrent_gets(app.addr(), "/widgets?sleep=0.5", 6);

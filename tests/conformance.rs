@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{parse_one, Resp};
+use fiberstack::config::Options;
 use fiberstack::config::ServeConfig;
 
 /// The body timeout these tests run with (a never-ending chunked body).
@@ -21,14 +22,17 @@ const SLACK: Duration = Duration::from_millis(1500);
 fn config(tweak: impl FnOnce(&mut ServeConfig)) -> ServeConfig {
     let url = common::database_url();
     let mut cfg = ServeConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        fibers: 50,
         db_pool: 20,
-        workers: 2,
         database_url: Some(url),
+        web: Options {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            fibers: 50,
+            workers: 2,
+            ..ServeConfig::default().web
+        },
         ..ServeConfig::default()
     };
-    cfg.http.body_timeout = BODY_TIMEOUT;
+    cfg.web.http.body_timeout = BODY_TIMEOUT;
     tweak(&mut cfg);
     cfg
 }
@@ -334,7 +338,7 @@ fn chunked_request_bodies_are_decoded_on_both() {
 
 #[test]
 fn chunked_bodies_over_the_limits_get_a_4xx_and_a_close() {
-    let both = Both::start(|cfg| cfg.http.max_body_bytes = 16);
+    let both = Both::start(|cfg| cfg.web.http.max_body_bytes = 16);
     let addr = both.fibers.addr();
     let chunked = |body: &str| {
         format!(
@@ -467,7 +471,7 @@ const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 #[test]
 fn expect_100_continue_gets_100_before_the_body_or_the_final_status_at_once() {
-    let both = Both::start(|cfg| cfg.http.max_body_bytes = 1000);
+    let both = Both::start(|cfg| cfg.web.http.max_body_bytes = 1000);
     let fibers = both.fibers.addr();
     // Fibers: 100 Continue before the body is sent, then the answer.
     for framing in ["Content-Length: 3", "Transfer-Encoding: chunked"] {

@@ -19,8 +19,8 @@ fn statuses(resps: &[common::Resp]) -> Vec<u16> {
 #[test]
 fn more_requests_than_fibers_and_queue_get_503_with_retry_after_at_once() {
     let app = serve(|c| {
-        c.fibers = 2;
-        c.queue = 2;
+        c.web.fibers = 2;
+        c.web.queue = 2;
     });
     let started = Instant::now();
     let (resps, took) = concurrent_gets(app.addr(), "/widgets?sleep=1", 10);
@@ -49,8 +49,8 @@ fn more_requests_than_fibers_and_queue_get_503_with_retry_after_at_once() {
 #[test]
 fn a_wait_for_a_fiber_past_its_timeout_is_a_503() {
     let app = serve(|c| {
-        c.fibers = 1;
-        c.fiber_wait_timeout = Duration::from_millis(300);
+        c.web.fibers = 1;
+        c.web.fiber_wait = Duration::from_millis(300);
     });
     let (resps, _) = concurrent_gets(app.addr(), "/widgets?sleep=1", 3);
     assert_eq!(statuses(&resps), [200, 503, 503], "{resps:?}");
@@ -71,7 +71,7 @@ fn a_wait_for_a_fiber_past_its_timeout_is_a_503() {
 #[test]
 fn a_wait_for_a_db_connection_past_its_timeout_is_a_503() {
     let app = serve(|c| {
-        c.fibers = 10;
+        c.web.fibers = 10;
         c.db_pool = 1;
         c.db_wait_timeout = Duration::from_millis(300);
     });
@@ -86,8 +86,8 @@ fn a_wait_for_a_db_connection_past_its_timeout_is_a_503() {
 #[test]
 fn a_burst_far_beyond_capacity_keeps_memory_flat() {
     let app = serve(|c| {
-        c.fibers = 4;
-        c.queue = 4;
+        c.web.fibers = 4;
+        c.web.queue = 4;
     });
     let rss = || {
         let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
@@ -116,7 +116,7 @@ fn self_calls_cannot_starve_the_fibers() {
     // Every fiber busy in /widgets/http calling /widgets on this server: without the
     // route limit the inner calls would find no fiber until the waits time out.
     let app = serve(|c| {
-        c.fibers = 10;
+        c.web.fibers = 10;
         c.db_pool = 10;
         // Short, so that a starved run fails in seconds instead of passing late.
         c.client.read_timeout = Duration::from_secs(4);
@@ -143,13 +143,13 @@ fn self_calls_cannot_starve_the_fibers() {
 #[test]
 fn self_calls_over_their_limit_wait_then_get_a_503_not_a_hang() {
     let app = serve(|c| {
-        c.fibers = 4;
+        c.web.fibers = 4;
         c.self_call_limit = Some(1);
         // One call at a time, each about 1 s (the fixed sleep of /widgets): the
         // second waits one call (1 s plus overhead), the third two (2 s at least).
         // 1.5 s is the middle of that window; it cannot be wider than 0.5 s each way
         // while /widgets/http sleeps a fixed 1 s.
-        c.fiber_wait_timeout = Duration::from_millis(1500);
+        c.web.fiber_wait = Duration::from_millis(1500);
     });
     let (resps, took) = concurrent_gets(app.addr(), "/widgets/http", 4);
     let s = statuses(&resps);
@@ -171,7 +171,7 @@ fn self_calls_over_their_limit_wait_then_get_a_503_not_a_hang() {
 fn a_mysql_outage_is_503_then_the_pool_recovers_without_a_restart() {
     let mut app = serve(|c| {
         c.database_url = None; // a private server this test may kill
-        c.fibers = 20;
+        c.web.fibers = 20;
         c.db_pool = 5;
     });
     let addr = app.addr();

@@ -354,8 +354,8 @@ fn the_live_server_answers_mutated_requests_well_or_closes_cleanly() {
     let n = iters().map_or(DEFAULT_LIVE, |i| (i / 100).max(DEFAULT_LIVE));
     eprintln!("fuzz live: seed {seed} (FIBERSTACK_FUZZ_SEED), {n} connections");
     let app = serve(|cfg| {
-        cfg.http.header_timeout = Duration::from_millis(500);
-        cfg.http.idle_timeout = Duration::from_millis(500);
+        cfg.web.http.header_timeout = Duration::from_millis(500);
+        cfg.web.http.idle_timeout = Duration::from_millis(500);
     });
     let addr = app.addr();
     let workers: Vec<_> = (0..LIVE_THREADS)
@@ -403,8 +403,8 @@ fn every_request_both_runtimes_accept_gets_the_same_status_from_both() {
         database_url: Some(url),
         ..common::config()
     };
-    cfg.http.header_timeout = Duration::from_millis(500);
-    cfg.http.idle_timeout = Duration::from_millis(500);
+    cfg.web.http.header_timeout = Duration::from_millis(500);
+    cfg.web.http.idle_timeout = Duration::from_millis(500);
     let fibers = fiberstack::start::start(&cfg).unwrap();
     let twin = fiberstack::twin::start(&cfg).unwrap();
     let (f_addr, t_addr) = (fibers.addr(), twin.addr());

@@ -24,7 +24,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_millis(500);
 const SLACK: Duration = Duration::from_millis(700);
 
 fn short_timeouts(cfg: &mut ServeConfig) {
-    cfg.http = HttpLimits {
+    cfg.web.http = HttpLimits {
         header_timeout: HEADER_TIMEOUT,
         body_timeout: BODY_TIMEOUT,
         idle_timeout: IDLE_TIMEOUT,
@@ -61,7 +61,7 @@ fn read_until_closed(s: &mut TcpStream) -> (Vec<u8>, Instant) {
 fn wait_connections(app: &Running, keep: usize, within: Duration) {
     let deadline = Instant::now() + within;
     loop {
-        let open = app.server.stop_state().connections();
+        let open = app.server().stop_state().connections();
         if open <= keep {
             return;
         }
@@ -288,7 +288,7 @@ fn a_pipelined_flood_that_is_never_read_is_closed_by_the_write_timeout_in_bounde
     // The server answers until its writes stall, then closes within write_timeout.
     let start = Instant::now();
     let mut peak = rss_before;
-    while app.server.stop_state().connections() > 0 || start.elapsed() < WRITE_TIMEOUT {
+    while app.server().stop_state().connections() > 0 || start.elapsed() < WRITE_TIMEOUT {
         peak = peak.max(rss_bytes());
         assert!(
             start.elapsed() < Duration::from_secs(10),
@@ -396,7 +396,7 @@ fn clients_that_vanish_mid_response_leave_the_server_serving() {
         let runs = v["fibers"]["routes"]["widgets"]["runs"]
             .as_u64()
             .unwrap_or(0);
-        let open = app.server.stop_state().connections();
+        let open = app.server().stop_state().connections();
         if runs >= 10 && v["fibers"]["busy"] == 1 && open == 0 {
             break;
         }
@@ -447,8 +447,8 @@ fn connections_over_max_connections_get_a_503_and_a_close() {
     const MAX: usize = 5;
     let app = serve(|cfg| {
         short_timeouts(cfg);
-        cfg.http.idle_timeout = Duration::from_secs(30);
-        cfg.http.max_connections = MAX;
+        cfg.web.http.idle_timeout = Duration::from_secs(30);
+        cfg.web.http.max_connections = MAX;
     });
     // MAX kept-alive connections, each proven accepted by an answer.
     let mut held: Vec<TcpStream> = (0..MAX)

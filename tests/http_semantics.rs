@@ -140,7 +140,7 @@ fn a_taken_port_is_refused_not_shared() {
 fn a_stop_closes_idle_keep_alive_connections_without_waiting_for_the_idle_timeout() {
     // Waits between requests are ended by the server's sweeper (src/http/idle.rs),
     // not by a timer of their own: a stop must still reach every one of them.
-    let app = serve(|cfg| cfg.http.idle_timeout = Duration::from_secs(60));
+    let app = serve(|cfg| cfg.web.http.idle_timeout = Duration::from_secs(60));
     let mut idle: Vec<TcpStream> = (0..20)
         .map(|_| {
             let mut s = sent(app.addr(), b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -149,7 +149,7 @@ fn a_stop_closes_idle_keep_alive_connections_without_waiting_for_the_idle_timeou
         })
         .collect();
     let started = Instant::now();
-    let drained = app.server.shutdown(Duration::from_secs(20));
+    let drained = app.serving.shutdown(Duration::from_secs(20));
     let took = started.elapsed();
     assert_eq!(drained.connections_left, 0);
     // Wide: two shared cores. Without the sweeper's stop wake-up the connections

@@ -201,16 +201,16 @@ fn the_numbers_move_by_exactly_the_requests_sent() {
     for runtime in RUNTIMES {
         let server = Server::start(runtime, |_| {});
         let addr = server.addr();
-        let ok = "fiberstack_http_requests_total{route=\"healthz\",status_class=\"2xx\"}";
-        let count = "fiberstack_http_request_duration_seconds_count{route=\"healthz\"}";
-        let inf = "fiberstack_http_request_duration_seconds_bucket{route=\"healthz\",le=\"+Inf\"}";
-        let runs = "fiberstack_route_runs_total{route=\"healthz\"}";
+        let ok = "fiberstack_http_requests_total{route=\"hello\",status_class=\"2xx\"}";
+        let count = "fiberstack_http_request_duration_seconds_count{route=\"hello\"}";
+        let inf = "fiberstack_http_request_duration_seconds_bucket{route=\"hello\",le=\"+Inf\"}";
+        let runs = "fiberstack_route_runs_total{route=\"hello\"}";
         let missing = "fiberstack_http_requests_total{route=\"unmatched\",status_class=\"4xx\"}";
         let all_2xx = "fiberstack_http_responses_total{status_class=\"2xx\"}";
 
         let before = scrape(addr);
         for _ in 0..SENT {
-            assert_eq!(get(addr, "/healthz").status, 200);
+            assert_eq!(get(addr, "/hello").status, 200);
         }
         assert_eq!(get(addr, "/no-such-route").status, 404);
         let after = scrape(addr);
@@ -221,7 +221,7 @@ fn the_numbers_move_by_exactly_the_requests_sent() {
         assert_eq!(rose(inf), SENT as f64, "{runtime}: {inf}");
         assert_eq!(rose(runs), SENT as f64, "{runtime}: {runs}");
         assert_eq!(rose(missing), 1.0, "{runtime}: {missing}");
-        // The healthz requests and the first scrape (counted once it was answered).
+        // The hello requests and the first scrape (counted once it was answered).
         assert_eq!(rose(all_2xx), (SENT + 1) as f64, "{runtime}: {all_2xx}");
         assert!(must(&after, "fiberstack_uptime_seconds") > 0.0);
         assert!(must(&after, "process_resident_memory_bytes") > 1e6);
@@ -265,8 +265,8 @@ fn an_accept_it_cannot_serve_still_gets_the_text_format() {
 fn a_scrape_is_answered_while_every_fiber_is_busy() {
     for runtime in RUNTIMES {
         let server = Server::start(runtime, |cfg| {
-            cfg.fibers = 2;
-            cfg.queue = 4;
+            cfg.web.fibers = 2;
+            cfg.web.queue = 4;
         });
         let addr = server.addr();
         let completed = "fiberstack_fibers_completed_total";

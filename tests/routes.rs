@@ -102,7 +102,7 @@ fn upstream_search_filters_with_a_parameter_and_keeps_payloads_as_text() {
 #[test]
 fn stats_show_every_pool_and_uptime() {
     let app = serve(|c| {
-        c.fibers = 7;
+        c.web.fibers = 7;
         c.db_pool = 3;
     });
     get(app.addr(), "/widgets?sleep=0");
@@ -142,5 +142,5 @@ fn healthz_hello_unknown_paths_and_wrong_methods() {
     );
     let r = common::parse(&raw).unwrap();
     assert_eq!(r.status, 405);
-    assert_eq!(r.header("Allow"), Some("GET"));
+    assert_eq!(r.header("Allow"), Some("GET, HEAD"));
 }

@@ -86,7 +86,7 @@ const SMALL_STACK: usize = if cfg!(debug_assertions) { 8192 } else { 4096 };
 
 #[test]
 fn a_small_stack_overflows_on_widgets_with_a_500_that_says_what_to_do() {
-    let app = serve(|c| c.stack_size = SMALL_STACK);
+    let app = serve(|c| c.web.stack_size = SMALL_STACK);
     let r = get(app.addr(), "/widgets?sleep=0");
     assert_eq!(r.status, 500, "{}", r.body);
     let size = format!("{SMALL_STACK}-byte stack");
@@ -119,7 +119,7 @@ fn a_small_stack_overflows_on_widgets_with_a_500_that_says_what_to_do() {
 #[test]
 fn deep_fits_in_64kib_but_not_in_16kib() {
     let target = "/deep?depth=100&frame=256";
-    let roomy = serve(|c| c.stack_size = 64 * 1024);
+    let roomy = serve(|c| c.web.stack_size = 64 * 1024);
     let r = get(roomy.addr(), target);
     assert_eq!(
         (r.status, r.body.starts_with("depth 100 frame 256")),
@@ -128,7 +128,7 @@ fn deep_fits_in_64kib_but_not_in_16kib() {
         r.body
     );
     drop(roomy);
-    let small = serve(|c| c.stack_size = 16 * 1024);
+    let small = serve(|c| c.web.stack_size = 16 * 1024);
     let r = get(small.addr(), target);
     assert_eq!(r.status, 500, "{}", r.body);
     assert!(
@@ -152,7 +152,7 @@ fn deep_rejects_values_out_of_bounds() {
 #[test]
 fn two_hundred_overflows_under_load_lose_no_normal_request() {
     let app = serve(|c| {
-        c.fibers = 20;
+        c.web.fibers = 20;
         c.db_pool = 10;
     });
     let addr = app.addr();
@@ -291,15 +291,15 @@ fn with_stack_left<R>(left: usize, f: &mut dyn FnMut() -> R) -> R {
 }
 
 /// The built-in routes the overflow sweeps drive (every route that runs on a fiber
-/// and does more than format a constant).
-const SWEPT: [&str; 7] = [
+/// and does more than format a constant; `/healthz` and `/metrics` run on the
+/// connection's coroutine, not on a fiber).
+const SWEPT: [&str; 6] = [
     "/stats",
     "/widgets?sleep=0",
     "/widgets/http",
     "/twitter",
     "/upstream/search.json?q=rails",
     "/readyz",
-    "/healthz",
 ];
 
 /// A lock left held hangs the next locker: fail loudly instead of hanging CI. The
@@ -365,19 +365,17 @@ fn overflow_on_carrier(
     target: &str,
     left: usize,
 ) -> Option<Overflow> {
-    use fiber_web::http::router::Found;
-    let req = fiber_web::http::Request::get(target);
-    let router = fiberstack::app::router();
-    let Found::Route(route) = router.find("GET", req.path()) else {
+    let mut req = fiber_web::http::Request::get(target);
+    let app = fiberstack::app::app(Arc::clone(state), 1, Duration::from_secs(10));
+    let Some((label, handler)) = app.handler_for(&mut req) else {
         panic!("no route for {target}")
     };
-    let (label, handler) = (route.label, route.handler);
     let outcome = pool.run(label, || {
-        with_stack_left(left, &mut || handler(state, &req).status)
+        with_stack_left(left, &mut || handler.call(state, &req).status)
     });
     state.fibers.stats();
     state.db.stats();
-    state.http.stats_json();
+    state.http.stats();
     match outcome {
         Ok(_) => None,
         Err(fiber_pool::RunError::StackOverflow {
@@ -636,8 +634,8 @@ fn overflow_sweep_over_stack_sizes_loses_no_request_and_leaks_nothing() {
         Duration::from_secs(5),
         || app.state.db.stats().in_use == 0,
     );
-    let client = app.state.http.stats_json();
-    assert_eq!(client["in_flight"], 0, "HTTP client: {client}");
+    let client = app.state.http.stats();
+    assert_eq!(client.in_flight, 0, "HTTP client: {client:?}");
     let conns = server_side_connections(&mut admin, conns0);
     assert!(
         conns <= conns0,
@@ -658,10 +656,10 @@ fn overflow_sweep_over_stack_sizes_loses_no_request_and_leaks_nothing() {
     let fds_ok = common::poll(Duration::from_secs(5), || open_fds() <= fds0 + 2);
     assert!(
         fds_ok,
-        "fds {fds0} -> {}; db {:?}; http client {}",
+        "fds {fds0} -> {}; db {:?}; http client {:?}",
         open_fds(),
         app.state.db.stats(),
-        app.state.http.stats_json()
+        app.state.http.stats()
     );
     let heap1 = fiber_pool::testing::heap_in_use();
     fiber_pool::testing::trim_heap();

@@ -436,7 +436,7 @@ fn the_supervisors_start_up_errors_name_their_flag() {
 #[test]
 fn an_app_on_the_library_gets_the_supervisor_the_example_shows() {
     let mut cmd = Command::new(common::tools::example("minimal_server"));
-    cmd.args(["127.0.0.1:0", "2"]);
+    cmd.args(["--bind", "127.0.0.1:0", "--processes", "2"]);
     let mut serve = Served::start(cmd, |line| line.contains("supervisor pid"), START_TIMEOUT);
     let hello = |addr| get(addr, "/hello?name=workers");
     assert_eq!(hello(serve.addr), Some((200, "Hello, workers!\n".into())));

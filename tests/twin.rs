@@ -12,15 +12,19 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{concurrent_gets, get, parse, raw, Resp};
+use fiberstack::config::Options;
 use fiberstack::config::ServeConfig;
 
 fn config(tweak: impl FnOnce(&mut ServeConfig)) -> ServeConfig {
     let mut cfg = ServeConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        fibers: 50,
         db_pool: 20,
-        workers: 2,
         database_url: Some(common::database_url()),
+        web: Options {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            fibers: 50,
+            workers: 2,
+            ..ServeConfig::default().web
+        },
         ..ServeConfig::default()
     };
     tweak(&mut cfg);
@@ -160,12 +164,11 @@ fn every_route_answers_like_the_fiber_server() {
     assert!(t["tasks"]["routes"]["widgets"]["runs"].as_u64().unwrap() >= 4);
     assert!(t["tasks"]["routes"]["twitter"]["runs"].as_u64().unwrap() >= 2);
     // The labels are the fiber server's, route for route (those that run on a fiber:
-    // /metrics takes neither a fiber nor a task slot).
-    let fiber_labels: Vec<&str> = fiberstack::app::router()
-        .routes()
+    // /healthz and /metrics take neither a fiber nor a task slot).
+    let fiber_labels: Vec<&str> = fiberstack::app::ROUTE_LABELS
         .iter()
-        .map(|r| r.label)
-        .filter(|label| !fiberstack::app::CARRIER_ROUTES.contains(label))
+        .copied()
+        .filter(|label| ![fiber_web::HEALTHZ, fiber_web::METRICS].contains(label))
         .collect();
     let mut twin_labels: Vec<&str> = t["tasks"]["routes"]
         .as_object()
@@ -225,8 +228,8 @@ fn the_limit_admits_like_the_fiber_pool() {
     // Two slots, one place in the queue: of four requests at once, two run, one
     // waits its turn, one is refused at once with 503 and Retry-After.
     let cfg = config(|c| {
-        c.fibers = 2;
-        c.queue = 1;
+        c.web.fibers = 2;
+        c.web.queue = 1;
     });
     let twin = start_twin(&cfg);
     let fibers = start_fibers(&cfg);
@@ -250,8 +253,8 @@ fn the_limit_admits_like_the_fiber_pool() {
 
     // One slot and a short wait: the second request times out with 503.
     let twin = start_twin(&config(|c| {
-        c.fibers = 1;
-        c.fiber_wait_timeout = Duration::from_millis(200);
+        c.web.fibers = 1;
+        c.web.fiber_wait = Duration::from_millis(200);
     }));
     let (resps, _) = concurrent_gets(twin.addr(), "/widgets?sleep=0.5", 2);
     let mut statuses: Vec<u16> = resps.iter().map(|r| r.status).collect();

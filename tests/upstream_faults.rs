@@ -292,8 +292,8 @@ fn widgets_http_times_out_on_a_slow_inner_widgets_with_a_504() {
 fn widgets_http_reports_an_inner_503_as_a_502() {
     let app = serve(|cfg| {
         short_client(cfg);
-        cfg.fibers = 1;
-        cfg.fiber_wait_timeout = Duration::from_millis(200);
+        cfg.web.fibers = 1;
+        cfg.web.fiber_wait = Duration::from_millis(200);
     });
     let addr = app.addr();
     let r = get(addr, "/widgets/http");

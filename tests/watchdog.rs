@@ -22,8 +22,8 @@ fn stalls(addr: std::net::SocketAddr, route: &str) -> u64 {
 fn a_blocking_job_is_a_stall_of_its_route_and_a_waiting_one_is_not() {
     let asked = Arc::new(Mutex::new(Vec::<String>::new()));
     let mut cfg = config();
-    cfg.watchdog.stall_warn = Duration::from_millis(100);
-    cfg.watchdog.stall_limit = Duration::from_millis(250);
+    cfg.web.watchdog.stall_warn = Duration::from_millis(100);
+    cfg.web.watchdog.stall_limit = Duration::from_millis(250);
     let hook = {
         let asked = Arc::clone(&asked);
         Box::new(move |reason: &str| asked.lock().unwrap().push(reason.to_string()))

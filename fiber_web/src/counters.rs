@@ -6,7 +6,7 @@
 //! as in a tokio task, and `/metrics` reads it without stopping anyone.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use fiber_pool::same_label;
@@ -34,8 +34,11 @@ pub struct HttpStats {
     protocol_errors: AtomicU64,
     abandoned: AtomicU64,
     by_class: [AtomicU64; 6],
-    /// One entry per route label, [`UNMATCHED`] last; fixed at construction.
-    routes: Box<[RouteStats]>,
+    /// One entry per route label, [`UNMATCHED`] last; fixed once, when the app is
+    /// built ([`HttpStats::set_routes`]).
+    routes: OnceLock<Box<[RouteStats]>>,
+    /// Where requests are counted before the routes are set: [`UNMATCHED`].
+    unrouted: RouteStats,
     /// Whether each request also gets an access line (`--access-log`).
     access_log: bool,
 }
@@ -118,10 +121,9 @@ fn class(status: u16) -> usize {
 }
 
 impl Default for HttpStats {
-    /// No route labels (every request counts as [`UNMATCHED`]), access log off: for
-    /// servers that do not show per-route metrics, like the examples'.
+    /// No route labels yet (every request counts as [`UNMATCHED`]), access log off.
     fn default() -> Self {
-        HttpStats::new(std::iter::empty(), false)
+        HttpStats::unrouted(false)
     }
 }
 
@@ -129,12 +131,14 @@ impl HttpStats {
     /// Counters for the routes labelled `labels` (duplicates are counted once), and
     /// whether requests get an access line.
     pub fn new(labels: impl IntoIterator<Item = &'static str>, access_log: bool) -> HttpStats {
-        let mut table: Vec<RouteStats> = Vec::new();
-        for label in labels.into_iter().chain([UNMATCHED]) {
-            if !table.iter().any(|r| r.label == label) {
-                table.push(RouteStats::new(label));
-            }
-        }
+        let stats = HttpStats::unrouted(access_log);
+        stats.set_routes(labels);
+        stats
+    }
+
+    /// Counters whose route table is set later, when the app is built
+    /// ([`HttpStats::set_routes`]); until then every request counts as [`UNMATCHED`].
+    pub fn unrouted(access_log: bool) -> HttpStats {
         HttpStats {
             started: Instant::now(),
             accepted: AtomicU64::new(0),
@@ -143,9 +147,28 @@ impl HttpStats {
             protocol_errors: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
             by_class: Default::default(),
-            routes: table.into_boxed_slice(),
+            routes: OnceLock::new(),
+            unrouted: RouteStats::new(UNMATCHED),
             access_log,
         }
+    }
+
+    /// Count requests per route from now on, for the routes labelled `labels`
+    /// (duplicates counted once). The table is set once: a later call changes nothing.
+    pub fn set_routes(&self, labels: impl IntoIterator<Item = &'static str>) {
+        let mut table: Vec<RouteStats> = Vec::new();
+        for label in labels.into_iter().chain([UNMATCHED]) {
+            if !table.iter().any(|r| r.label == label) {
+                table.push(RouteStats::new(label));
+            }
+        }
+        let _ = self.routes.set(table.into_boxed_slice());
+    }
+
+    fn table(&self) -> &[RouteStats] {
+        self.routes
+            .get()
+            .map_or(std::slice::from_ref(&self.unrouted), |t| &t[..])
     }
 
     pub fn accepted(&self) {
@@ -176,22 +199,17 @@ impl HttpStats {
     pub fn request(&self, route: Option<&str>, status: u16, took: Duration) {
         let label = route.unwrap_or(UNMATCHED);
         // A dozen short labels: a linear scan beats hashing, and needs no lock.
-        let entry = self
-            .routes
+        let table = self.table();
+        let entry = table
             .iter()
             .find(|r| same_label(r.label, label))
-            .unwrap_or_else(|| self.unmatched());
+            .unwrap_or_else(|| table.last().unwrap_or(&self.unrouted));
         entry.record(status, took);
-    }
-
-    fn unmatched(&self) -> &RouteStats {
-        // `new` always appends UNMATCHED, so the table is never empty.
-        self.routes.last().expect("the table ends with UNMATCHED")
     }
 
     /// Every route's counters, in the order the routes were given, [`UNMATCHED`] last.
     pub fn routes(&self) -> impl Iterator<Item = RouteSnapshot> + '_ {
-        self.routes.iter().map(RouteStats::snapshot)
+        self.table().iter().map(RouteStats::snapshot)
     }
 
     /// Whether each request gets an access line (`--access-log`).
@@ -204,23 +222,53 @@ impl HttpStats {
         self.started.elapsed().as_secs_f64()
     }
 
-    /// The counters as JSON.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The connection and response counters now.
+    pub fn connection_counts(&self) -> ConnectionCounts {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ConnectionCounts {
+            accepted: get(&self.accepted),
+            open: get(&self.open),
+            rejected: get(&self.rejected_connections),
+            protocol_errors: get(&self.protocol_errors),
+            abandoned: get(&self.abandoned),
+            responses: std::array::from_fn(|i| get(&self.by_class[i])),
+        }
+    }
+
+    /// The counters as `/stats` shows them.
+    pub fn to_json(&self) -> serde_json::Value {
+        let c = self.connection_counts();
         serde_json::json!({
-            "accepted_connections": get(&self.accepted),
-            "open_connections": get(&self.open),
-            "rejected_connections": get(&self.rejected_connections),
-            "protocol_errors": get(&self.protocol_errors),
-            "abandoned": get(&self.abandoned),
+            "accepted_connections": c.accepted,
+            "open_connections": c.open,
+            "rejected_connections": c.rejected,
+            "protocol_errors": c.protocol_errors,
+            "abandoned": c.abandoned,
             "responses": {
-                "2xx": get(&self.by_class[2]),
-                "3xx": get(&self.by_class[3]),
-                "4xx": get(&self.by_class[4]),
-                "5xx": get(&self.by_class[5]),
+                "2xx": c.responses[2],
+                "3xx": c.responses[3],
+                "4xx": c.responses[4],
+                "5xx": c.responses[5],
             },
         })
     }
+}
+
+/// The server's connection and response counters at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionCounts {
+    /// Client connections accepted.
+    pub accepted: u64,
+    /// Connections being served now.
+    pub open: u64,
+    /// Connections answered 503 and closed: the limit was reached.
+    pub rejected: u64,
+    /// Requests that were not valid HTTP/1.x or broke a limit before routing.
+    pub protocol_errors: u64,
+    /// Requests not run because their client had gone while they waited.
+    pub abandoned: u64,
+    /// Responses by status class: index 1..=5 for 1xx..5xx.
+    pub responses: [u64; 6],
 }
 
 /// One connection counted in `open_connections` while it lives.

@@ -1,282 +1,30 @@
-//! The fiber server: an accept loop, one coroutine per connection, and every routed
-//! handler run on a fiber of the pool.
+//! The fiber server: an accept loop and one coroutine per connection, each serving
+//! its requests through a [`Service`] (a built app: `dispatch.rs`).
 //!
 //! ```text
-//! accept loop (may coroutine) --spawn--> connection coroutine (carrier, 16 KiB may stack)
-//!     parse request (conn.rs) -> router -> FiberPool::run(label, handler)
-//!                                              '-> handler on a guarded fiber stack:
-//!                                                  db.query(..), http.get(..) yield to may
+//! accept loop (may coroutine) --spawn--> connection coroutine (carrier, 32 KiB may stack)
+//!     parse request (conn.rs) -> Service::call (dispatch.rs: router, layers, handler
+//!                                on a guarded fiber: db.query(..), http.get(..) yield)
 //! ```
-//! Fiber errors become responses here: a full queue or a long wait is a 503 with
-//! Retry-After, a stack overflow or a panic a 500 that says what happened and is logged.
-//! Every routed request is counted (route, status, latency: `stats.rs`) and, with
-//! `--access-log on`, gets its access line; both happen here, on the connection's
-//! coroutine after the fiber has finished, never on the fiber (a locking logger there
-//! could be abandoned mid-write by an overflow: STACK_SIZES.md).
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fiber_pool::{same_label, Admitted, FiberPool, RunError};
 use may::io::WaitIo;
 use may::io::WaitIoWaker;
 
 use crate::config::HttpLimits;
 use crate::counters::HttpStats;
-use crate::http::conn::{self, Client, Service};
+use crate::http::conn::{self, Service};
 use crate::http::idle::Sweeper;
 use crate::http::listener::{self, Listener};
-use crate::http::refusal::{over_limit, queue_full, wait_timed_out, OVER_LIMIT_WRITE_TIMEOUT};
-use crate::http::router::Router;
-use crate::http::{Handler, Request, Response};
+use crate::http::refusal::{over_limit, OVER_LIMIT_WRITE_TIMEOUT};
 use crate::shutdown::{Drained, Stop};
-
-/// Routes, the state their handlers share, and the fibers they run on.
-pub struct App<S> {
-    pub router: Router<Handler<S>>,
-    pub state: Arc<S>,
-    pub fibers: FiberPool,
-    /// Admission limits of single routes, checked before a fiber is taken.
-    pub limits: RouteLimits,
-    /// The server's counters: each routed request is recorded here (the same handle
-    /// [`spawn`] is given), and its `access_log` says whether requests are logged.
-    pub stats: Arc<HttpStats>,
-}
-
-/// At most `max` requests of one route at once, waiting up to `wait` for a turn;
-/// checked on the connection's coroutine, before the request takes a fiber.
-///
-/// This is what keeps `/widgets/http` from starving: every such request holds a fiber
-/// while it calls `/widgets` on this same server, which needs a fiber too. If the
-/// self-calling route could take every fiber, the inner calls would wait for fibers
-/// that only their own callers could free. Limited to a share of the fibers, the
-/// rest stay free for the inner calls, and every request finishes.
-///
-/// A route may also take no fiber at all ([`RouteLimits::on_carrier`]).
-#[derive(Clone, Default)]
-pub struct RouteLimits {
-    limits: Vec<(&'static str, Arc<RouteLimit>)>,
-    on_carrier: Vec<&'static str>,
-}
-
-struct RouteLimit {
-    permits: may::sync::Semphore,
-    max: usize,
-    wait: Duration,
-    why: &'static str,
-}
-
-/// A turn in a limited route; given back on drop.
-pub struct Turn(Option<Arc<RouteLimit>>);
-
-impl Turn {
-    /// Whether this turn was given by a route limit (it may have waited for it).
-    fn is_limited(&self) -> bool {
-        self.0.is_some()
-    }
-}
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        if let Some(limit) = &self.0 {
-            limit.permits.post();
-        }
-    }
-}
-
-impl RouteLimits {
-    /// Allow at most `max` (at least 1) requests of route `label` at once; `why` ends
-    /// the 503 message a refused request gets.
-    pub fn limit(
-        mut self,
-        label: &'static str,
-        max: usize,
-        wait: Duration,
-        why: &'static str,
-    ) -> Self {
-        let max = max.max(1);
-        self.limits.push((
-            label,
-            Arc::new(RouteLimit {
-                permits: may::sync::Semphore::new(max),
-                max,
-                wait,
-                why,
-            }),
-        ));
-        self
-    }
-
-    /// Run route `label`'s handler on the connection's coroutine (the carrier), not on
-    /// a fiber: for short, bounded handlers that take std locks (a fiber must not) and
-    /// must answer even when every fiber is busy, like `/metrics`. Such a handler has
-    /// the carrier's stack (`HttpLimits::connection_stack`) and no overflow recovery.
-    pub fn on_carrier(mut self, label: &'static str) -> Self {
-        self.on_carrier.push(label);
-        self
-    }
-
-    /// Whether route `label` runs on the carrier ([`RouteLimits::on_carrier`]).
-    pub fn runs_on_carrier(&self, label: &str) -> bool {
-        self.on_carrier.iter().any(|l| same_label(l, label))
-    }
-
-    /// Wait for a turn in `label` (unlimited routes pass at once), or the 503.
-    pub fn enter(&self, label: &str) -> Result<Turn, Response> {
-        let Some((_, limit)) = self.limits.iter().find(|(l, _)| same_label(l, label)) else {
-            return Ok(Turn(None));
-        };
-        if limit.permits.wait_timeout(limit.wait) {
-            Ok(Turn(Some(Arc::clone(limit))))
-        } else {
-            Err(Response::error(
-                503,
-                format!(
-                    "{} requests of route {label} are already running, its limit ({}); \
-                     waited {} ms for a turn; try again shortly",
-                    limit.max,
-                    limit.why,
-                    limit.wait.as_millis()
-                ),
-            )
-            .header("Retry-After", "1"))
-        }
-    }
-}
-
-impl<S: Send + Sync + 'static> Service for App<S> {
-    fn refuses(&self, req: &Request) -> Option<Response> {
-        self.router.resolve(&req.method, req.path()).err()
-    }
-
-    fn call(&self, req: &Request, client: &Client<'_>) -> Option<Response> {
-        // One clock read starts the request: its latency, and the wait that decides
-        // whether its client is checked before it runs (`route`).
-        let started = Instant::now();
-        let (resp, label, stack_used) = self.route(req, client, started)?;
-        let took = started.elapsed();
-        // Recorded and logged here, on the carrier's stack, never on a fiber.
-        self.stats.request(label, resp.status, took);
-        if let Some(label) = label.filter(|_| resp.status >= 500) {
-            crate::logging::server_error(&req.method, label, resp.status, &resp.body);
-        }
-        if self.stats.access_log() {
-            crate::logging::access(
-                &req.method,
-                req.path(),
-                resp.status,
-                took,
-                label,
-                stack_used,
-            );
-        }
-        Some(resp)
-    }
-}
-
-/// How long a request must have waited for its turn and fiber before its client is
-/// checked ([`Client::gone`]); shorter waits are the client's own round trip.
-const WAITED: Duration = Duration::from_millis(1);
 
 /// How often [`Server::shutdown`] looks whether the accept loop has ended.
 const ACCEPT_EXIT_POLL: Duration = Duration::from_millis(10);
-
-/// What [`App::route`] gives back: the response, its route's label (`None`: no route
-/// matched) and, when this run was measured, the stack its fiber used.
-type Routed = (Response, Option<&'static str>, Option<usize>);
-
-impl<S: Send + Sync + 'static> App<S> {
-    /// The response to `req`, or `None` when its client left while it waited for its
-    /// turn or fiber since `asked` (then it is not run).
-    fn route(&self, req: &Request, client: &Client<'_>, asked: Instant) -> Option<Routed> {
-        let route = match self.router.resolve(&req.method, req.path()) {
-            Ok(route) => route,
-            Err(refused) => return Some((refused, None, None)),
-        };
-        let label = Some(route.label);
-        let turn = match self.limits.enter(route.label) {
-            Ok(turn) => turn,
-            Err(refused) => return Some((refused, label, None)),
-        };
-        let handler = route.handler;
-        let state: &S = &self.state;
-        if self.limits.runs_on_carrier(route.label) {
-            return Some((handler(state, req), label, None));
-        }
-        // A request that waited for its turn or its fiber may have lost its client
-        // meanwhile: then it is not run (the check costs a system call, so a request
-        // that did not wait skips it, and one that could not have waited, on an
-        // unlimited route with a fiber free at once, does not even read the clock).
-        let limited = turn.is_limited();
-        let job = move |admitted: Admitted| {
-            let could_wait = admitted.queued || limited;
-            if could_wait && asked.elapsed() >= WAITED && client.gone() {
-                return None;
-            }
-            Some(handler(state, req))
-        };
-        let (ran, stack_used) = self.fibers.run_admitted(route.label, job);
-        let resp = match ran {
-            Ok(Some(resp)) => resp,
-            Ok(None) => return None,
-            Err(e) => fiber_error(route.label, req, e, self.fibers.config()),
-        };
-        Some((resp, label, stack_used))
-    }
-}
-
-/// The response for a request whose fiber could not run or did not finish.
-fn fiber_error(
-    label: &str,
-    req: &Request,
-    e: RunError,
-    fibers: &fiber_pool::PoolConfig,
-) -> Response {
-    match e {
-        RunError::Busy { queue } => queue_full("fibers", fibers.size, queue),
-        RunError::Timeout { .. } => {
-            wait_timed_out("fiber", fibers.wait_timeout.unwrap_or_default())
-        }
-        RunError::StackOverflow {
-            stack_size,
-            at_safe_point,
-            ..
-        } => {
-            // Say only what is known: at a safe point the fiber held nothing; anywhere
-            // else it may have held a lock or been initialising a Once/LazyLock.
-            let aftermath = if at_safe_point {
-                "The server is fine and kept serving: the overflow struck at a safe point, \
-                 holding nothing"
-            } else {
-                "The overflow struck inside the handler's own code: state it held (a lock, \
-                 a Once/LazyLock being initialised) may be left behind; the stall \
-                 watchdog reports any thread that hangs on it"
-            };
-            Response::error(
-                500,
-                format!(
-                    "fiber stack overflow in route {label} ({} {}): its {stack_size}-byte stack \
-                     was too small. {aftermath}. Restart with a larger --stack-size (see \
-                     STACK_SIZES.md)",
-                    req.method,
-                    target(req),
-                ),
-            )
-        }
-        other => Response::error(500, format!("route {label} failed: {other}")),
-    }
-}
-
-/// The request target as sent: path and query.
-fn target(req: &Request) -> String {
-    if req.query().is_empty() {
-        req.path().to_string()
-    } else {
-        format!("{}?{}", req.path(), req.query())
-    }
-}
 
 /// A running server: its address, and the handle that stops it.
 pub struct Server {

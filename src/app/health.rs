@@ -1,5 +1,5 @@
-//! `/healthz` (liveness), `/readyz` (readiness: MySQL answers) and `/hello` (no I/O
-//! at all: what the stack itself costs).
+//! Readiness (MySQL answers: the framework's `/readyz` asks [`ready`]) and `/hello`
+//! (no I/O at all: what the stack itself costs).
 
 use crate::app::{db_conn_within, AppState};
 use fiber_web::http::{Request, Response};
@@ -7,29 +7,20 @@ use fiber_web::http::{Request, Response};
 /// The body of `/hello`.
 pub const HELLO_BODY: &str = "Hello, World!";
 
-/// `GET /healthz`: `ok` while the server is up.
-pub fn healthz(_state: &AppState, _req: &Request) -> Response {
-    Response::text(200, "ok")
-}
-
 /// `GET /hello`: plain text, no I/O.
 pub fn hello(_state: &AppState, _req: &Request) -> Response {
     Response::text(200, HELLO_BODY)
 }
 
-/// `GET /readyz`: 200 `ready` when a pooled MySQL connection answers a ping within
-/// a second, else 503 with the reason (database down, or every connection busy).
+/// Whether the demo can serve (`GET /readyz`): a pooled MySQL connection answers a
+/// ping within a second; else why not (database down, or every connection busy).
 /// `/healthz` stays 200 meanwhile: the process is alive, it just cannot serve queries.
-pub fn readyz(state: &AppState, _req: &Request) -> Response {
+pub fn ready(state: &AppState) -> Result<(), String> {
     let wait = fiber_mysql::pool::HEALTH_CHECK_WAIT;
     readiness(db_conn_within(&state.db, wait).and_then(|mut conn| conn.ping()))
 }
 
-/// The `/readyz` response for the outcome of a database ping (shared with the twin).
-pub fn readiness(ping: Result<(), fiber_mysql::Error>) -> Response {
-    match ping {
-        Ok(()) => Response::text(200, "ready"),
-        Err(e) => Response::error(503, format!("not ready: database unavailable: {e}"))
-            .header("Retry-After", "1"),
-    }
+/// The readiness of a database ping's outcome (shared with the twin).
+pub fn readiness(ping: Result<(), fiber_mysql::Error>) -> Result<(), String> {
+    ping.map_err(|e| format!("database unavailable: {e}"))
 }

@@ -1,13 +1,12 @@
 //! The demo application: its shared state and its routes, one file per route group.
 //!
 //! Every handler is plain, blocking-looking code (`db.exec(..)`, `http.get(..)`) that
-//! runs on a fiber; the waits yield to may. The route table is [`router`]; labels are
-//! the names used in `/stats` and the stack report.
+//! runs on a fiber; the waits yield to may. The app is [`app`]; labels are the names
+//! used in `/stats`, `/metrics` and the stack report.
 
 pub mod dashboard;
 pub mod deep;
 pub mod health;
-pub mod metrics;
 pub mod schema;
 pub mod stats;
 pub mod twitter;
@@ -15,13 +14,14 @@ pub mod upstream;
 pub mod widgets;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use fiber_mysql::PooledConn;
 use fiber_pool::{FiberPool, Lent};
-
 use fiber_web::counters::HttpStats;
 use fiber_web::http::client::{ClientError, HttpClient, Url};
-use fiber_web::http::{Handler, Response, Router};
+use fiber_web::http::Response;
+use fiber_web::App;
 
 /// What the handlers share.
 pub struct AppState {
@@ -39,31 +39,54 @@ pub struct AppState {
     pub http_stats: Arc<HttpStats>,
 }
 
-/// The whole route table, with `/twitter` mounted as a sub-app.
-pub fn router() -> Router<Handler<AppState>> {
-    Router::<Handler<AppState>>::new()
-        .get("/", "dashboard", dashboard::dashboard)
-        .get("/widgets", "widgets", widgets::widgets)
-        .get("/widgets/http", "widgets_http", widgets::widgets_http)
-        .get("/upstream/search.json", "upstream_search", upstream::search)
-        .get("/deep", "deep", deep::deep)
-        .get("/stats", "stats", stats::stats)
-        .get("/healthz", "healthz", health::healthz)
-        .get("/readyz", "readyz", health::readyz)
-        .get("/hello", "hello", health::hello)
-        .get("/metrics", "metrics", metrics::metrics)
-        .mount("/twitter", twitter::router())
-}
+/// Every route label of the demo, in the route table's order, the framework's
+/// built-in routes last: the rows of the per-route request counters on both runtimes
+/// (the twin builds its table from this list).
+pub const ROUTE_LABELS: &[&str] = &[
+    "dashboard",
+    "widgets",
+    "widgets_http",
+    "upstream_search",
+    "deep",
+    "stats",
+    "hello",
+    "twitter",
+    fiber_web::HEALTHZ,
+    fiber_web::READYZ,
+    fiber_web::METRICS,
+];
 
-/// Routes whose handlers run on the connection's coroutine instead of a fiber
-/// (`server::RouteLimits::on_carrier`): `/metrics` reads tables under std locks and
-/// must answer while every fiber is busy.
-pub const CARRIER_ROUTES: &[&str] = &["metrics"];
-
-/// Every route label, in the route table's order: the rows of the per-route request
-/// counters ([`HttpStats::new`]) on both runtimes.
-pub fn route_labels() -> Vec<&'static str> {
-    router().routes().iter().map(|r| r.label).collect()
+/// The whole demo on the framework: its routes (`/twitter` a nested sub-app), the
+/// self-call limit of `/widgets/http`, readiness (MySQL answers), and the pool and
+/// client families in `/metrics`. `self_calls` requests of `/widgets/http` run at
+/// once, each waiting up to `wait` for its turn.
+pub fn app(state: Arc<AppState>, self_calls: usize, wait: Duration) -> App<AppState> {
+    App::with_shared(state)
+        .get("/", dashboard::dashboard)
+        .named("dashboard")
+        .get("/widgets", widgets::widgets)
+        .named("widgets")
+        .get("/widgets/http", widgets::widgets_http)
+        .named("widgets_http")
+        .limit(
+            self_calls,
+            wait,
+            "it calls back into this server, so the other fibers stay free for those calls",
+        )
+        .get("/upstream/search.json", upstream::search)
+        .named("upstream_search")
+        .get("/deep", deep::deep)
+        .named("deep")
+        .get("/stats", stats::stats)
+        .named("stats")
+        .get("/hello", health::hello)
+        .named("hello")
+        .nest("/twitter", twitter::routes())
+        .readiness(health::ready)
+        .metrics(|state, out| {
+            out.db_pool(&state.db.stats());
+            out.http_client(&state.http.stats());
+        })
 }
 
 /// A pooled MySQL connection held safely on a fiber: the checkout lives in a
@@ -93,16 +116,10 @@ pub fn db_conn_within(
 /// `tests/stack.rs` sweeps overflows through every point of the DB routes to check it.
 pub const CHECKOUT_STACK_MARGIN: usize = fiber_pool::lent::LENT_STACK_MARGIN;
 
-/// The response for a MySQL failure: 503 when the database is unavailable (down,
-/// refusing, pool exhausted), else 500 with the server's message. Handlers do not log
-/// (a fiber near its stack limit is no place for stderr's lock); the server logs every
-/// 5xx body on the carrier's stack.
+/// The response for a MySQL failure (the framework's: 503 when the database is
+/// unavailable, else 500 with the server's message), for the twin's handlers too.
 pub fn db_error(e: &fiber_mysql::Error) -> Response {
-    if e.is_unavailable() {
-        Response::error(503, format!("database unavailable: {e}")).header("Retry-After", "1")
-    } else {
-        Response::error(500, format!("database error: {e}"))
-    }
+    Response::from(e)
 }
 
 /// The response for an upstream HTTP failure: 504 on a timeout, else 502.

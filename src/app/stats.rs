@@ -1,8 +1,16 @@
 //! `GET /stats`: the fiber pool, the MySQL pool, the HTTP client and server, uptime, and
 //! which process answered (its pid; its worker id and generation under a supervisor).
+//!
+//! The snapshot is typed: the fiber pool's part is the framework's
+//! [`Workers`](fiber_web::metrics::Workers), the same value `/metrics` renders, so the
+//! two cannot disagree and a renamed counter is a compile error.
+
+use serde::Serialize;
 
 use crate::app::AppState;
+use fiber_web::http::client::ClientStats;
 use fiber_web::http::{Request, Response};
+use fiber_web::metrics::Workers;
 
 /// `GET /stats` as JSON. The snapshot (every pool's counters, under their locks) is
 /// taken and rendered on the carrier's stack (`fiber_pool::on_carrier`), so no lock is
@@ -13,74 +21,63 @@ pub fn stats(state: &AppState, _req: &Request) -> Response {
 }
 
 /// Everything `/stats` shows.
-pub fn snapshot(state: &AppState) -> serde_json::Value {
-    serde_json::json!({
-        "uptime_secs": state.http_stats.uptime_secs(),
-        "worker": fiber_web::supervisor::describe(),
-        "fibers": fibers_json(&state.fibers.stats()),
-        "db": db_json(&state.db.stats()),
-        "http_client": state.http.stats_json(),
-        "http_server": state.http_stats.to_json(),
-    })
+#[derive(Serialize)]
+pub struct Snapshot {
+    /// Seconds since the server started.
+    pub uptime_secs: f64,
+    /// Which process answered.
+    pub worker: serde_json::Value,
+    /// The fiber pool, per route too.
+    pub fibers: Workers,
+    /// The MySQL pool.
+    pub db: DbStats,
+    /// The outgoing HTTP client.
+    pub http_client: ClientStats,
+    /// The HTTP server's connections and responses.
+    pub http_server: serde_json::Value,
 }
 
-/// The fiber pool's stats, with per-route stack peaks, overflows outside a safe point
-/// and stalls (the watchdog's), and the process's overflow aftermath.
-pub fn fibers_json(s: &fiber_pool::PoolStats) -> serde_json::Value {
-    let stalls = fiber_web::watchdog::stalls();
-    let mut labels: Vec<&'static str> = s.per_label.keys().copied().collect();
-    labels.extend(stalls.keys().filter(|l| !s.per_label.contains_key(*l)));
-    let routes: serde_json::Map<String, serde_json::Value> = labels
-        .into_iter()
-        .map(|label| {
-            let l = s.per_label.get(label).copied().unwrap_or_default();
-            (
-                label.to_string(),
-                serde_json::json!({
-                    "runs": l.runs,
-                    "overflows": l.overflows,
-                    "unsafe_overflows": l.unsafe_overflows,
-                    "panics": l.panics,
-                    "stalls": stalls.get(label).copied().unwrap_or(0),
-                    "measured": l.measured,
-                    "peak_stack_bytes": l.peak_stack_bytes,
-                }),
-            )
-        })
-        .collect();
-    let aftermath = fiber_pool::aftermath();
-    serde_json::json!({
-        "size": s.size,
-        "stack_size": s.stack_size,
-        "busy": s.busy,
-        "queued": s.queued,
-        "completed": s.completed,
-        "rejected": s.rejected,
-        "timed_out": s.timed_out,
-        "overflows": s.overflows,
-        "unsafe_overflows": s.unsafe_overflows,
-        "panics": s.panics,
-        "stalls": stalls.values().sum::<u64>(),
-        "aftermath": {
-            "outside_safe_point": aftermath.outside_safe_point,
-            "while_panicking": aftermath.while_panicking,
-            "second_faults": aftermath.second_faults,
-            "abandoned": aftermath.abandoned,
-        },
-        "peak_stack_bytes": s.peak_stack_bytes,
-        "routes": routes,
-    })
+/// The MySQL pool's counters, as `/stats` shows them.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct DbStats {
+    /// Connections in the pool (`--db-pool`).
+    pub size: usize,
+    /// Checked out now.
+    pub in_use: usize,
+    /// Open and idle now.
+    pub idle: usize,
+    /// Handlers waiting for a connection now.
+    pub waiting: usize,
+    /// Checkouts that had to wait.
+    pub total_waits: u64,
+    /// Milliseconds they waited, summed.
+    pub total_wait_ms: f64,
+    /// Connections closed after an error and replaced.
+    pub replaced: u64,
 }
 
-/// The MySQL pool's stats.
-pub fn db_json(s: &fiber_mysql::PoolStats) -> serde_json::Value {
-    serde_json::json!({
-        "size": s.size,
-        "in_use": s.in_use,
-        "idle": s.idle,
-        "waiting": s.waiting,
-        "total_waits": s.total_waits,
-        "total_wait_ms": s.total_wait_time.as_secs_f64() * 1000.0,
-        "replaced": s.replaced,
-    })
+impl From<&fiber_mysql::PoolStats> for DbStats {
+    fn from(s: &fiber_mysql::PoolStats) -> DbStats {
+        DbStats {
+            size: s.size,
+            in_use: s.in_use,
+            idle: s.idle,
+            waiting: s.waiting,
+            total_waits: s.total_waits,
+            total_wait_ms: s.total_wait_time.as_secs_f64() * 1000.0,
+            replaced: s.replaced,
+        }
+    }
+}
+
+/// The snapshot now.
+pub fn snapshot(state: &AppState) -> Snapshot {
+    Snapshot {
+        uptime_secs: state.http_stats.uptime_secs(),
+        worker: fiber_web::supervisor::describe(),
+        fibers: Workers::of_fibers(&state.fibers),
+        db: DbStats::from(&state.db.stats()),
+        http_client: state.http.stats(),
+        http_server: state.http_stats.to_json(),
+    }
 }

@@ -5,11 +5,12 @@
 use crate::app::{upstream_error, AppState};
 use fiber_web::http::client::{ClientError, ClientResponse, Url};
 use fiber_web::http::html::escape_html;
-use fiber_web::http::{Handler, Request, Response, Router};
+use fiber_web::http::{Request, Response};
+use fiber_web::Routes;
 
 /// The sub-app's routes, written without knowing where they are mounted.
-pub fn router() -> Router<Handler<AppState>> {
-    Router::<Handler<AppState>>::new().get("/", "twitter", index)
+pub fn routes() -> Routes<AppState> {
+    Routes::new().get("/", index).named("twitter")
 }
 
 /// `GET /twitter`: the upstream's texts, HTML-escaped, joined by `</br>`.

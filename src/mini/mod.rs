@@ -47,18 +47,18 @@ pub fn ignored_flags(cfg: &ServeConfig) -> Vec<String> {
     let no_pool = "there is no fiber pool";
     [
         (
-            cfg.stack_size != d.stack_size,
+            cfg.web.stack_size != d.web.stack_size,
             "stack-size",
             "handlers run on the connection's may coroutine, whose stack is may's default",
         ),
         (
-            cfg.fibers != d.fibers,
+            cfg.web.fibers != d.web.fibers,
             "fibers",
             "there is no fiber pool: every connection runs its handler at once",
         ),
-        (cfg.queue != d.queue, "queue", no_pool),
+        (cfg.web.queue != d.web.queue, "queue", no_pool),
         (
-            cfg.fiber_wait_timeout != d.fiber_wait_timeout,
+            cfg.web.fiber_wait != d.web.fiber_wait,
             "fiber-wait",
             no_pool,
         ),
@@ -73,12 +73,12 @@ pub fn ignored_flags(cfg: &ServeConfig) -> Vec<String> {
             "there is no /twitter route",
         ),
         (
-            cfg.http.max_connections != d.http.max_connections,
+            cfg.web.http.max_connections != d.web.http.max_connections,
             "max-connections",
             "may_minihttp accepts every connection",
         ),
         (
-            cfg.shutdown_grace != d.shutdown_grace,
+            cfg.web.shutdown_grace != d.web.shutdown_grace,
             "shutdown-grace",
             "may_minihttp has no graceful shutdown",
         ),
@@ -89,12 +89,12 @@ pub fn ignored_flags(cfg: &ServeConfig) -> Vec<String> {
     .collect()
 }
 
-/// Start MySQL (private or external), the schema and may_minihttp on `cfg.bind`.
+/// Start MySQL (private or external), the schema and may_minihttp on `cfg.web.bind`.
 pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
-    may::config().set_workers(cfg.workers);
+    may::config().set_workers(cfg.web.workers);
     let (db, mariadb, db_where) = fiber_mysql_pool(cfg)?;
     let state = Arc::new(MiniState::new(db, cfg.db_wait_timeout));
-    let (addr, accept) = listen(cfg.bind, MiniService::new(Arc::clone(&state)))?;
+    let (addr, accept) = listen(cfg.web.bind, MiniService::new(Arc::clone(&state)))?;
     Ok(Running {
         addr,
         state,
@@ -141,7 +141,7 @@ impl Running {
              no fiber pool, no guard pages, no HTTP care), {} may workers x {} coroutine stack \
              | MySQL: {} pool of {} via {}",
             self.addr,
-            cfg.workers,
+            cfg.web.workers,
             ByteSize(may::config().get_stack_size() * std::mem::size_of::<usize>()),
             cfg.db_driver,
             cfg.db_pool,

@@ -15,6 +15,7 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::config::ClientLimits;
 use crate::twin::gauge::Held;
+use fiber_web::http::client::ClientStats;
 use fiber_web::http::client::{ClientError, ClientResponse, Url};
 
 /// The client: one per server, shared by every handler.
@@ -137,14 +138,16 @@ impl Client {
         }
     }
 
-    /// The counters as JSON.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The counters, as the fiber server's client reports them (hyper-util keeps
+    /// its connection counts to itself: those are 0).
+    pub fn stats(&self) -> ClientStats {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        serde_json::json!({
-            "requests": get(&self.requests),
-            "errors": get(&self.errors),
-            "in_flight": self.in_flight.load(Ordering::Relaxed),
-        })
+        ClientStats {
+            requests: get(&self.requests),
+            errors: get(&self.errors),
+            in_flight: self.in_flight.load(Ordering::Relaxed) as u64,
+            ..ClientStats::default()
+        }
     }
 }
 

@@ -171,18 +171,22 @@ impl Pool {
         }
     }
 
-    /// The pool's counters as JSON, with the keys of the fiber server's `db` object.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The pool's counters, as the fiber server's pool reports them (what the twin
+    /// does not count, such as replaced connections, is 0).
+    pub fn stats(&self) -> fiber_mysql::PoolStats {
         let c = &self.counters;
         let in_use = c.in_use.load(Ordering::Relaxed);
-        serde_json::json!({
-            "size": self.size,
-            "in_use": in_use,
-            "idle": self.size.saturating_sub(in_use),
-            "waiting": c.waiting.load(Ordering::Relaxed),
-            "total_waits": c.total_waits.load(Ordering::Relaxed),
-            "total_wait_ms": c.total_wait_us.load(Ordering::Relaxed) as f64 / 1000.0,
-        })
+        fiber_mysql::PoolStats {
+            size: self.size,
+            in_use,
+            idle: self.size.saturating_sub(in_use),
+            waiting: c.waiting.load(Ordering::Relaxed),
+            total_waits: c.total_waits.load(Ordering::Relaxed),
+            total_wait_time: std::time::Duration::from_micros(
+                c.total_wait_us.load(Ordering::Relaxed),
+            ),
+            ..fiber_mysql::PoolStats::default()
+        }
     }
 
     /// Close every connection (waits for those in use to come back).

@@ -21,6 +21,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use crate::twin::gauge::Held;
 use crate::twin::{Reply, Shared};
 use fiber_web::http::{refusal, Response};
+use fiber_web::metrics::{RouteRuns, Workers};
 
 /// Why a request did not get a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,31 +123,37 @@ impl Limit {
         }
     }
 
-    /// The limit's counters as JSON, shaped like the fiber pool's in `/stats`.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The limit's counters, as the framework's [`Workers`] (with no stacks): the
+    /// same shape `/stats` and `/metrics` show for the fiber pool.
+    pub fn workers(&self) -> Workers {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let routes: serde_json::Map<String, serde_json::Value> = self
+        let routes = self
             .routes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .map(|r| {
-                (
-                    r.label.to_string(),
-                    serde_json::json!({ "runs": get(&r.runs), "panics": get(&r.panics) }),
-                )
+                let runs = RouteRuns {
+                    runs: get(&r.runs),
+                    panics: get(&r.panics),
+                    stalls: 0,
+                    stack: None,
+                };
+                (r.label.to_string(), runs)
             })
             .collect();
-        serde_json::json!({
-            "size": self.size,
-            "busy": self.size - self.slots.available_permits(),
-            "queued": self.waiting.load(Ordering::Relaxed),
-            "completed": get(&self.completed),
-            "rejected": get(&self.rejected),
-            "timed_out": get(&self.timed_out),
-            "panics": get(&self.panics),
-            "routes": routes,
-        })
+        Workers {
+            size: self.size as u64,
+            busy: (self.size - self.slots.available_permits()) as u64,
+            queued: self.waiting.load(Ordering::Relaxed) as u64,
+            completed: get(&self.completed),
+            rejected: get(&self.rejected),
+            timed_out: get(&self.timed_out),
+            panics: get(&self.panics),
+            stalls: 0,
+            stacks: None,
+            routes,
+        }
     }
 }
 
@@ -242,9 +249,9 @@ mod tests {
         assert_eq!(second.unwrap_err(), Refused::Busy { size: 1, queue: 1 });
         drop(held);
         assert!(limit.acquire().await.is_ok());
-        let json = limit.to_json();
-        assert_eq!(json["rejected"], 1);
-        assert_eq!(json["timed_out"], 2);
+        let counts = limit.workers();
+        assert_eq!(counts.rejected, 1);
+        assert_eq!(counts.timed_out, 2);
     }
 
     #[tokio::test]
@@ -254,7 +261,7 @@ mod tests {
         // The client goes while its request waits: hyper drops the future.
         let gone = tokio::time::timeout(Duration::from_millis(5), limit.acquire()).await;
         assert!(gone.is_err(), "the wait must still be pending");
-        assert_eq!(limit.to_json()["queued"], 0, "{}", limit.to_json());
+        assert_eq!(limit.workers().queued, 0, "{:?}", limit.workers());
         drop(held);
         // The place it held is free: the next waiter is admitted, not refused.
         assert!(limit.acquire().await.is_ok());

@@ -65,11 +65,12 @@ pub struct TwinState {
 /// The state as handlers receive it.
 pub type Shared = Arc<TwinState>;
 
-/// The methods every route of the demo answers (HEAD is served by GET, as on fibers).
-const ALLOWED: &str = "GET";
+/// The methods every route of the demo answers (HEAD is served by GET, as on fibers,
+/// and `Allow` names both).
+const ALLOWED: &str = "GET, HEAD";
 
-/// The whole route table, with `/twitter` mounted as a sub-router; compare
-/// [`crate::app::router`]. Each route runs inside [`limit::run`] under its label.
+/// The whole route table, with `/twitter` nested as a sub-router; compare
+/// [`crate::app::app`]. Each route runs inside [`limit::run`] under its label.
 pub fn router(state: Shared) -> Router {
     let on = |label: &'static str, route: MethodRouter<Shared>| limited(&state, label, route);
     Router::new()
@@ -85,7 +86,8 @@ pub fn router(state: Shared) -> Router {
         )
         .route("/deep", on("deep", get(deep::deep)))
         .route("/stats", on("stats", get(stats::stats)))
-        .route("/healthz", on("healthz", get(health::healthz)))
+        // Outside the task-slot limit, as on fibers it takes no fiber.
+        .route("/healthz", get(health::healthz))
         .route("/readyz", on("readyz", get(health::readyz)))
         .route("/hello", on("hello", get(health::hello)))
         // Outside the task-slot limit, as on fibers it takes no fiber (app/metrics.rs).

@@ -34,10 +34,10 @@ pub struct Running {
     runtime: tokio::runtime::Runtime,
 }
 
-/// Start everything `cfg` describes, on a runtime of `cfg.workers` tokio workers.
+/// Start everything `cfg` describes, on a runtime of `cfg.web.workers` tokio workers.
 pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cfg.workers)
+        .worker_threads(cfg.web.workers)
         .thread_name("fiberstack-async")
         .enable_all()
         .build()
@@ -72,24 +72,27 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
             Some(std_listener) => std_listener
                 .set_nonblocking(true)
                 .and_then(|()| tokio::net::TcpListener::from_std(std_listener)),
-            None => server::bind(cfg.bind, cfg.http.listen_backlog).await,
+            None => server::bind(cfg.web.bind, cfg.web.http.listen_backlog).await,
         }
         .map_err(|e| fail(e.to_string()))?;
         let addr = bound(listener.local_addr())?;
         let (self_widgets, upstream) = own_urls(cfg, addr)?;
-        let http_stats = Arc::new(HttpStats::new(app::route_labels(), cfg.access_log));
+        let http_stats = Arc::new(HttpStats::new(
+            app::ROUTE_LABELS.iter().copied(),
+            cfg.web.access_log,
+        ));
         let state = Arc::new(TwinState {
             db,
             http: client::Client::new(cfg.client.clone()),
             self_widgets,
             upstream,
-            limit: limit::Limit::new(cfg.fibers, cfg.queue, cfg.fiber_wait_timeout),
+            limit: limit::Limit::new(cfg.web.fibers, cfg.web.queue, cfg.web.fiber_wait),
             http_stats: Arc::clone(&http_stats),
         });
         let server = server::spawn(
             listener,
             router(Arc::clone(&state)),
-            cfg.http.clone(),
+            cfg.web.http.clone(),
             http_stats,
         )
         .map_err(|e| fail(format!("cannot start the server: {e}")))?;
@@ -116,9 +119,9 @@ impl Running {
             "fiberstack: listening on http://{} | runtime async, {} tasks at once (--fibers), \
              queue {}, {} tokio workers | MySQL: mysql_async pool of {} via {}",
             self.addr(),
-            cfg.fibers,
-            cfg.queue,
-            cfg.workers,
+            cfg.web.fibers,
+            cfg.web.queue,
+            cfg.web.workers,
             cfg.db_pool,
             self.db_where,
         )

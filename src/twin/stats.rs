@@ -2,9 +2,13 @@
 //! the same top-level shape as `app/stats.rs`, with `tasks` where fibers have `fibers`.
 
 use axum::extract::State;
+use serde::Serialize;
 
+use crate::app::stats::DbStats;
 use crate::twin::{Reply, Shared};
+use fiber_web::http::client::ClientStats;
 use fiber_web::http::Response;
+use fiber_web::metrics::Workers;
 
 /// `GET /stats` as JSON.
 pub async fn stats(State(state): State<Shared>) -> Reply {
@@ -12,14 +16,33 @@ pub async fn stats(State(state): State<Shared>) -> Reply {
 }
 
 /// Everything `/stats` shows.
-pub fn snapshot(state: &Shared) -> serde_json::Value {
-    serde_json::json!({
-        "runtime": "async",
-        "uptime_secs": state.http_stats.uptime_secs(),
-        "worker": fiber_web::supervisor::describe(),
-        "tasks": state.limit.to_json(),
-        "db": state.db.to_json(),
-        "http_client": state.http.to_json(),
-        "http_server": state.http_stats.to_json(),
-    })
+#[derive(Serialize)]
+pub struct Snapshot {
+    /// Always `async`.
+    pub runtime: &'static str,
+    /// Seconds since the server started.
+    pub uptime_secs: f64,
+    /// Which process answered.
+    pub worker: serde_json::Value,
+    /// The task-slot limit, per route too.
+    pub tasks: Workers,
+    /// The MySQL pool.
+    pub db: DbStats,
+    /// The outgoing HTTP client.
+    pub http_client: ClientStats,
+    /// The HTTP server's connections and responses.
+    pub http_server: serde_json::Value,
+}
+
+/// The snapshot now.
+pub fn snapshot(state: &Shared) -> Snapshot {
+    Snapshot {
+        runtime: "async",
+        uptime_secs: state.http_stats.uptime_secs(),
+        worker: fiber_web::supervisor::describe(),
+        tasks: state.limit.workers(),
+        db: DbStats::from(&state.db.stats()),
+        http_client: state.http.stats(),
+        http_server: state.http_stats.to_json(),
+    }
 }

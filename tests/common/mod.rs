@@ -3,6 +3,12 @@
 //! that a bug there cannot hide a bug in the server).
 #![allow(dead_code)]
 
+/// Every allocation first makes sure the fiber it runs on (if any) has stack left for
+/// the allocator: an overflow then strikes before malloc takes its arena lock, never
+/// inside it (STACK_SIZES.md). An app declares it once, in its binary.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 pub mod child;
 pub mod tools;
 
@@ -10,6 +16,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use fiberstack::config::Options;
 use fiberstack::config::ServeConfig;
 use fiberstack::start::{start, Running};
 
@@ -17,13 +24,16 @@ use fiberstack::start::{start, Running};
 /// started one (FIBERSTACK_TEST_DATABASE_URL), else a private one for this process.
 pub fn config() -> ServeConfig {
     ServeConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        fibers: 50,
         db_pool: 20,
-        workers: 2,
         database_url: std::env::var("FIBERSTACK_TEST_DATABASE_URL")
             .ok()
             .filter(|u| !u.is_empty()),
+        web: Options {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            fibers: 50,
+            workers: 2,
+            ..ServeConfig::default().web
+        },
         ..ServeConfig::default()
     }
 }

@@ -419,20 +419,37 @@ impl HttpClient {
         })
     }
 
-    /// The counters as JSON.
-    pub fn stats_json(&self) -> serde_json::Value {
+    /// The counters now.
+    pub fn stats(&self) -> ClientStats {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let idle: usize = fiber_pool::lock(&self.idle).values().map(Vec::len).sum();
-        serde_json::json!({
-            "requests": get(&c.requests),
-            "errors": get(&c.errors),
-            "in_flight": get(&c.in_flight),
-            "connects": get(&c.connects),
-            "reused_connections": get(&c.reused),
-            "idle_connections": idle,
-        })
+        ClientStats {
+            requests: get(&c.requests),
+            errors: get(&c.errors),
+            in_flight: get(&c.in_flight),
+            connects: get(&c.connects),
+            reused_connections: get(&c.reused),
+            idle_connections: idle as u64,
+        }
     }
+}
+
+/// The outgoing client's counters at one moment, as `/stats` shows them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ClientStats {
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests that failed (connect, timeout, a bad response).
+    pub errors: u64,
+    /// Requests in flight now.
+    pub in_flight: u64,
+    /// TCP connections opened.
+    pub connects: u64,
+    /// Requests sent on a kept-alive connection.
+    pub reused_connections: u64,
+    /// Kept-alive connections idle now.
+    pub idle_connections: u64,
 }
 
 enum Exchange {

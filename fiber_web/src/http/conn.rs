@@ -39,9 +39,11 @@ use crate::shutdown::Stop;
 
 /// What handles a request: routing and running handlers is the server's business.
 pub trait Service: Send + Sync + 'static {
-    /// The response to `req`, or `None` when the service found `client` gone before it
-    /// ran anything ([`Client::gone`]): nothing is sent, and the connection closes.
-    fn call(&self, req: &Request, client: &Client<'_>) -> Option<Response>;
+    /// The response to `req`, or `None` when the service found `peer` gone before it
+    /// ran anything ([`Peer::gone`]): nothing is sent, and the connection closes. The
+    /// request is the connection's, lent for the call: a service may change it (the
+    /// router stores the path's parameters in it, layers add headers).
+    fn call(&self, req: &mut Request, peer: &Peer<'_>) -> Option<Response>;
 
     /// The answer `call` would give without running a handler (404, 405), asked
     /// before the body of an `Expect: 100-continue` request is read; `None` if the
@@ -51,13 +53,14 @@ pub trait Service: Send + Sync + 'static {
     }
 }
 
-/// The client of the request being served, to ask whether it is still there.
+/// The connected client of the request being served, to ask whether it is still
+/// there.
 #[derive(Clone, Copy)]
-pub struct Client<'a> {
+pub struct Peer<'a> {
     socket: BorrowedFd<'a>,
 }
 
-impl Client<'_> {
+impl Peer<'_> {
     /// Whether the client reset its connection, so no answer can reach it: one poll
     /// with a zero timeout, no bytes read. Worth its system call only before costly
     /// work that waited (a request that queued for a fiber).
@@ -157,10 +160,10 @@ pub fn serve<S: Service + ?Sized>(
 
         let keep_alive = req.wants_keep_alive() && !stop.is_stopping();
         let _in_flight = stop.request_started();
-        let client = Client {
+        let peer = Peer {
             socket: stream.stream.inner().as_fd(),
         };
-        let Some(resp) = service.call(&req, &client) else {
+        let Some(resp) = service.call(&mut req, &peer) else {
             stats.abandoned();
             return;
         };

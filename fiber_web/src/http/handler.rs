@@ -1,20 +1,50 @@
-//! The handler type: what a route of the fiber server runs.
+//! The handler type: what a route runs, on a guarded fiber.
 //!
-//! A handler is a plain function of the state its routes share and the request, run on
-//! a guarded fiber stack. What it may and may not do there (STACK_SIZES.md has the why
-//! and the figures):
-//! - It may call blocking-looking may I/O (`fiber_mysql`, `http::client`): the waits
-//!   yield to the scheduler. It must not call blocking std I/O or `std::thread::sleep`
-//!   (they stall a whole worker thread), nor keep per-request state in a thread-local
-//!   (fibers move between threads).
+//! A handler is a plain function or closure of the state its routes share and the
+//! request, returning anything that becomes a response ([`IntoResponse`]):
+//!
+//! ```
+//! use fiber_web::http::{Json, Request, Response};
+//!
+//! struct Todos;
+//! fn show(_todos: &Todos, req: &Request) -> Result<Json<u64>, Response> {
+//!     let id: u64 = req.param("id")?; // 400 naming the parameter if it is not a number
+//!     Ok(Json(id))
+//! }
+//! ```
+//!
+//! What it may and may not do on its fiber (STACK_SIZES.md has the why and the
+//! figures):
+//! - It may call blocking-looking may I/O (`fiber_mysql`, [`crate::http::client`]):
+//!   the waits yield to the scheduler. It must not call blocking std I/O or
+//!   `std::thread::sleep` (they stall a whole worker thread; the watchdog names the
+//!   route), nor keep per-request state in a thread-local (fibers move between
+//!   threads).
 //! - A stack overflow abandons its frames without unwinding: the client gets a 500 and
 //!   the server goes on, but locks those frames held stay held. Take MySQL connections
-//!   through `app::db_conn`, locks through `fiber_pool::lock` (or `reserve_stack` first),
+//!   through `fiber_mysql::Pool::checkout` (it keeps the connection outside the fiber
+//!   stack), locks through `fiber_pool::lock` (or `fiber_pool::reserve_stack` first),
 //!   and do not print on a fiber: return what to log (the server logs every 5xx).
-//! - Keep big buffers on the heap and recursion bounded; measure with
-//!   `fiberstack stack-report` or `/stats`, and keep 4x headroom.
+//! - Keep big buffers on the heap and recursion bounded; measure with the pool's
+//!   per-route stack peaks (`/metrics`: `fiberstack_route_stack_peak_bytes`), and keep
+//!   4x headroom.
 
-use crate::http::{Request, Response};
+use crate::http::{IntoResponse, Request, Response};
 
-/// A route handler: plain, blocking-looking code that runs on a fiber.
-pub type Handler<S> = fn(&S, &Request) -> Response;
+/// A route handler: plain, blocking-looking code that runs on a fiber. Implemented for
+/// every `Fn(&S, &Request) -> impl IntoResponse` that may be shared between threads:
+/// plain functions, and closures that capture their configuration.
+pub trait Handler<S>: Send + Sync {
+    /// The response to `req`.
+    fn call(&self, state: &S, req: &Request) -> Response;
+}
+
+impl<S, F, R> Handler<S> for F
+where
+    F: Fn(&S, &Request) -> R + Send + Sync + 'static,
+    R: IntoResponse,
+{
+    fn call(&self, state: &S, req: &Request) -> Response {
+        self(state, req).into_response()
+    }
+}

@@ -9,12 +9,21 @@
 //! the next: the target (the normalized path, then the query) and [`Headers`] (names
 //! and values back to back, with the offsets between them). Parsing a keep-alive
 //! connection's next request overwrites them in place: no allocation per request
-//! (docs/PROFILE.md, session 4).
+//! (BENCHMARKS.md, "Where a request's time goes").
+//!
+//! What a handler reads from a request beyond its head: path parameters
+//! ([`Request::param`]), the query string as a typed struct ([`Request::query`]) and a
+//! JSON body ([`Request::json`]); each refuses a request that does not fit with the
+//! response that says what to send instead (400, 415).
 
 use std::borrow::Cow;
+use std::str::FromStr;
+
+use serde::de::DeserializeOwned;
 
 use crate::config::HttpLimits;
-use crate::http::{target, HttpError};
+use crate::http::router::Params;
+use crate::http::{form, target, HttpError, Response};
 
 /// One request, fully read (head and body).
 #[derive(Clone, Debug, Default)]
@@ -27,23 +36,104 @@ pub struct Request {
     pub headers: Headers,
     /// The body (from `Content-Length` or the chunked coding).
     pub body: Vec<u8>,
-    /// The normalized path, then the raw query: [`Request::path`], [`Request::query`].
+    /// The normalized path, then the raw query: [`Request::path`], [`Request::query_string`].
     target: String,
     /// Where the path ends in `target`.
     path_len: usize,
+    /// The matched route's parameters (set by the router).
+    pub(crate) params: Params,
 }
 
 impl Request {
-    /// Build a request by hand, for tests and for calling handlers directly.
+    /// Build a `GET` request by hand, for tests and for calling handlers directly.
     pub fn get(target: &str) -> Request {
+        Request::new("GET", target)
+    }
+
+    /// Build a request by hand: `method` and `target` (a path, then `?` and a query),
+    /// taken as sent (no normalization).
+    pub fn new(method: &str, target: &str) -> Request {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         Request {
-            method: "GET".into(),
+            method: method_name(method),
             minor_version: 1,
             target: format!("{path}{query}"),
             path_len: path.len(),
             ..Request::default()
         }
+    }
+
+    /// The same request with `body`.
+    pub fn with_body(mut self, body: impl Into<Vec<u8>>) -> Request {
+        self.body = body.into();
+        self
+    }
+
+    /// The raw text of path parameter `name` (`{id}` in `/todos/{id}`), escapes as
+    /// sent; `None` when the matched route has no such parameter.
+    pub fn param_text(&self, name: &str) -> Option<&str> {
+        self.params.get(self.path(), name)
+    }
+
+    /// Path parameter `name`, its escapes decoded, parsed as a `T`
+    /// (`req.param::<u64>("id")?`). A value that does not parse is a 400 naming the
+    /// parameter, its value and the type expected; a name the route does not have is a
+    /// 500 (the handler and its pattern disagree).
+    pub fn param<T: FromStr>(&self, name: &str) -> Result<T, Response> {
+        let Some(raw) = self.param_text(name) else {
+            return Err(Response::error(
+                500,
+                format!(
+                    "the route for {} has no path parameter '{name}': its pattern and                      handler disagree",
+                    self.path()
+                ),
+            ));
+        };
+        let decoded = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
+        decoded.parse().map_err(|_| {
+            Response::error(
+                400,
+                format!(
+                    "path parameter '{name}': '{decoded}' is not a {}",
+                    short_type_name::<T>()
+                ),
+            )
+        })
+    }
+
+    /// The query string as a `T` through serde (`#[derive(Deserialize)] struct Page
+    /// { limit: Option<u32> }`); a field that is missing or does not parse is a 400
+    /// naming it and the value sent.
+    pub fn query<T: DeserializeOwned>(&self) -> Result<T, Response> {
+        form::from_query(self.query_string()).map_err(|e| Response::error(400, e))
+    }
+
+    /// The body as JSON of type `T`. Without a JSON `Content-Type`
+    /// (`application/json`, or any `application/...+json`) it is a 415; a body that is
+    /// not JSON, or not the shape `T` asks for, is a 400 naming the field and the
+    /// position serde stopped at. A body over the server's limit never gets here: it is
+    /// a 413 before the handler runs (`HttpLimits::max_body_bytes`).
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, Response> {
+        let media = self.header("content-type").unwrap_or("");
+        if !is_json(media) {
+            let sent = if media.is_empty() {
+                "no Content-Type".to_string()
+            } else {
+                format!("Content-Type '{media}'")
+            };
+            return Err(Response::error(
+                415,
+                format!("the body must be JSON: send it with Content-Type: application/json ({sent} was sent)"),
+            ));
+        }
+        serde_json::from_slice(&self.body).map_err(|e| {
+            let why = match e.classify() {
+                serde_json::error::Category::Data => "does not have the fields this route takes",
+                serde_json::error::Category::Eof if self.body.is_empty() => "is empty",
+                _ => "is not valid JSON",
+            };
+            Response::error(400, format!("the JSON body {why}: {e}"))
+        })
     }
 
     /// The same request with one more header (name lower-cased, value trimmed).
@@ -60,7 +150,7 @@ impl Request {
     }
 
     /// The raw query string (after `?`), empty if none.
-    pub fn query(&self) -> &str {
+    pub fn query_string(&self) -> &str {
         &self.target[self.path_len..]
     }
 
@@ -71,7 +161,7 @@ impl Request {
 
     /// The first value of query parameter `name`, form-decoded (`+` is a space).
     pub fn query_param(&self, name: &str) -> Option<String> {
-        crate::http::query::query_param(self.query(), name)
+        crate::http::query::query_param(self.query_string(), name)
     }
 
     /// Whether the client waits for `100 Continue` before it sends the body.
@@ -98,6 +188,25 @@ impl Request {
             tokens("keep-alive")
         }
     }
+}
+
+/// The last part of `T`'s name (`u64`, `Uuid`), for messages a client reads.
+fn short_type_name<T>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    let base = full.split('<').next().unwrap_or(full);
+    base.rsplit("::").next().unwrap_or(base)
+}
+
+/// Whether a Content-Type names JSON: `application/json` or `application/<x>+json`,
+/// any case, with or without parameters.
+fn is_json(media: &str) -> bool {
+    let essence = media.split(';').next().unwrap_or("").trim();
+    let Some((kind, sub)) = essence.split_once('/') else {
+        return false;
+    };
+    kind.eq_ignore_ascii_case("application")
+        && (sub.eq_ignore_ascii_case("json")
+            || sub.len() > 5 && sub[sub.len() - 5..].eq_ignore_ascii_case("+json"))
 }
 
 /// A request's headers in one buffer: each name (lower-cased, as HTTP names are
@@ -203,6 +312,18 @@ impl Headers {
         self.spans.push((start, name_end, self.text.len()));
     }
 
+    /// Remove every header named `name` (any case). Their bytes stay in the buffer
+    /// until the next request reuses it.
+    pub fn remove(&mut self, name: &str) {
+        let text = &self.text;
+        self.spans
+            .retain(|&(start, end, _)| !text[start..end].eq_ignore_ascii_case(name));
+        let bit = framing_bit(name);
+        if bit != 0 {
+            self.present &= !bit;
+        }
+    }
+
     /// Remove every header, keeping the buffers.
     pub fn clear(&mut self) {
         self.text.clear();
@@ -227,13 +348,6 @@ pub struct Head {
     pub head_len: usize,
     /// How the body that follows it is framed.
     pub framing: Framing,
-}
-
-impl Head {
-    /// Whether a body follows the head.
-    pub fn has_body(&self) -> bool {
-        self.framing != Framing::Length(0)
-    }
 }
 
 /// Parse a request head from the start of `buf` into `req` (its buffers reused; its
@@ -353,6 +467,7 @@ fn finish(raw: RawHead<'_>, limits: &HttpLimits, req: &mut Request) -> Result<He
     req.method = method_name(raw.method);
     req.minor_version = raw.minor_version;
     req.body = Vec::new();
+    req.params.clear();
     req.path_len = target::parse_into(&req.method, raw.target, &mut req.target)?;
     raw.headers?;
     target::check_host(raw.minor_version, req.headers.get_all("host"))?;
@@ -473,22 +588,6 @@ fn version_error(buf: &[u8]) -> HttpError {
     }
 }
 
-/// Decode one `application/x-www-form-urlencoded` component: `+` is a space, `%XX` a
-/// byte (percent-encoding's decoder). Invalid escapes are kept as written; invalid
-/// UTF-8 becomes U+FFFD.
-pub fn form_decode(s: &str) -> String {
-    let spaced = s.replace('+', " ");
-    percent_encoding::percent_decode_str(&spaced)
-        .decode_utf8_lossy()
-        .into_owned()
-}
-
-/// Encode text for a query string (the inverse of [`form_decode`]): form_urlencoded's
-/// serializer, which leaves `A-Z a-z 0-9 * - . _` as they are and writes a space as `+`.
-pub fn form_encode(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,7 +608,7 @@ mod tests {
         let (req, head) = parse_head(raw, &limits()).unwrap().unwrap();
         assert_eq!(head.head_len, raw.len());
         assert_eq!(req.path(), "/widgets");
-        assert_eq!(req.query(), "sleep=0.25&q=rails+3");
+        assert_eq!(req.query_string(), "sleep=0.25&q=rails+3");
         assert_eq!(req.query_param("sleep").as_deref(), Some("0.25"));
         assert_eq!(req.query_param("q").as_deref(), Some("rails 3"));
         assert!(!req.wants_keep_alive());
@@ -642,31 +741,102 @@ mod tests {
         let mut req = Request::default();
         let first = b"POST /a/?x=1 HTTP/1.1\r\nHost: one\r\nX-Long-Header:  v  \r\n\r\n";
         super::parse_head(first, &l, &mut req).unwrap().unwrap();
-        assert_eq!((req.path(), req.query()), ("/a", "x=1"));
+        assert_eq!((req.path(), req.query_string()), ("/a", "x=1"));
         assert_eq!(req.header("x-long-header"), Some("v"));
         req.body = b"body".to_vec();
         let second = b"GET /b HTTP/1.0\r\n\r\n";
         let head = super::parse_head(second, &l, &mut req).unwrap().unwrap();
         assert_eq!(head.head_len, second.len());
-        assert_eq!((&*req.method, req.path(), req.query()), ("GET", "/b", ""));
+        assert_eq!(
+            (&*req.method, req.path(), req.query_string()),
+            ("GET", "/b", "")
+        );
         assert_eq!(req.minor_version, 0);
         assert!(req.headers.is_empty() && req.body.is_empty());
         let by_hand = Request::get("/c?d=e").with_header("Content-Type", " text/plain ");
-        assert_eq!((by_hand.path(), by_hand.query()), ("/c", "d=e"));
+        assert_eq!((by_hand.path(), by_hand.query_string()), ("/c", "d=e"));
         assert_eq!(by_hand.header("content-type"), Some("text/plain"));
     }
 
     #[test]
-    fn form_coding_round_trips() {
-        for s in [
-            "rails 3",
-            "a&b=c",
-            "ünï",
-            "100%",
-            "'; drop table tweets; --",
-        ] {
-            assert_eq!(form_decode(&form_encode(s)), s);
+    fn parameters_are_decoded_and_parsed_or_refused_by_name() {
+        use crate::http::router::Router;
+        let router = Router::new().get("/todos/{id}/{slug}", "t", ());
+        let mut req = Request::get("/todos/42/a%20b");
+        router
+            .resolve("GET", "/todos/42/a%20b", &mut req.params)
+            .unwrap();
+        assert_eq!(req.param::<u64>("id").unwrap(), 42);
+        assert_eq!(req.param::<String>("slug").unwrap(), "a b");
+        assert_eq!(req.param_text("slug"), Some("a%20b"));
+        let mut req = Request::get("/todos/abc/x");
+        router
+            .resolve("GET", "/todos/abc/x", &mut req.params)
+            .unwrap();
+        let bad = req.param::<u64>("id").unwrap_err();
+        assert_eq!(bad.status, 400);
+        assert_eq!(
+            String::from_utf8_lossy(&bad.body),
+            "path parameter 'id': 'abc' is not a u64\n"
+        );
+        assert_eq!(req.param::<u64>("nope").unwrap_err().status, 500);
+    }
+
+    #[test]
+    fn json_bodies_need_their_type_and_their_shape() {
+        #[derive(serde::Deserialize, Debug)]
+        struct New {
+            title: String,
         }
-        assert_eq!(form_decode("%zz%4"), "%zz%4");
+        let post = |ct: Option<&str>, body: &str| {
+            let req = Request::new("POST", "/todos").with_body(body.as_bytes());
+            match ct {
+                Some(ct) => req.with_header("Content-Type", ct),
+                None => req,
+            }
+        };
+        let ok: New = post(Some("application/json; charset=utf-8"), r#"{"title":"x"}"#)
+            .json()
+            .unwrap();
+        assert_eq!(ok.title, "x");
+        assert!(
+            post(Some("application/merge-patch+json"), r#"{"title":"y"}"#)
+                .json::<New>()
+                .is_ok()
+        );
+        let text = |r: Response| (r.status, String::from_utf8_lossy(&r.body).into_owned());
+        let (status, says) = text(post(Some("text/plain"), "x").json::<New>().unwrap_err());
+        assert_eq!(status, 415);
+        assert!(says.contains("Content-Type: application/json") && says.contains("'text/plain'"));
+        assert_eq!(post(None, "{}").json::<New>().unwrap_err().status, 415);
+        let (status, says) = text(
+            post(Some("application/json"), "{\"title\": 5}")
+                .json::<New>()
+                .unwrap_err(),
+        );
+        assert_eq!(status, 400);
+        assert!(
+            says.contains("does not have the fields") && says.contains("line 1 column"),
+            "{says}"
+        );
+        let (_, says) = text(
+            post(Some("application/json"), "{}")
+                .json::<New>()
+                .unwrap_err(),
+        );
+        assert!(says.contains("missing field `title`"), "{says}");
+        let (status, says) = text(
+            post(Some("application/json"), "{\"title\": ")
+                .json::<New>()
+                .unwrap_err(),
+        );
+        assert_eq!(status, 400);
+        assert!(says.contains("is not valid JSON"), "{says}");
+        let (_, says) = text(
+            post(Some("application/json"), "")
+                .json::<New>()
+                .unwrap_err(),
+        );
+        assert!(says.contains("is empty"), "{says}");
     }
 }

@@ -1,7 +1,10 @@
 //! A response as handlers build it, and its serialization with the right
-//! connection headers and a `Date` (cached per second, `date.rs`).
+//! connection headers and a `Date` (cached per second, `date.rs`). Status lines come
+//! from `status.rs`; a 1xx, 204 or 304 goes out with neither body nor Content-Length.
 
 use std::borrow::Cow;
+
+use crate::http::status::{has_no_body, status_line};
 
 /// A complete response: status, extra headers, body.
 ///
@@ -38,11 +41,33 @@ impl Response {
         Response::with_type(status, &HTML, bytes(body.into()))
     }
 
-    /// `application/json` with `value` serialized.
-    pub fn json(status: u16, value: &serde_json::Value) -> Response {
-        let mut body = serde_json::to_vec_pretty(value).unwrap_or_default();
-        body.push(b'\n');
-        Response::with_type(status, &JSON, Cow::Owned(body))
+    /// `application/json` with `value` serialized, pretty-printed and ending in a
+    /// newline (what a person reading curl's output wants; the bytes a machine skips
+    /// are few). A value that cannot be serialized (a map with non-string keys, a
+    /// `Serialize` impl that fails) is a 500 naming serde's reason, not a broken body.
+    pub fn json(status: u16, value: &impl serde::Serialize) -> Response {
+        match serde_json::to_vec_pretty(value) {
+            Ok(mut body) => {
+                body.push(b'\n');
+                Response::with_type(status, &JSON, Cow::Owned(body))
+            }
+            Err(e) => Response::error(500, format!("the response could not be serialized: {e}")),
+        }
+    }
+
+    /// A response with `status` and no body: `204 No Content` after a delete, a `304`,
+    /// a redirect (add `Location`).
+    pub fn empty(status: u16) -> Response {
+        Response {
+            status,
+            headers: Cow::Borrowed(&[]),
+            body: Cow::Borrowed(&[]),
+        }
+    }
+
+    /// `204 No Content`.
+    pub fn no_content() -> Response {
+        Response::empty(204)
     }
 
     /// A plain-text error whose body is `message` and a newline: what the client reads
@@ -69,6 +94,20 @@ impl Response {
         self
     }
 
+    /// The same response with another status.
+    pub fn with_status(mut self, status: u16) -> Response {
+        self.status = status;
+        self
+    }
+
+    /// The first value of header `name` (any case), if set.
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_ref())
+    }
+
     /// Bytes [`Response::write_to`] writes at most: the capacity that makes it one
     /// allocation.
     pub fn wire_len(&self) -> usize {
@@ -91,17 +130,30 @@ impl Response {
         keep_alive: bool,
         head_only: bool,
     ) {
-        match status_line(self.status) {
+        // A status code is three digits (RFC 9110 section 15): any other number a
+        // handler set goes out as the 500 it is.
+        let status = if (100..1000).contains(&self.status) {
+            self.status
+        } else {
+            500
+        };
+        match status_line(status) {
             Some(line) => out.extend_from_slice(line.as_bytes()),
             None => {
+                // No reason phrase: RFC 9112 allows an empty one, and a client reads
+                // the code.
                 out.extend_from_slice(b"HTTP/1.1 ");
-                push_decimal(out, usize::from(self.status));
-                out.extend_from_slice(b" Unknown\r\n");
+                push_decimal(out, usize::from(status));
+                out.extend_from_slice(b" \r\n");
             }
         }
-        out.extend_from_slice(b"Content-Length: ");
-        push_decimal(out, self.body.len());
-        out.extend_from_slice(b"\r\nDate: ");
+        let bodiless = has_no_body(status);
+        if !bodiless {
+            out.extend_from_slice(b"Content-Length: ");
+            push_decimal(out, self.body.len());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"Date: ");
         out.extend_from_slice(&crate::http::date::now());
         out.extend_from_slice(b"\r\n");
         for (name, value) in self.headers.iter() {
@@ -116,7 +168,7 @@ impl Response {
             out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         out.extend_from_slice(b"\r\n");
-        if !head_only {
+        if !head_only && !bodiless {
             out.extend_from_slice(&self.body);
         }
     }
@@ -147,29 +199,6 @@ fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
         }
     }
     out.extend_from_slice(&digits[at..]);
-}
-
-/// `HTTP/1.1 <code> <reason>\r\n` for the status codes we send, whole (one copy, no
-/// decimal formatting per response); `None` for any other.
-fn status_line(status: u16) -> Option<&'static str> {
-    Some(match status {
-        100 => "HTTP/1.1 100 Continue\r\n",
-        200 => "HTTP/1.1 200 OK\r\n",
-        400 => "HTTP/1.1 400 Bad Request\r\n",
-        404 => "HTTP/1.1 404 Not Found\r\n",
-        405 => "HTTP/1.1 405 Method Not Allowed\r\n",
-        408 => "HTTP/1.1 408 Request Timeout\r\n",
-        413 => "HTTP/1.1 413 Payload Too Large\r\n",
-        414 => "HTTP/1.1 414 URI Too Long\r\n",
-        431 => "HTTP/1.1 431 Request Header Fields Too Large\r\n",
-        500 => "HTTP/1.1 500 Internal Server Error\r\n",
-        501 => "HTTP/1.1 501 Not Implemented\r\n",
-        502 => "HTTP/1.1 502 Bad Gateway\r\n",
-        503 => "HTTP/1.1 503 Service Unavailable\r\n",
-        504 => "HTTP/1.1 504 Gateway Timeout\r\n",
-        505 => "HTTP/1.1 505 HTTP Version Not Supported\r\n",
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
@@ -214,7 +243,7 @@ mod tests {
         assert!(out.starts_with(b"HTTP/1.1 505 HTTP Version Not Supported\r\n"));
         out.clear();
         Response::error(299, "x").write_to(&mut out, 1, false, false);
-        assert!(out.starts_with(b"HTTP/1.1 299 Unknown\r\nContent-Length: 2\r\n"));
+        assert!(out.starts_with(b"HTTP/1.1 299 \r\nContent-Length: 2\r\n"));
     }
 
     #[test]
@@ -223,5 +252,46 @@ mod tests {
         Response::text(200, "Oh hai").write_to(&mut out, 1, true, true);
         let s = String::from_utf8(out).unwrap();
         assert!(s.contains("Content-Length: 6\r\n") && s.ends_with("\r\n\r\n"));
+    }
+
+    #[test]
+    fn no_content_and_not_modified_carry_neither_body_nor_length() {
+        for resp in [
+            Response::no_content(),
+            Response::text(204, "ignored"),
+            Response::empty(304).header("ETag", "\"x\""),
+            Response::empty(100),
+        ] {
+            let mut out = Vec::new();
+            resp.write_to(&mut out, 1, true, false);
+            let s = String::from_utf8(out).unwrap();
+            assert!(!s.to_ascii_lowercase().contains("content-length"), "{s}");
+            assert!(s.ends_with("\r\n\r\n"), "a body was written: {s:?}");
+        }
+        let mut out = Vec::new();
+        Response::no_content().write_to(&mut out, 1, true, false);
+        assert!(out.starts_with(b"HTTP/1.1 204 No Content\r\nDate: "));
+        out.clear();
+        Response::empty(201).write_to(&mut out, 1, true, false);
+        assert!(out.starts_with(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n"));
+    }
+
+    #[test]
+    fn json_serializes_any_value_and_names_what_cannot_be() {
+        #[derive(serde::Serialize)]
+        struct Todo {
+            id: u64,
+            title: &'static str,
+        }
+        let r = Response::json(201, &Todo { id: 7, title: "x" });
+        assert_eq!(r.status, 201);
+        assert_eq!(r.header_value("content-type"), Some("application/json"));
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v, serde_json::json!({"id": 7, "title": "x"}));
+        let mut bad = std::collections::HashMap::new();
+        bad.insert(vec![1u8], 1);
+        let r = Response::json(200, &bad);
+        assert_eq!(r.status, 500);
+        assert!(String::from_utf8_lossy(&r.body).contains("could not be serialized"));
     }
 }

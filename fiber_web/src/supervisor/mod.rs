@@ -76,9 +76,17 @@ pub fn supervise(cfg: SupervisorConfig) -> Option<Result<(), String>> {
 /// The socket to serve on: the inherited one (a worker's, or systemd's), else `addr`
 /// bound here.
 pub fn listener(addr: std::net::SocketAddr) -> std::io::Result<crate::http::listener::Listener> {
+    listener_with_backlog(addr, crate::config::HttpLimits::default().listen_backlog)
+}
+
+/// [`listener`], with `backlog` connections queued in the kernel when bound here.
+pub fn listener_with_backlog(
+    addr: std::net::SocketAddr,
+    backlog: i32,
+) -> std::io::Result<crate::http::listener::Listener> {
     match take_listener()? {
         Some(inherited) => crate::http::listener::adopt(inherited),
-        None => crate::http::listener::bind(addr).map(Into::into),
+        None => crate::http::listener::bind_with_backlog(addr, backlog).map(Into::into),
     }
 }
 

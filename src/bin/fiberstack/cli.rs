@@ -11,7 +11,7 @@ use fiber_mysql::launcher::LaunchConfig;
 use fiber_web::shutdown::StopRequests;
 use fiber_web::supervisor::{self, Supervisor, SupervisorConfig, MAX_PROCESSES};
 use fiberstack::config::{
-    ByteSize, Runtime, ServeConfig, WatchdogLimits, DEFAULT_ACCESS_LOG, DEFAULT_BIND,
+    ByteSize, Options, Runtime, ServeConfig, WatchdogLimits, DEFAULT_ACCESS_LOG, DEFAULT_BIND,
     DEFAULT_DB_POOL, DEFAULT_DB_WAIT, DEFAULT_FIBERS, DEFAULT_FIBER_WAIT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_OVERFLOW_LIMIT, DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_STACK_SIZE, DEFAULT_STALL_LIMIT, DEFAULT_STALL_WARN,
@@ -167,31 +167,35 @@ impl ServeArgs {
                 ))
             }
         };
+        let defaults = ServeConfig::default();
         let mut cfg = ServeConfig {
             runtime: self.runtime,
-            bind: self.bind,
-            fibers: self.fibers as usize,
-            stack_size: self.stack_size.0,
-            queue: self.queue,
+            web: Options {
+                bind: self.bind,
+                fibers: self.fibers as usize,
+                stack_size: self.stack_size.0,
+                queue: self.queue,
+                fiber_wait: secs("fiber-wait", self.fiber_wait)?,
+                shutdown_grace: secs("shutdown-grace", self.shutdown_grace)?,
+                access_log: self.access_log,
+                processes: self.processes as usize,
+                watchdog: WatchdogLimits {
+                    stall_warn: secs("stall-warn", self.stall_warn)?,
+                    stall_limit: secs("stall-limit", self.stall_limit)?,
+                    overflow_limit: self.overflow_limit,
+                },
+                ..defaults.web.clone()
+            },
             db_pool: self.db_pool as usize,
             self_call_limit: self.self_call_limit.map(|n| n as usize),
             database_url: self.database_url.clone().filter(|u| !u.is_empty()),
             mariadbd: self.mariadbd.clone(),
             db_driver: self.db_driver,
             upstream: self.upstream.clone().filter(|u| !u.is_empty()),
-            fiber_wait_timeout: secs("fiber-wait", self.fiber_wait)?,
             db_wait_timeout: secs("db-wait", self.db_wait)?,
-            shutdown_grace: secs("shutdown-grace", self.shutdown_grace)?,
-            access_log: self.access_log,
-            processes: self.processes as usize,
-            watchdog: WatchdogLimits {
-                stall_warn: secs("stall-warn", self.stall_warn)?,
-                stall_limit: secs("stall-limit", self.stall_limit)?,
-                overflow_limit: self.overflow_limit,
-            },
-            ..ServeConfig::default()
+            ..defaults
         };
-        let w = cfg.watchdog;
+        let w = cfg.web.watchdog;
         if w.stall_warn < MIN_STALL_WARN || w.stall_limit < w.stall_warn {
             return Err(format!(
                 "--stall-warn must be at least {MIN_STALL_WARN:?} and --stall-limit at least \
@@ -200,9 +204,9 @@ impl ServeArgs {
             ));
         }
         if let Some(w) = self.workers {
-            cfg.workers = w as usize;
+            cfg.web.workers = w as usize;
         }
-        cfg.http.max_connections = self.max_connections;
+        cfg.web.http.max_connections = self.max_connections;
         Ok(cfg)
     }
 }
@@ -248,7 +252,7 @@ pub fn stop_signals() -> Result<signal_hook::iterator::Signals, String> {
 /// Run the server until it is told to stop (SIGINT or SIGTERM, or its supervisor),
 /// then shut down gracefully. With `--processes` 2 or more, run the supervisor instead.
 pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
-    if cfg.processes > 1 && supervisor::worker().is_none() {
+    if cfg.web.processes > 1 && supervisor::worker().is_none() {
         return supervise(cfg);
     }
     let stops =
@@ -259,15 +263,19 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
             let running = start::start(cfg).map_err(|e| e.to_string())?;
             println!("{}", running.banner(cfg));
             supervisor::ready();
-            stopping(&stops.wait(), running.server.stop_state().in_flight(), cfg);
-            running.shutdown(cfg.shutdown_grace)
+            stopping(
+                &stops.wait(),
+                running.serving.server().stop_state().in_flight(),
+                cfg,
+            );
+            running.shutdown(cfg.web.shutdown_grace)
         }
         Runtime::Async => {
             let running = fiberstack::twin::start(cfg).map_err(|e| e.to_string())?;
             println!("{}", running.banner(cfg));
             supervisor::ready();
             stopping(&stops.wait(), running.server.stop_state().in_flight(), cfg);
-            running.shutdown(cfg.shutdown_grace)
+            running.shutdown(cfg.web.shutdown_grace)
         }
     };
     if drained.connections_left > 0 {
@@ -291,14 +299,14 @@ fn supervise(cfg: &ServeConfig) -> Result<(), String> {
         );
     }
     let mut sup = Supervisor::bind(SupervisorConfig {
-        processes: cfg.processes,
-        bind: cfg.bind,
-        listen_backlog: cfg.http.listen_backlog,
-        shutdown_grace: cfg.shutdown_grace,
-        start_timeout: cfg.worker_start_timeout,
+        processes: cfg.web.processes,
+        bind: cfg.web.bind,
+        listen_backlog: cfg.web.http.listen_backlog,
+        shutdown_grace: cfg.web.shutdown_grace,
+        start_timeout: cfg.web.worker_start_timeout,
     })?;
     let all_pools = ServeConfig {
-        db_pool: cfg.db_pool * (cfg.processes + 1),
+        db_pool: cfg.db_pool * (cfg.web.processes + 1),
         ..cfg.clone()
     };
     let db = fiberstack::setup::database(&all_pools).map_err(|e| e.to_string())?;
@@ -333,7 +341,7 @@ fn serve_minihttp(cfg: &ServeConfig, stops: &StopRequests) -> Result<(), String>
 fn stopping(why: &str, in_flight: usize, cfg: &ServeConfig) {
     log::info!(
         "fiberstack: {why}, finishing {in_flight} in-flight requests (up to {:?})",
-        cfg.shutdown_grace
+        cfg.web.shutdown_grace
     );
 }
 

@@ -4,6 +4,12 @@
 
 #![forbid(unsafe_code)]
 
+/// Every allocation first makes sure the fiber it runs on (if any) has stack left for
+/// the allocator: an overflow then strikes before malloc takes its arena lock, never
+/// inside it (STACK_SIZES.md). An app declares it once, in its binary.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 mod bench;
 mod cli;
 mod stack_report;

@@ -18,7 +18,7 @@ pub fn run(cfg: &ServeConfig) -> Result<(), String> {
         return Err("stack-report measures fiber stacks: use --runtime fibers".into());
     }
     let mut cfg = cfg.clone();
-    cfg.bind = "127.0.0.1:0".parse().expect("a literal address");
+    cfg.web.bind = "127.0.0.1:0".parse().expect("a literal address");
     let _signals = crate::cli::stop_signals()?;
     let running = fiberstack::start::start(&cfg).map_err(|e| e.to_string())?;
     let state = std::sync::Arc::clone(&running.state);

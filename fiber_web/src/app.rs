@@ -1,0 +1,272 @@
+//! The app: its state, its routes, its layers; built into what the server runs.
+//!
+//! ```no_run
+//! use fiber_web::{App, Options};
+//! use fiber_web::http::{Json, Request, Response};
+//!
+//! struct Greeter { greeting: &'static str }
+//!
+//! fn hello(g: &Greeter, req: &Request) -> String {
+//!     let name = req.query_param("name").unwrap_or_else(|| "world".into());
+//!     format!("{}, {name}!\n", g.greeting)
+//! }
+//!
+//! fn show(_: &Greeter, req: &Request) -> Result<Json<u64>, Response> {
+//!     Ok(Json(req.param("id")?))
+//! }
+//!
+//! fn main() -> Result<(), fiber_web::Error> {
+//!     App::new(Greeter { greeting: "Hello" })
+//!         .get("/hello", hello)
+//!         .get("/things/{id}", show)
+//!         .serve(Options::from_env_and_args()?)
+//! }
+//! ```
+//!
+//! Routes are checked when the app is built (by [`App::serve`], [`crate::serve`] or
+//! [`App::test_client`]): a pattern that does not parse, or two routes for the same
+//! method and pattern, is an [`Error::Routes`] naming them. Each route has a label,
+//! its name in the counters, the metrics, the access log and the stall log: `GET
+//! /todos/{id}` unless [`App::named`] gives it another.
+//!
+//! Besides the app's own routes, a built app answers `GET /healthz` (200 while the
+//! process serves), `GET /readyz` (200, or 503 while [`App::readiness`] says no) and
+//! `GET /metrics` (Prometheus text), unless the app routes those paths itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::dispatch::{Endpoint, RouteLimit, Routed};
+use crate::http::router::{PatternError, Router};
+use crate::http::{Handler, Request, Response};
+use crate::layer::{FnLayer, Layer, Next};
+use crate::metrics::Exposition;
+use crate::Error;
+
+/// A readiness check: `Err` with the reason while the app cannot serve.
+pub(crate) type Readiness<S> = Arc<dyn Fn(&S) -> Result<(), String> + Send + Sync>;
+/// Families an app adds to `/metrics`.
+pub(crate) type MetricsHook<S> = Arc<dyn Fn(&S, &mut Exposition) + Send + Sync>;
+
+/// Routes that share a state type, to be nested into an [`App`] at a prefix
+/// ([`App::nest`]): a sub-app written without knowing where it is mounted.
+pub struct Routes<S> {
+    router: Router<Endpoint<S>>,
+}
+
+impl<S: Send + Sync + 'static> Default for Routes<S> {
+    fn default() -> Self {
+        Routes {
+            router: Router::new(),
+        }
+    }
+}
+
+/// The route methods shared by [`App`] and [`Routes`]: each adds a route and returns
+/// the builder; `named`, `limit` and `on_carrier` change the route added last.
+macro_rules! route_methods {
+    ($($field:ident).+) => {
+        /// Add a route for `method` (`GET`, `POST`, ..., any token) and `pattern`.
+        /// A `GET` route serves `HEAD` too.
+        pub fn route(mut self, method: &'static str, pattern: &str, handler: impl Handler<S> + 'static) -> Self {
+            let label = default_label(method, pattern);
+            self.$($field).+ = self.$($field).+.route(method, pattern, label, Endpoint::new(handler));
+            self
+        }
+
+        /// A `GET` (and `HEAD`) route.
+        pub fn get(self, pattern: &str, handler: impl Handler<S> + 'static) -> Self {
+            self.route("GET", pattern, handler)
+        }
+
+        /// A `POST` route.
+        pub fn post(self, pattern: &str, handler: impl Handler<S> + 'static) -> Self {
+            self.route("POST", pattern, handler)
+        }
+
+        /// A `PUT` route.
+        pub fn put(self, pattern: &str, handler: impl Handler<S> + 'static) -> Self {
+            self.route("PUT", pattern, handler)
+        }
+
+        /// A `PATCH` route.
+        pub fn patch(self, pattern: &str, handler: impl Handler<S> + 'static) -> Self {
+            self.route("PATCH", pattern, handler)
+        }
+
+        /// A `DELETE` route.
+        pub fn delete(self, pattern: &str, handler: impl Handler<S> + 'static) -> Self {
+            self.route("DELETE", pattern, handler)
+        }
+
+        /// Name the route added last: its label in the counters, `/metrics`, the
+        /// access log and the stall log (else `METHOD pattern`).
+        pub fn named(mut self, label: &'static str) -> Self {
+            if let Some(last) = self.$($field).+.last_mut() {
+                last.label = label;
+            }
+            self
+        }
+
+        /// Let at most `max` (at least 1) requests of the route added last run at
+        /// once, each waiting up to `wait` for a turn, before it takes a fiber; a
+        /// request that waited longer gets a 503 whose message ends with `why`. For
+        /// a route that calls back into this same server (its callers must leave
+        /// fibers free for the calls), or one that guards a scarce resource.
+        pub fn limit(mut self, max: usize, wait: Duration, why: &'static str) -> Self {
+            if let Some(last) = self.$($field).+.last_mut() {
+                last.handler.limit = Some(Arc::new(RouteLimit::new(max, wait, why)));
+            }
+            self
+        }
+
+        /// Run the route added last on the connection's coroutine instead of a fiber,
+        /// without the app's layers: for short, bounded handlers that must answer
+        /// while every fiber is busy (a monitor's). Such a handler has the
+        /// connection's stack (`HttpLimits::connection_stack`, 32 KiB) and no
+        /// overflow recovery: keep it to reading counters.
+        pub fn on_carrier(mut self) -> Self {
+            if let Some(last) = self.$($field).+.last_mut() {
+                last.handler.on_carrier = true;
+            }
+            self
+        }
+
+        /// Every route of `routes` under `prefix`; its `/` becomes `prefix` itself.
+        pub fn nest(mut self, prefix: &str, routes: Routes<S>) -> Self {
+            self.$($field).+ = self.$($field).+.nest(prefix, routes.router);
+            self
+        }
+    };
+}
+
+impl<S: Send + Sync + 'static> Routes<S> {
+    /// No routes yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    route_methods!(router);
+}
+
+/// An app: the state its handlers share, its routes and its layers. See the module's
+/// header for an example.
+pub struct App<S> {
+    state: Arc<S>,
+    routes: Routes<S>,
+    layers: Vec<Arc<dyn Layer<S>>>,
+    readiness: Option<Readiness<S>>,
+    metrics: Option<MetricsHook<S>>,
+}
+
+impl<S: Send + Sync + 'static> App<S> {
+    /// An app over `state`, with no routes yet.
+    pub fn new(state: S) -> Self {
+        App::with_shared(Arc::new(state))
+    }
+
+    /// An app over a state shared with something else (a background job).
+    pub fn with_shared(state: Arc<S>) -> Self {
+        App {
+            state,
+            routes: Routes::new(),
+            layers: Vec::new(),
+            readiness: None,
+            metrics: None,
+        }
+    }
+
+    /// The state the handlers get.
+    pub fn state(&self) -> &Arc<S> {
+        &self.state
+    }
+
+    route_methods!(routes.router);
+
+    /// Run `layer` around every handler (see [`crate::layer`]); the first added is
+    /// the outermost.
+    pub fn layer(mut self, layer: impl Layer<S> + 'static) -> Self {
+        self.layers.push(Arc::new(layer));
+        self
+    }
+
+    /// A layer written as a closure: `|state, req, next| next.run(state, req)`.
+    pub fn layer_fn<F>(self, layer: F) -> Self
+    where
+        F: Fn(&S, &mut Request, Next<'_, S>) -> Response + Send + Sync + 'static,
+    {
+        self.layer(FnLayer(layer))
+    }
+
+    /// What `GET /readyz` asks: `Ok` when the app can serve (its database answers),
+    /// else `Err` with the reason, which the 503 shows. It runs on a fiber, so it may
+    /// do I/O; keep it under a second (a load balancer's check has a timeout).
+    pub fn readiness<F>(mut self, check: F) -> Self
+    where
+        F: Fn(&S) -> Result<(), String> + Send + Sync + 'static,
+    {
+        self.readiness = Some(Arc::new(check));
+        self
+    }
+
+    /// Families the app adds to `GET /metrics`, after the server's own:
+    /// `|state, out| out.db_pool(&state.db.stats())`. It runs on the connection's
+    /// coroutine (the scrape answers while every fiber is busy), so keep it to
+    /// reading counters.
+    pub fn metrics<F>(mut self, families: F) -> Self
+    where
+        F: Fn(&S, &mut Exposition) + Send + Sync + 'static,
+    {
+        self.metrics = Some(Arc::new(families));
+        self
+    }
+
+    /// Check the routes and add the built-in ones: what the server and the test
+    /// client run.
+    pub(crate) fn build(
+        self,
+        fibers: fiber_pool::FiberPool,
+        stats: Arc<crate::counters::HttpStats>,
+    ) -> Result<Routed<S>, Error> {
+        let App {
+            state,
+            routes,
+            layers,
+            readiness,
+            metrics,
+        } = self;
+        let router = crate::builtin::add(routes.router, readiness, metrics, &fibers, &stats);
+        router.check().map_err(Error::Routes)?;
+        stats.set_routes(router.routes().iter().map(|r| r.label));
+        Ok(Routed::new(router, state, layers, fibers, stats))
+    }
+
+    /// The handler a request for `req`'s method and path reaches, with its route's
+    /// label, and the route's parameters stored in `req`; `None` when no route serves
+    /// it. For tools that run handlers on a fiber pool of their own (a stack report):
+    /// the app's routes and the built-in `/healthz` and `/readyz`, without the layers.
+    pub fn handler_for(&self, req: &mut Request) -> Option<(&'static str, Arc<dyn Handler<S>>)> {
+        let router = crate::builtin::probes(self.routes.router.clone(), self.readiness.clone());
+        let mut params = std::mem::take(&mut req.params);
+        let found = match router.find(&req.method, req.path(), &mut params) {
+            crate::http::router::Found::Route(route) => {
+                Some((route.label, Arc::clone(&route.handler.handler)))
+            }
+            _ => None,
+        };
+        req.params = params;
+        found
+    }
+
+    /// Check the routes now, as building the app does: `Err` names every pattern that
+    /// does not parse and every pair of routes that clash.
+    pub fn check(&self) -> Result<(), Vec<PatternError>> {
+        self.routes.router.check()
+    }
+}
+
+/// `METHOD pattern`, for as long as the process lives (labels are `&'static str`:
+/// the counters and the fiber pool key by them without copying).
+fn default_label(method: &str, pattern: &str) -> &'static str {
+    Box::leak(format!("{method} {pattern}").into_boxed_str())
+}

@@ -1,0 +1,110 @@
+//! The routes every built app answers besides its own: `GET /healthz` (liveness),
+//! `GET /readyz` (readiness: the app's own check) and `GET /metrics` (Prometheus).
+//!
+//! Each is added only when the app does not route its path itself. None runs the
+//! app's layers: probes and scrapers carry no app credentials, and a scrape must
+//! answer while every fiber is busy, so `/healthz` and `/metrics` run on the
+//! connection's coroutine (their code is the server's own: counter reads, no I/O),
+//! and `/readyz`, which runs the app's check (I/O, say a MySQL ping), on a fiber.
+
+use std::sync::Arc;
+
+use fiber_pool::FiberPool;
+
+use crate::app::{MetricsHook, Readiness};
+use crate::counters::HttpStats;
+use crate::dispatch::Endpoint;
+use crate::http::router::Router;
+use crate::http::{Request, Response};
+use crate::metrics::{self, Exposition, ServerSnapshot, Workers};
+
+/// The label of each built-in route.
+pub const HEALTHZ: &str = "healthz";
+/// See [`HEALTHZ`].
+pub const READYZ: &str = "readyz";
+/// See [`HEALTHZ`].
+pub const METRICS: &str = "metrics";
+
+/// `router` with the built-in routes it does not have.
+pub(crate) fn add<S: Send + Sync + 'static>(
+    router: Router<Endpoint<S>>,
+    readiness: Option<Readiness<S>>,
+    hook: Option<MetricsHook<S>>,
+    fibers: &FiberPool,
+    stats: &Arc<HttpStats>,
+) -> Router<Endpoint<S>> {
+    let router = probes(router, readiness);
+    let (fibers, stats) = (fibers.clone(), Arc::clone(stats));
+    builtin(
+        router,
+        "/metrics",
+        METRICS,
+        true,
+        Endpoint::new(move |state: &S, _: &Request| {
+            let workers = Workers::of_fibers(&fibers);
+            let mut out = Exposition::new();
+            out.server(&ServerSnapshot {
+                runtime: "fibers",
+                workers: &workers,
+                http: &stats,
+            });
+            if let Some(hook) = &hook {
+                hook(state, &mut out);
+            }
+            metrics::response(out.into_text())
+        }),
+    )
+}
+
+/// `router` with route `path`, labelled `label`, when it has none for `GET path`.
+fn builtin<S: Send + Sync + 'static>(
+    router: Router<Endpoint<S>>,
+    path: &str,
+    label: &'static str,
+    on_carrier: bool,
+    ep: Endpoint<S>,
+) -> Router<Endpoint<S>> {
+    if router.has_literal("GET", path) {
+        return router;
+    }
+    let ep = Endpoint {
+        on_carrier,
+        without_layers: true,
+        ..ep
+    };
+    router.route("GET", path, label, ep)
+}
+
+/// `router` with the probes it does not have: `/healthz` and `/readyz`, which need
+/// nothing of the running server.
+pub(crate) fn probes<S: Send + Sync + 'static>(
+    mut router: Router<Endpoint<S>>,
+    readiness: Option<Readiness<S>>,
+) -> Router<Endpoint<S>> {
+    router = builtin(
+        router,
+        "/healthz",
+        HEALTHZ,
+        true,
+        Endpoint::new(|_: &S, _: &Request| Response::text(200, "ok")),
+    );
+    builtin(
+        router,
+        "/readyz",
+        READYZ,
+        false,
+        Endpoint::new(move |state: &S, _: &Request| {
+            readiness_response(readiness.as_ref().map_or(Ok(()), |check| check(state)))
+        }),
+    )
+}
+
+/// The answer of `GET /readyz` to a readiness check's outcome: `ready`, or a 503 with
+/// the reason and `Retry-After` (for a server that serves `/readyz` itself, like an
+/// async twin of an app, to answer the same).
+pub fn readiness_response(ready: Result<(), String>) -> Response {
+    match ready {
+        Ok(()) => Response::text(200, "ready"),
+        Err(why) => Response::error(503, format!("not ready: {why}")).header("Retry-After", "1"),
+    }
+}

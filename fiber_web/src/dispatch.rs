@@ -1,0 +1,304 @@
+//! Running a request: route it, wait for its route's turn, run its layers and handler
+//! on a fiber of the pool, turn what the fiber reports into a response, and count and
+//! log it.
+//!
+//! ```text
+//! connection coroutine (conn.rs)  --Service::call-->  Routed::route
+//!     router (pattern, params) -> route limit (a turn) -> FiberPool::run_admitted
+//!                                    '-> on a guarded fiber: layers, then the handler
+//!     fiber errors -> 503 (queue full, waited too long) or 500 (overflow, panic)
+//!     counters and access line, on the connection's coroutine, never on the fiber
+//! ```
+//! Counting and logging happen after the fiber has finished: a locking logger on a
+//! fiber could be abandoned mid-write by an overflow (STACK_SIZES.md).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fiber_pool::{Admitted, FiberPool, RunError};
+
+use crate::counters::{HttpStats, UNMATCHED};
+use crate::http::conn::{Peer, Service};
+use crate::http::refusal::{queue_full, wait_timed_out};
+use crate::http::router::Router;
+use crate::http::{Handler, Request, Response};
+use crate::layer::{End, Layer, Next};
+
+/// What a route runs, and how.
+pub(crate) struct Endpoint<S> {
+    pub(crate) handler: Arc<dyn Handler<S>>,
+    /// At most this many requests of the route at once ([`RouteLimit`]).
+    pub(crate) limit: Option<Arc<RouteLimit>>,
+    /// Run on the connection's coroutine, without layers, instead of on a fiber.
+    pub(crate) on_carrier: bool,
+    /// Run without the app's layers (the built-in probes and the metrics scrape).
+    pub(crate) without_layers: bool,
+}
+
+impl<S> Clone for Endpoint<S> {
+    fn clone(&self) -> Self {
+        Endpoint {
+            handler: Arc::clone(&self.handler),
+            limit: self.limit.clone(),
+            on_carrier: self.on_carrier,
+            without_layers: self.without_layers,
+        }
+    }
+}
+
+impl<S> Endpoint<S> {
+    pub(crate) fn new(handler: impl Handler<S> + 'static) -> Self {
+        Endpoint {
+            handler: Arc::new(handler),
+            limit: None,
+            on_carrier: false,
+            without_layers: false,
+        }
+    }
+}
+
+/// At most `max` requests of one route at once, waiting up to `wait` for a turn;
+/// checked on the connection's coroutine, before the request takes a fiber.
+///
+/// This is what keeps a route that calls back into its own server from starving:
+/// every such request holds a fiber while it calls this same server, whose handler
+/// needs a fiber too. If the calling route could take every fiber, the inner calls
+/// would wait for fibers only their own callers could free. Limited to a share of the
+/// fibers, the rest stay free for the inner calls, and every request finishes.
+pub(crate) struct RouteLimit {
+    permits: may::sync::Semphore,
+    max: usize,
+    wait: Duration,
+    why: &'static str,
+}
+
+impl RouteLimit {
+    pub(crate) fn new(max: usize, wait: Duration, why: &'static str) -> Self {
+        let max = max.max(1);
+        RouteLimit {
+            permits: may::sync::Semphore::new(max),
+            max,
+            wait,
+            why,
+        }
+    }
+
+    /// Wait for a turn, or the 503 that says why there was none.
+    fn enter(self: &Arc<Self>, label: &str) -> Result<Turn, Response> {
+        if self.permits.wait_timeout(self.wait) {
+            Ok(Turn(Arc::clone(self)))
+        } else {
+            Err(Response::error(
+                503,
+                format!(
+                    "{} requests of route {label} are already running, its limit ({}); \
+                     waited {} ms for a turn; try again shortly",
+                    self.max,
+                    self.why,
+                    self.wait.as_millis()
+                ),
+            )
+            .header("Retry-After", "1"))
+        }
+    }
+}
+
+/// A turn in a limited route; given back on drop.
+struct Turn(Arc<RouteLimit>);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.0.permits.post();
+    }
+}
+
+/// How long a request must have waited for its turn and fiber before its client is
+/// checked ([`Peer::gone`]); shorter waits are the client's own round trip.
+const WAITED: Duration = Duration::from_millis(1);
+
+/// What [`Routed::route`] gives back: the response, its route's label (`None`: no
+/// route matched) and, when this run was measured, the stack its fiber used.
+pub(crate) type Outcome = (Response, Option<&'static str>, Option<usize>);
+
+/// A built app: what the server (and the test client) runs.
+pub(crate) struct Routed<S> {
+    router: Router<Endpoint<S>>,
+    state: Arc<S>,
+    layers: Vec<Arc<dyn Layer<S>>>,
+    fibers: FiberPool,
+    stats: Arc<HttpStats>,
+}
+
+impl<S: Send + Sync + 'static> Routed<S> {
+    pub(crate) fn new(
+        router: Router<Endpoint<S>>,
+        state: Arc<S>,
+        layers: Vec<Arc<dyn Layer<S>>>,
+        fibers: FiberPool,
+        stats: Arc<HttpStats>,
+    ) -> Self {
+        Routed {
+            router,
+            state,
+            layers,
+            fibers,
+            stats,
+        }
+    }
+
+    pub(crate) fn stats(&self) -> &Arc<HttpStats> {
+        &self.stats
+    }
+
+    pub(crate) fn state(&self) -> &Arc<S> {
+        &self.state
+    }
+
+    /// The response to `req`, or `None` when its client (`peer`, when there is one)
+    /// left while it waited for its turn or fiber since `asked` (then it is not run).
+    pub(crate) fn route(
+        &self,
+        req: &mut Request,
+        peer: Option<&Peer<'_>>,
+        asked: Instant,
+    ) -> Option<Outcome> {
+        let mut params = std::mem::take(&mut req.params);
+        let found = self.router.resolve(&req.method, req.path(), &mut params);
+        req.params = params;
+        let (route, end) = match found {
+            Ok(route) => {
+                let ep = &route.handler;
+                (Some(route), End::Handler(&*ep.handler))
+            }
+            // With no layer to see it, a refusal needs no fiber.
+            Err(refused) if self.layers.is_empty() => return Some((refused, None, None)),
+            Err(refused) => (None, End::Refused(refused)),
+        };
+        let label = route.map(|r| r.label);
+        let ep = route.map(|r| &r.handler);
+        let turn = match ep.and_then(|ep| ep.limit.as_ref()) {
+            Some(limit) => match limit.enter(label.unwrap_or(UNMATCHED)) {
+                Ok(turn) => Some(turn),
+                Err(refused) => return Some((refused, label, None)),
+            },
+            None => None,
+        };
+        let state: &S = &self.state;
+        let layers: &[Arc<dyn Layer<S>>] = match ep {
+            Some(ep) if ep.without_layers || ep.on_carrier => &[],
+            _ => &self.layers,
+        };
+        if ep.is_some_and(|ep| ep.on_carrier) {
+            return Some((Next::new(layers, end).run(state, req), label, None));
+        }
+        // A request that waited for its turn or its fiber may have lost its client
+        // meanwhile: then it is not run (the check costs a system call, so a request
+        // that did not wait skips it, and one that could not have waited, on an
+        // unlimited route with a fiber free at once, does not even read the clock).
+        let limited = turn.is_some();
+        let fiber_label = label.unwrap_or(UNMATCHED);
+        let job = |admitted: Admitted| {
+            let could_wait = admitted.queued || limited;
+            if could_wait && asked.elapsed() >= WAITED && peer.is_some_and(Peer::gone) {
+                return None;
+            }
+            Some(Next::new(layers, end).run(state, req))
+        };
+        let (ran, stack_used) = self.fibers.run_admitted(fiber_label, job);
+        drop(turn);
+        let resp = match ran {
+            Ok(Some(resp)) => resp,
+            Ok(None) => return None,
+            Err(e) => fiber_error(fiber_label, req, e, self.fibers.config()),
+        };
+        Some((resp, label, stack_used))
+    }
+}
+
+impl<S: Send + Sync + 'static> Service for Routed<S> {
+    fn refuses(&self, req: &Request) -> Option<Response> {
+        if !self.layers.is_empty() {
+            return None; // a layer may answer it (a CORS preflight): read the body
+        }
+        let mut params = Default::default();
+        self.router
+            .resolve(&req.method, req.path(), &mut params)
+            .err()
+    }
+
+    fn call(&self, req: &mut Request, peer: &Peer<'_>) -> Option<Response> {
+        // One clock read starts the request: its latency, and the wait that decides
+        // whether its client is checked before it runs (`route`).
+        let started = Instant::now();
+        let (resp, label, stack_used) = self.route(req, Some(peer), started)?;
+        let took = started.elapsed();
+        // Recorded and logged here, on the carrier's stack, never on a fiber.
+        self.stats.request(label, resp.status, took);
+        if resp.status >= 500 {
+            let label = label.unwrap_or(UNMATCHED);
+            crate::logging::server_error(&req.method, label, resp.status, &resp.body);
+        }
+        if self.stats.access_log() {
+            crate::logging::access(
+                &req.method,
+                req.path(),
+                resp.status,
+                took,
+                label,
+                stack_used,
+            );
+        }
+        Some(resp)
+    }
+}
+
+/// The response for a request whose fiber could not run or did not finish.
+fn fiber_error(
+    label: &str,
+    req: &Request,
+    e: RunError,
+    fibers: &fiber_pool::PoolConfig,
+) -> Response {
+    match e {
+        RunError::Busy { queue } => queue_full("fibers", fibers.size, queue),
+        RunError::Timeout { .. } => {
+            wait_timed_out("fiber", fibers.wait_timeout.unwrap_or_default())
+        }
+        RunError::StackOverflow {
+            stack_size,
+            at_safe_point,
+            ..
+        } => {
+            // Say only what is known: at a safe point the fiber held nothing; anywhere
+            // else it may have held a lock or been initialising a Once/LazyLock.
+            let aftermath = if at_safe_point {
+                "The server is fine and kept serving: the overflow struck at a safe point, \
+                 holding nothing"
+            } else {
+                "The overflow struck inside the handler's own code: state it held (a lock, \
+                 a Once/LazyLock being initialised) may be left behind; the stall \
+                 watchdog reports any thread that hangs on it"
+            };
+            Response::error(
+                500,
+                format!(
+                    "fiber stack overflow in route {label} ({} {}): its {stack_size}-byte stack \
+                     was too small. {aftermath}. Restart with a larger --stack-size (see \
+                     STACK_SIZES.md)",
+                    req.method,
+                    target(req),
+                ),
+            )
+        }
+        other => Response::error(500, format!("route {label} failed: {other}")),
+    }
+}
+
+/// The request target as sent: path and query.
+fn target(req: &Request) -> String {
+    if req.query_string().is_empty() {
+        req.path().to_string()
+    } else {
+        format!("{}?{}", req.path(), req.query_string())
+    }
+}

@@ -1,0 +1,122 @@
+//! What a handler may return: anything that turns into a [`Response`].
+//!
+//! A handler returns a `Response`, a text (`&'static str`, `String`: 200,
+//! `text/plain`), [`Json`] of any serializable value (200, `application/json`), a
+//! status paired with any of these (`(201, Json(todo))`), or a `Result` whose both
+//! sides are any of these. The usual form is `Result<T, Response>`: everything a
+//! handler calls that can refuse a request (`Request::param`, `Request::json`,
+//! `Request::query`, a MySQL call through [`From<fiber_mysql::Error>`]) fails with
+//! the `Response` that says why, so `?` passes it on.
+
+use std::borrow::Cow;
+
+use crate::http::Response;
+
+/// A value that becomes the response to a request.
+pub trait IntoResponse {
+    /// The response.
+    fn into_response(self) -> Response;
+}
+
+impl IntoResponse for Response {
+    fn into_response(self) -> Response {
+        self
+    }
+}
+
+impl IntoResponse for &'static str {
+    fn into_response(self) -> Response {
+        Response::text(200, self)
+    }
+}
+
+impl IntoResponse for String {
+    fn into_response(self) -> Response {
+        Response::text(200, self)
+    }
+}
+
+impl IntoResponse for Cow<'static, str> {
+    fn into_response(self) -> Response {
+        Response::text(200, self)
+    }
+}
+
+/// A value answered as JSON (200, `application/json`), or read as JSON from a body
+/// (`Request::json`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Json<T>(pub T);
+
+impl<T: serde::Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        Response::json(200, &self.0)
+    }
+}
+
+/// A response with its status set: `(201, Json(todo))`.
+impl<T: IntoResponse> IntoResponse for (u16, T) {
+    fn into_response(self) -> Response {
+        self.1.into_response().with_status(self.0)
+    }
+}
+
+impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
+    fn into_response(self) -> Response {
+        match self {
+            Ok(ok) => ok.into_response(),
+            Err(e) => e.into_response(),
+        }
+    }
+}
+
+/// A MySQL failure as the client sees it: 503 with `Retry-After` when the database is
+/// unavailable (down, refusing, its pool exhausted), else 500 with the server's
+/// message. Handlers do not log (a fiber near its stack limit is no place for stderr's
+/// lock): the server logs every 5xx with its body, after the fiber has finished.
+impl From<fiber_mysql::Error> for Response {
+    fn from(e: fiber_mysql::Error) -> Response {
+        Response::from(&e)
+    }
+}
+
+impl From<&fiber_mysql::Error> for Response {
+    fn from(e: &fiber_mysql::Error) -> Response {
+        if e.is_unavailable() {
+            Response::error(503, format!("database unavailable: {e}")).header("Retry-After", "1")
+        } else {
+            Response::error(500, format!("database error: {e}"))
+        }
+    }
+}
+
+impl IntoResponse for fiber_mysql::Error {
+    fn into_response(self) -> Response {
+        Response::from(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_becomes_its_response() {
+        assert_eq!("hi".into_response(), Response::text(200, "hi"));
+        assert_eq!(String::from("hi").into_response().status, 200);
+        let created = (201, Json(serde_json::json!({"id": 1}))).into_response();
+        assert_eq!(created.status, 201);
+        assert_eq!(
+            created.header_value("content-type"),
+            Some("application/json")
+        );
+        let ok: Result<&'static str, Response> = Ok("fine");
+        assert_eq!(ok.into_response().body.as_ref(), b"fine");
+        let refused: Result<&'static str, Response> = Err(Response::error(409, "taken"));
+        assert_eq!(refused.into_response().status, 409);
+        let down = Response::from(fiber_mysql::Error::PoolTimeout {
+            waited: std::time::Duration::from_secs(1),
+        });
+        assert_eq!(down.status, 503);
+        assert_eq!(down.header_value("retry-after"), Some("1"));
+    }
+}

@@ -1,0 +1,441 @@
+//! How an app is served: every limit as a named field of [`Options`], with defaults,
+//! filled from the environment and the command line ([`Options::from_env_and_args`])
+//! or set in code.
+//!
+//! Each flag has an environment variable: `--stack-size` is `FIBER_WEB_STACK_SIZE`.
+//! The command line wins over the environment, which wins over the default. A bad
+//! value is refused naming the flag (or the variable) and what to write; so is an
+//! unknown flag. `--help` prints them all with their defaults.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::config::{
+    cores, ByteSize, HttpLimits, WatchdogLimits, DEFAULT_ACCESS_LOG, DEFAULT_BIND, DEFAULT_FIBERS,
+    DEFAULT_FIBER_WAIT, DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_STACK_SIZE, DEFAULT_WORKER_START_TIMEOUT,
+};
+use crate::Error;
+
+/// Most `--fibers`: each reserves address space for its stack.
+pub const MAX_FIBERS: usize = 100_000;
+/// Most `--workers` threads.
+pub const MAX_WORKERS: usize = 1024;
+/// Longest `--fiber-wait`, `--shutdown-grace` or stall limit: an hour.
+pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+/// Shortest `--stall-warn`: the stall clock ticks in milliseconds.
+pub const MIN_STALL_WARN: Duration = Duration::from_millis(10);
+/// The prefix of every variable `Options::from_env_and_args` reads.
+pub const ENV_PREFIX: &str = "FIBER_WEB_";
+
+/// How to serve an app.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Address to listen on; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Fibers in the pool: at most this many requests run handlers at once.
+    pub fibers: usize,
+    /// Usable bytes of each fiber's stack (a guard page is added).
+    pub stack_size: usize,
+    /// Requests that may wait for a fiber; more are answered 503.
+    pub queue: usize,
+    /// Longest wait for a fiber before a 503.
+    pub fiber_wait: Duration,
+    /// may worker threads.
+    pub workers: usize,
+    /// Worker processes the supervisor runs behind the port.
+    pub processes: usize,
+    /// Whether a supervisor runs the worker processes (the default): it replaces one
+    /// that dies, hangs on a lock an overflow left held, or asks to go, and restarts
+    /// them one by one on SIGHUP, without refusing a connection. Off (`--supervisor
+    /// off`), the app serves in this process alone, and a process the watchdog
+    /// finds broken can only say so in the log.
+    pub supervise: bool,
+    /// Whether each request gets an access line on stderr.
+    pub access_log: bool,
+    /// Time in-flight requests get to finish after SIGTERM or Ctrl-C (and in a
+    /// worker being replaced).
+    pub shutdown_grace: Duration,
+    /// Longest a new worker process may take to accept before it is killed and
+    /// started again.
+    pub worker_start_timeout: Duration,
+    /// When the watchdog logs a stall and when it asks for a fresh process.
+    pub watchdog: WatchdogLimits,
+    /// The HTTP server's limits per connection and per request.
+    pub http: HttpLimits,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            bind: DEFAULT_BIND,
+            fibers: DEFAULT_FIBERS,
+            stack_size: DEFAULT_STACK_SIZE,
+            queue: DEFAULT_QUEUE,
+            fiber_wait: DEFAULT_FIBER_WAIT,
+            workers: cores(),
+            processes: DEFAULT_PROCESSES,
+            supervise: true,
+            access_log: DEFAULT_ACCESS_LOG,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            worker_start_timeout: DEFAULT_WORKER_START_TIMEOUT,
+            watchdog: WatchdogLimits::default(),
+            http: HttpLimits::default(),
+        }
+    }
+}
+
+/// One flag: its name (without `--`), what its value looks like, what it means, and
+/// how it sets the options.
+struct Flag {
+    name: &'static str,
+    value: &'static str,
+    help: &'static str,
+    default: fn(&Options) -> String,
+    set: fn(&mut Options, &str) -> Result<(), String>,
+}
+
+const FLAGS: &[Flag] = &[
+    Flag {
+        name: "bind",
+        value: "ADDR",
+        help: "address to listen on (port 0 picks a free port)",
+        default: |o| o.bind.to_string(),
+        set: |o, v| {
+            o.bind = v.parse().map_err(|_| {
+                format!("'{v}' is not an address: write IP:PORT, like 127.0.0.1:3000")
+            })?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "fibers",
+        value: "N",
+        help: "fibers in the pool: requests running handlers at once",
+        default: |o| o.fibers.to_string(),
+        set: |o, v| count(v, 1, MAX_FIBERS).map(|n| o.fibers = n),
+    },
+    Flag {
+        name: "stack-size",
+        value: "SIZE",
+        help: "usable stack of each fiber: 65536, 64k, 64KiB, 1MiB (see STACK_SIZES.md)",
+        default: |o| ByteSize(o.stack_size).to_string(),
+        set: |o, v| v.parse::<ByteSize>().map(|b| o.stack_size = b.0),
+    },
+    Flag {
+        name: "queue",
+        value: "N",
+        help: "requests that may wait for a fiber; more get a 503",
+        default: |o| o.queue.to_string(),
+        set: |o, v| count(v, 0, usize::MAX).map(|n| o.queue = n),
+    },
+    Flag {
+        name: "fiber-wait",
+        value: "SECS",
+        help: "seconds a request may wait for a fiber before a 503",
+        default: |o| o.fiber_wait.as_secs_f64().to_string(),
+        set: |o, v| seconds(v).map(|d| o.fiber_wait = d),
+    },
+    Flag {
+        name: "workers",
+        value: "N",
+        help: "may worker threads (default: the number of cores)",
+        default: |o| o.workers.to_string(),
+        set: |o, v| count(v, 1, MAX_WORKERS).map(|n| o.workers = n),
+    },
+    Flag {
+        name: "processes",
+        value: "N",
+        help: "worker processes behind the port, run by the supervisor",
+        default: |o| o.processes.to_string(),
+        set: |o, v| count(v, 1, crate::supervisor::MAX_PROCESSES).map(|n| o.processes = n),
+    },
+    Flag {
+        name: "supervisor",
+        value: "on|off",
+        help: "run the workers under a supervisor that replaces a broken or dead one \
+               (off: serve in this process alone)",
+        default: |o| on_off(o.supervise).into(),
+        set: |o, v| switch(v).map(|on| o.supervise = on),
+    },
+    Flag {
+        name: "access-log",
+        value: "on|off",
+        help: "an access line per request on stderr",
+        default: |o| on_off(o.access_log).into(),
+        set: |o, v| switch(v).map(|on| o.access_log = on),
+    },
+    Flag {
+        name: "shutdown-grace",
+        value: "SECS",
+        help: "seconds in-flight requests get after SIGTERM or Ctrl-C",
+        default: |o| o.shutdown_grace.as_secs_f64().to_string(),
+        set: |o, v| seconds(v).map(|d| o.shutdown_grace = d),
+    },
+    Flag {
+        name: "max-connections",
+        value: "N",
+        help: "open client connections; more get a 503",
+        default: |o| o.http.max_connections.to_string(),
+        set: |o, v| count(v, 1, usize::MAX).map(|n| o.http.max_connections = n),
+    },
+    Flag {
+        name: "max-body",
+        value: "SIZE",
+        help: "largest request body; more gets a 413",
+        default: |o| ByteSize(o.http.max_body_bytes).to_string(),
+        set: |o, v| v.parse::<ByteSize>().map(|b| o.http.max_body_bytes = b.0),
+    },
+    Flag {
+        name: "stall-warn",
+        value: "SECS",
+        help: "seconds a handler may hold its worker thread before the stall is logged",
+        default: |o| o.watchdog.stall_warn.as_secs_f64().to_string(),
+        set: |o, v| seconds(v).map(|d| o.watchdog.stall_warn = d),
+    },
+    Flag {
+        name: "stall-limit",
+        value: "SECS",
+        help: "seconds a handler may hold its worker thread before the process is replaced",
+        default: |o| o.watchdog.stall_limit.as_secs_f64().to_string(),
+        set: |o, v| seconds(v).map(|d| o.watchdog.stall_limit = d),
+    },
+    Flag {
+        name: "overflow-limit",
+        value: "N",
+        help: "caught stack overflows after which the process is replaced (0: never)",
+        default: |o| o.watchdog.overflow_limit.to_string(),
+        set: |o, v| count(v, 0, usize::MAX).map(|n| o.watchdog.overflow_limit = n as u64),
+    },
+];
+
+fn count(v: &str, min: usize, max: usize) -> Result<usize, String> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ if max == usize::MAX => Err(format!("'{v}' is not a whole number of at least {min}")),
+        _ => Err(format!("'{v}' is not a whole number from {min} to {max}")),
+    }
+}
+
+fn seconds(v: &str) -> Result<Duration, String> {
+    match v.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=MAX_WAIT.as_secs_f64()).contains(&s) => {
+            Ok(Duration::from_secs_f64(s))
+        }
+        _ => Err(format!(
+            "'{v}' is not a number of seconds from 0 to {}",
+            MAX_WAIT.as_secs()
+        )),
+    }
+}
+
+fn switch(v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(format!("'{v}' is not a switch: write on or off")),
+    }
+}
+
+const fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// The environment variable of flag `name`: `stack-size` is `FIBER_WEB_STACK_SIZE`.
+fn env_name(name: &str) -> String {
+    format!(
+        "{ENV_PREFIX}{}",
+        name.replace('-', "_").to_ascii_uppercase()
+    )
+}
+
+impl Options {
+    /// The options the environment (`FIBER_WEB_*`) and this process's command line
+    /// give, over the defaults. `--help` prints every flag and exits.
+    pub fn from_env_and_args() -> Result<Options, Error> {
+        let mut opts = Options::from_env(|name| std::env::var(name).ok())?;
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        if args.iter().any(|a| a == "--help" || a == "-h") {
+            println!("{}", Options::help());
+            std::process::exit(0);
+        }
+        opts.apply_args(args)?;
+        Ok(opts)
+    }
+
+    /// The defaults, with what `var` gives for each flag's variable.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Options, Error> {
+        let mut opts = Options::default();
+        for flag in FLAGS {
+            let name = env_name(flag.name);
+            if let Some(value) = var(&name).filter(|v| !v.is_empty()) {
+                (flag.set)(&mut opts, &value).map_err(|why| Error::Option { name, why })?;
+            }
+        }
+        opts.check()?;
+        Ok(opts)
+    }
+
+    /// Apply command-line `args` (`--fibers 10`, `--fibers=10`), in order.
+    pub fn apply_args<I: IntoIterator<Item = String>>(&mut self, args: I) -> Result<(), Error> {
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let Some(body) = arg.strip_prefix("--") else {
+                return Err(Error::Option {
+                    name: arg.clone(),
+                    why: "not a flag: flags start with -- (see --help)".into(),
+                });
+            };
+            let (name, inline) = match body.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_string())),
+                None => (body, None),
+            };
+            let Some(flag) = FLAGS.iter().find(|f| f.name == name) else {
+                return Err(Error::Option {
+                    name: format!("--{name}"),
+                    why: "unknown flag (--help lists them)".into(),
+                });
+            };
+            let value = match inline.or_else(|| args.next()) {
+                Some(v) => v,
+                None => {
+                    return Err(Error::Option {
+                        name: format!("--{name}"),
+                        why: format!("needs a value: --{name} {}", flag.value),
+                    })
+                }
+            };
+            (flag.set)(self, &value).map_err(|why| Error::Option {
+                name: format!("--{name}"),
+                why,
+            })?;
+        }
+        self.check()
+    }
+
+    /// What no single flag can check: the stall limits' order.
+    fn check(&self) -> Result<(), Error> {
+        let w = self.watchdog;
+        if w.stall_warn < MIN_STALL_WARN || w.stall_limit < w.stall_warn {
+            return Err(Error::Option {
+                name: "--stall-warn".into(),
+                why: format!(
+                    "must be at least {MIN_STALL_WARN:?}, and --stall-limit at least \
+                     --stall-warn; got --stall-warn {:?} and --stall-limit {:?}",
+                    w.stall_warn, w.stall_limit
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Every flag, its variable, its default and what it means.
+    pub fn help() -> String {
+        let defaults = Options::default();
+        let mut out = String::from("Options (each also an environment variable):\n");
+        for f in FLAGS {
+            out.push_str(&format!(
+                "  --{} {}  ({}, default {})\n      {}\n",
+                f.name,
+                f.value,
+                env_name(f.name),
+                (f.default)(&defaults),
+                f.help
+            ));
+        }
+        out
+    }
+
+    /// The fiber pool these options ask for.
+    pub fn pool_config(&self) -> fiber_pool::PoolConfig {
+        fiber_pool::PoolConfig {
+            size: self.fibers,
+            stack_size: self.stack_size,
+            queue: self.queue,
+            wait_timeout: Some(self.fiber_wait),
+            ..fiber_pool::PoolConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Options, Error> {
+        let mut o = Options::default();
+        o.apply_args(list.iter().map(|s| s.to_string()))?;
+        Ok(o)
+    }
+
+    #[test]
+    fn flags_set_their_fields_in_both_spellings() {
+        let o = args(&[
+            "--bind",
+            "127.0.0.1:0",
+            "--fibers=10",
+            "--stack-size",
+            "64KiB",
+            "--supervisor",
+            "off",
+            "--access-log=off",
+            "--max-body",
+            "1k",
+        ])
+        .unwrap();
+        assert_eq!(o.bind.port(), 0);
+        assert_eq!((o.fibers, o.stack_size), (10, 65536));
+        assert!(!o.supervise && !o.access_log);
+        assert_eq!(o.http.max_body_bytes, 1024);
+    }
+
+    #[test]
+    fn bad_values_and_unknown_flags_are_named() {
+        let e = |list: &[&str]| args(list).unwrap_err().to_string();
+        assert_eq!(
+            e(&["--fibers", "0"]),
+            "--fibers: '0' is not a whole number from 1 to 100000"
+        );
+        assert!(e(&["--stack-size", "lots"]).starts_with("--stack-size: 'lots' is not a size"));
+        assert!(e(&["--bind", "here"]).contains("write IP:PORT"));
+        assert_eq!(
+            e(&["--colour", "red"]),
+            "--colour: unknown flag (--help lists them)"
+        );
+        assert_eq!(e(&["--fibers"]), "--fibers: needs a value: --fibers N");
+        assert!(e(&["--supervisor", "maybe"]).contains("write on or off"));
+        assert!(e(&["--stall-warn", "5", "--stall-limit", "1"]).contains("--stall-limit at least"));
+        assert!(e(&["serve"]).contains("not a flag"));
+    }
+
+    #[test]
+    fn the_environment_sets_what_flags_do_not() {
+        let env = |name: &str| match name {
+            "FIBER_WEB_FIBERS" => Some("7".to_string()),
+            "FIBER_WEB_QUEUE" => Some("3".to_string()),
+            _ => None,
+        };
+        let mut o = Options::from_env(env).unwrap();
+        assert_eq!((o.fibers, o.queue), (7, 3));
+        o.apply_args(["--fibers".to_string(), "9".to_string()])
+            .unwrap();
+        assert_eq!((o.fibers, o.queue), (9, 3));
+        let e = Options::from_env(|n| (n == "FIBER_WEB_WORKERS").then(|| "none".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("FIBER_WEB_WORKERS: 'none'"), "{e}");
+        let help = Options::help();
+        assert!(
+            help.contains("--stack-size SIZE  (FIBER_WEB_STACK_SIZE, default 128KiB)"),
+            "{help}"
+        );
+        assert!(
+            help.contains("--supervisor on|off  (FIBER_WEB_SUPERVISOR, default on)"),
+            "{help}"
+        );
+    }
+}

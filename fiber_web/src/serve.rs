@@ -1,0 +1,245 @@
+//! One call to serve an app: [`serve`] (and [`App::serve`]) set up everything a
+//! production server needs, in the right order, from [`Options`].
+//!
+//! ```text
+//! serve(options, build)
+//!   supervisor::init     what this process inherited (a worker's identity, a socket)
+//!   logging::init        RUST_LOG, one line per record, the access lines
+//!   supervised, not a worker yet?  -> this process is the supervisor: bind the port
+//!                                     once, run `processes` workers (this same program),
+//!                                     replace any that dies, hangs or asks; return on
+//!                                     SIGTERM / Ctrl-C after they have drained
+//!   stop requests        SIGTERM, Ctrl-C, the supervisor's word
+//!   watchdog             stalls and overflows; asks the supervisor for a fresh process
+//!   fiber pool, counters, listener (inherited from the supervisor or systemd's socket
+//!                        activation, else bound here)
+//!   build(&Started)      the app, made in the process that serves it
+//!   server               accept loop, connections, each request on a fiber
+//!   ready                the supervisor may stop the worker this one replaces
+//!   wait, then drain     in-flight requests finish for up to --shutdown-grace
+//! ```
+//!
+//! The app is built inside the worker, by the closure: the supervisor opens no
+//! database pool it would never use, and the app can know the address it serves on.
+//! [`App::serve`] is the same for an app whose state is cheap to make twice.
+//!
+//! Every piece stays available on its own (`supervisor`, `watchdog`, `server::spawn`,
+//! `logging`) for an app that must arrange them otherwise.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fiber_pool::FiberPool;
+
+use crate::config::COROUTINE_CACHE;
+use crate::counters::HttpStats;
+use crate::server::Server;
+use crate::shutdown::Drained;
+use crate::supervisor::{self, Supervisor, SupervisorConfig};
+use crate::watchdog::{ReplaceHook, Watchdog};
+use crate::{App, Error, Options};
+
+/// What the app's builder gets: where the server listens, and the pieces of the
+/// server a handler may want to show (`/stats`-like routes).
+pub struct Started {
+    addr: SocketAddr,
+    fibers: FiberPool,
+    stats: Arc<HttpStats>,
+    options: Options,
+}
+
+impl Started {
+    /// The address clients reach this server at (the real port when bound to port 0;
+    /// `127.0.0.1` when bound to every address).
+    pub fn addr(&self) -> SocketAddr {
+        client_address(self.addr)
+    }
+
+    /// The address the listener is bound to, as bound (`0.0.0.0:3000` stays so).
+    pub fn bound_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The fiber pool the handlers run on.
+    pub fn fibers(&self) -> &FiberPool {
+        &self.fibers
+    }
+
+    /// The server's counters.
+    pub fn stats(&self) -> &Arc<HttpStats> {
+        &self.stats
+    }
+
+    /// The options being served with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+}
+
+/// The address a client on this machine uses for a server bound to `bound`: an
+/// unspecified address (`0.0.0.0`, `::`) becomes loopback.
+pub fn client_address(bound: SocketAddr) -> SocketAddr {
+    let mut addr = bound;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    addr
+}
+
+impl<S: Send + Sync + 'static> App<S> {
+    /// Serve this app with `options` until SIGTERM or Ctrl-C, then drain: [`serve`]
+    /// with an app that is already built. Under the supervisor (the default) the
+    /// state is made in the supervisor process too, and dropped there unused; an app
+    /// whose state holds connections or threads uses [`serve`] and builds it in its
+    /// closure instead.
+    pub fn serve(self, options: Options) -> Result<(), Error> {
+        serve(options, move |_| Ok::<_, Infallible>(self))
+    }
+}
+
+/// Serve the app `build` makes, with `options`, until SIGTERM or Ctrl-C; then let
+/// in-flight requests finish (up to `options.shutdown_grace`) and return. Call it
+/// first in `main`, before starting threads: it reads (and clears) what a supervisor
+/// or systemd passed this process in its environment. It prints one line to stdout
+/// once the port is open: `listening on http://ADDR`.
+pub fn serve<S, E, F>(options: Options, build: F) -> Result<(), Error>
+where
+    S: Send + Sync + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    F: FnOnce(&Started) -> Result<App<S>, E>,
+{
+    supervisor::init();
+    crate::logging::init();
+    if options.supervise && supervisor::worker().is_none() {
+        return supervise(&options);
+    }
+    let stops = supervisor::stop_requests().map_err(|e| Error::io("install signal handlers", e))?;
+    let serving = start(&options, Box::new(supervisor::ask_for_replacement), build)?;
+    println!(
+        "listening on http://{} | {} fibers x {} stack, {} may workers",
+        serving.addr(),
+        options.fibers,
+        crate::config::ByteSize(options.stack_size),
+        options.workers,
+    );
+    supervisor::ready();
+    let why = stops.wait();
+    log::info!(
+        "{why}: finishing {} in-flight requests (up to {:?})",
+        serving.server.stop_state().in_flight(),
+        options.shutdown_grace
+    );
+    let drained = serving.shutdown(options.shutdown_grace);
+    // Requests on a thread a lock left held by an overflow blocks never finish: say
+    // how many connections were left when the grace ended.
+    log::info!(
+        "pid {} stopped; {} connections unfinished after the grace period",
+        std::process::id(),
+        drained.connections_left
+    );
+    Ok(())
+}
+
+/// An app being served, in this process: what [`start`] returns.
+pub struct Serving {
+    server: Server,
+    addr: SocketAddr,
+    fibers: FiberPool,
+    stats: Arc<HttpStats>,
+    _watchdog: Watchdog,
+}
+
+impl Serving {
+    /// The address clients reach this server at.
+    pub fn addr(&self) -> SocketAddr {
+        client_address(self.addr)
+    }
+
+    /// The fiber pool the handlers run on.
+    pub fn fibers(&self) -> &FiberPool {
+        &self.fibers
+    }
+
+    /// The server's counters.
+    pub fn stats(&self) -> &Arc<HttpStats> {
+        &self.stats
+    }
+
+    /// The server (its shutdown state: connections and requests in flight).
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// Stop accepting, let in-flight requests finish for up to `grace`, stop the
+    /// watchdog, and report what was left.
+    pub fn shutdown(self, grace: Duration) -> Drained {
+        self.server.shutdown(grace)
+    }
+}
+
+/// Start serving the app `build` makes, in this process, and return at once: the
+/// non-blocking half of [`serve`], without its logger, supervisor and signals, for a
+/// test or an app that arranges those itself. The watchdog calls `replace` with a
+/// reason when this process should be replaced
+/// ([`supervisor::ask_for_replacement`] in a supervised worker).
+pub fn start<S, E, F>(options: &Options, replace: ReplaceHook, build: F) -> Result<Serving, Error>
+where
+    S: Send + Sync + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    F: FnOnce(&Started) -> Result<App<S>, E>,
+{
+    // may reads these once, when its first coroutine starts.
+    may::config()
+        .set_workers(options.workers)
+        .set_pool_capacity(COROUTINE_CACHE);
+    let fibers = FiberPool::new(options.pool_config())?;
+    let watchdog = crate::watchdog::spawn(options.watchdog, replace)
+        .map_err(|e| Error::io("start the stall watchdog", e))?;
+    let stats = Arc::new(HttpStats::unrouted(options.access_log));
+    let listener = supervisor::listener_with_backlog(options.bind, options.http.listen_backlog)
+        .map_err(|e| Error::io(format!("listen on {} (--bind)", options.bind), e))?;
+    let addr = listener
+        .socket
+        .local_addr()
+        .map_err(|e| Error::io("read the bound address", e))?;
+    let started = Started {
+        addr,
+        fibers: fibers.clone(),
+        stats: Arc::clone(&stats),
+        options: options.clone(),
+    };
+    let app = build(&started).map_err(|e| Error::App(e.into()))?;
+    let routed = app.build(fibers.clone(), Arc::clone(&stats))?;
+    let server = crate::server::spawn(
+        listener,
+        Arc::new(routed),
+        options.http.clone(),
+        Arc::clone(&stats),
+    )
+    .map_err(|e| Error::io("start the server", e))?;
+    Ok(Serving {
+        server,
+        addr,
+        fibers,
+        stats,
+        _watchdog: watchdog,
+    })
+}
+
+/// This process is the supervisor: bind, run the workers until told to stop.
+fn supervise(options: &Options) -> Result<(), Error> {
+    let sup = Supervisor::bind(SupervisorConfig {
+        processes: options.processes,
+        bind: options.bind,
+        listen_backlog: options.http.listen_backlog,
+        shutdown_grace: options.shutdown_grace,
+        start_timeout: options.worker_start_timeout,
+    })
+    .map_err(Error::Supervisor)?;
+    sup.run().map_err(Error::Supervisor)
+}

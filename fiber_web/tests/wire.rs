@@ -1,0 +1,111 @@
+//! What an app's answers look like on the wire, from a real server on port 0 read with
+//! a plain std socket: status lines with their reason phrases, 204 and 304 with neither
+//! body nor Content-Length (RFC 9110 section 8.6), HEAD with the length and no body,
+//! and a body over the limit refused with 413 before the handler runs.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fiber_web::http::{Request, Response};
+use fiber_web::{App, Options};
+
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
+/// Send `raw` and read until the server closes.
+fn exchange(addr: SocketAddr, raw: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn get(addr: SocketAddr, method: &str, path: &str) -> String {
+    exchange(
+        addr,
+        format!("{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+}
+
+#[test]
+fn status_lines_and_bodiless_statuses_go_out_as_rfc_9110_says() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&ran);
+    let options = Options {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        fibers: 4,
+        workers: 2,
+        access_log: false,
+        http: fiber_web::config::HttpLimits {
+            max_body_bytes: 64,
+            ..Default::default()
+        },
+        ..Options::default()
+    };
+    let serving = fiber_web::start(&options, Box::new(|_| {}), move |_| {
+        Ok::<_, std::convert::Infallible>(
+            App::new(())
+                .post("/todos", move |_: &(), req: &Request| {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                    Response::text(201, format!("{} bytes", req.body.len()))
+                        .header("Location", "/todos/1")
+                })
+                .delete("/todos/{id}", |_: &(), _: &Request| Response::no_content())
+                .get("/cached", |_: &(), _: &Request| {
+                    Response::empty(304).header("ETag", "\"v1\"")
+                })
+                .get("/teapot", |_: &(), _: &Request| {
+                    Response::text(418, "short and stout")
+                })
+                .get("/hello", |_: &(), _: &Request| "hello"),
+        )
+    })
+    .unwrap();
+    let addr = serving.addr();
+
+    let created = exchange(
+        addr,
+        b"POST /todos HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc",
+    );
+    assert!(created.starts_with("HTTP/1.1 201 Created\r\n"), "{created}");
+    assert!(created.contains("\r\nLocation: /todos/1\r\n"), "{created}");
+    assert!(created.ends_with("\r\n\r\n3 bytes"), "{created}");
+
+    for (method, path, line) in [
+        ("DELETE", "/todos/7", "HTTP/1.1 204 No Content\r\n"),
+        ("GET", "/cached", "HTTP/1.1 304 Not Modified\r\n"),
+    ] {
+        let r = get(addr, method, path);
+        assert!(r.starts_with(line), "{r}");
+        assert!(
+            !r.to_ascii_lowercase().contains("content-length"),
+            "{method} {path}: {r}"
+        );
+        assert!(r.ends_with("\r\n\r\n"), "a body after the head: {r:?}");
+    }
+    let teapot = get(addr, "GET", "/teapot");
+    assert!(teapot.starts_with("HTTP/1.1 418 \r\n"), "{teapot}");
+    let head = get(addr, "HEAD", "/hello");
+    assert!(head.contains("\r\nContent-Length: 5\r\n"), "{head}");
+    assert!(head.ends_with("\r\n\r\n"), "{head:?}");
+
+    // Over the body limit: refused before the handler, which never runs.
+    let before = ran.load(Ordering::Relaxed);
+    let big = format!(
+        "POST /todos HTTP/1.1\r\nHost: t\r\nContent-Length: 65\r\n\r\n{}",
+        "x".repeat(65)
+    );
+    let refused = exchange(addr, big.as_bytes());
+    assert!(
+        refused.starts_with("HTTP/1.1 413 Content Too Large\r\n"),
+        "{refused}"
+    );
+    assert!(refused.contains("at most 64 bytes"), "{refused}");
+    assert_eq!(ran.load(Ordering::Relaxed), before);
+    serving.shutdown(Duration::from_secs(5));
+}
