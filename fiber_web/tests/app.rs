@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use fiber_web::http::{Handler, Json, Request, Response};
+use fiber_web::http::{Json, Request, Response};
 use fiber_web::layers::{BearerAuth, Cors, RequestId};
 use fiber_web::{App, Error, Next, Routes};
 
