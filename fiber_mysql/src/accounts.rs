@@ -20,8 +20,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use mysql::prelude::Queryable;
-
+use crate::conn::Conn;
 use crate::error::{Error, Result};
 
 /// What the application user may do on its own database: the demo creates its table,
@@ -52,33 +51,35 @@ pub(crate) fn os_user() -> Result<String> {
     Ok(name)
 }
 
-/// An administrator's connection through the unix socket `socket`.
-pub(crate) fn admin_via_socket(socket: &Path, os_user: &str) -> Result<mysql::Conn> {
-    let opts = mysql::OptsBuilder::new()
-        .socket(Some(socket.display().to_string()))
-        .user(Some(os_user))
-        .read_timeout(Some(ADMIN_IO_TIMEOUT))
-        .write_timeout(Some(ADMIN_IO_TIMEOUT));
-    mysql::Conn::new(opts).map_err(|e| Error::Launch(format!("admin login via socket: {e}")))
+/// An administrator's connection through the unix socket `socket` (our own client
+/// over a blocking Unix socket: start-up code).
+pub(crate) fn admin_via_socket(socket: &Path, os_user: &str) -> Result<Conn> {
+    Conn::connect_unix(socket, os_user, ADMIN_IO_TIMEOUT)
+        .map_err(|e| Error::Launch(format!("admin login via socket: {e}")))
 }
 
 /// Drops every TCP-reachable or anonymous account, then creates the application user
 /// (on `db` only) and [`ADMIN_USER`]. Identifiers and passwords are ours (checked
 /// names, hex passwords), so formatting them into SQL is safe.
 pub(crate) fn set_up(
-    admin: &mut mysql::Conn,
+    admin: &mut Conn,
     db: &str,
     app_user: &str,
     app_password: &str,
     admin_password: &str,
 ) -> Result<()> {
-    let sql_err = |e: mysql::Error| Error::Launch(format!("setting up accounts: {e}"));
-    let reachable: Vec<(String, String)> = admin
+    let sql_err = |e: Error| Error::Launch(format!("setting up accounts: {e}"));
+    let reachable = admin
         .query("SELECT user, host FROM mysql.user WHERE host <> 'localhost' OR user = ''")
         .map_err(sql_err)?;
-    for (user, host) in reachable {
+    for row in reachable.rows {
+        let (Some(user), Some(host)) = (row.get::<String, _>(0), row.get::<String, _>(1)) else {
+            return Err(Error::Launch(format!(
+                "unexpected row in mysql.user: {row:?}"
+            )));
+        };
         admin
-            .query_drop(format!(
+            .query(&format!(
                 "DROP USER {}@{}",
                 quote_str(&user),
                 quote_str(&host)
@@ -103,7 +104,7 @@ pub(crate) fn set_up(
             quote_str(ADMIN_USER)
         ),
     ] {
-        admin.query_drop(&sql).map_err(sql_err)?;
+        admin.query(&sql).map_err(sql_err)?;
     }
     Ok(())
 }

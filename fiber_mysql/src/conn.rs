@@ -102,7 +102,34 @@ impl Conn {
                 ))
             }
         })?;
-        stream.set_nodelay(true)?;
+        Conn::over(stream, opts, started)
+    }
+
+    /// A blocking connection as `user` (no password) through the Unix socket `path`,
+    /// for the launcher's administrator, whom `unix_socket` authentication knows by
+    /// the OS user on the other end of the socket. Start-up code: never on a fiber.
+    pub(crate) fn connect_unix(
+        path: &std::path::Path,
+        user: &str,
+        timeout: Duration,
+    ) -> Result<Conn> {
+        let started = Instant::now();
+        let stream = Stream::connect_unix(path).map_err(|e| {
+            Error::Io(io::Error::new(
+                e.kind(),
+                format!("{e} ({})", path.display()),
+            ))
+        })?;
+        let mut opts = Opts::new("localhost", 0, user);
+        opts.connect_timeout = timeout;
+        opts.read_timeout = timeout;
+        let mut conn = Conn::over(stream, &opts, started)?;
+        conn.finish_connect()?;
+        Ok(conn)
+    }
+
+    fn over(stream: Stream, opts: &Opts, started: Instant) -> Result<Conn> {
+        stream.set_nodelay()?;
         stream.set_write_timeout(Some(opts.read_timeout))?;
         let mut codec = PacketCodec::default();
         codec.max_allowed_packet = MAX_PACKET;

@@ -37,9 +37,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mysql::prelude::Queryable;
-
 use crate::accounts::{self, ADMIN_USER};
+use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::opts::Opts;
 use crate::private_dir::{self, random_hex};
@@ -261,7 +260,7 @@ impl MariaDb {
 
     /// Waits until the administrator can log in through the socket, or the process
     /// died, or timeout. Returns that connection.
-    fn wait_ready(&mut self) -> Result<mysql::Conn> {
+    fn wait_ready(&mut self) -> Result<Conn> {
         let started = Instant::now();
         loop {
             match accounts::admin_via_socket(&self.socket(), &self.os_user) {
@@ -284,7 +283,7 @@ impl MariaDb {
         }
     }
 
-    fn initialize(&mut self, mut admin: mysql::Conn) -> Result<()> {
+    fn initialize(&mut self, mut admin: Conn) -> Result<()> {
         let db = quote_ident(&self.cfg.db_name);
         accounts::set_up(
             &mut admin,
@@ -294,11 +293,11 @@ impl MariaDb {
             &self.admin_password,
         )?;
         admin
-            .query_drop(format!("USE {db}"))
+            .query(&format!("USE {db}"))
             .map_err(|e| Error::Launch(e.to_string()))?;
         for sql in &self.cfg.init_sql {
             admin
-                .query_drop(sql)
+                .query(sql)
                 .map_err(|e| Error::Launch(format!("init_sql failed: {e}\nstatement: {sql}")))?;
         }
         Ok(())

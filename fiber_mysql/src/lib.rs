@@ -31,7 +31,8 @@ mod query;
 mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod threads;
+#[cfg(feature = "threads")]
+mod threads;
 
 pub use conn::Conn;
 pub use error::{Error, Result};

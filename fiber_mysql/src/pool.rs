@@ -36,6 +36,7 @@ use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::opts::Opts;
 use crate::query::QueryResult;
+#[cfg(feature = "threads")]
 use crate::threads::ThreadConn;
 
 /// Connections kept free on the server beyond the pool (for `KILL QUERY`).
@@ -44,12 +45,19 @@ pub const KILL_HEADROOM: usize = 1;
 pub const HEALTH_CHECK_WAIT: Duration = Duration::from_secs(1);
 
 /// Which client runs the queries.
+///
+/// `Threads` exists only with the crate feature `threads` (which builds the `mysql`
+/// crate). The enum is `#[non_exhaustive]` because features are unified across a
+/// build: another crate turning `threads` on must not break a `match` written here
+/// without it. Parsing `"threads"` without the feature is an error that says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Driver {
     /// Our may-native client: a waiting query parks only its fiber.
     #[default]
     Native,
-    /// The `mysql` crate, one OS thread per connection (for comparison).
+    /// The `mysql` crate, one OS thread per connection (for comparison; feature `threads`).
+    #[cfg(feature = "threads")]
     Threads,
 }
 
@@ -58,7 +66,14 @@ impl FromStr for Driver {
     fn from_str(s: &str) -> Result<Driver> {
         match s {
             "native" => Ok(Driver::Native),
+            #[cfg(feature = "threads")]
             "threads" => Ok(Driver::Threads),
+            #[cfg(not(feature = "threads"))]
+            "threads" => Err(Error::Url(
+                "the `threads` driver is not built in: enable the `threads` feature of \
+                 fiber_mysql (it builds the `mysql` crate), or use `native`"
+                    .into(),
+            )),
             other => Err(Error::Url(format!(
                 "unknown driver `{other}`: use `native` or `threads`"
             ))),
@@ -70,6 +85,7 @@ impl std::fmt::Display for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Driver::Native => "native",
+            #[cfg(feature = "threads")]
             Driver::Threads => "threads",
         })
     }
@@ -142,6 +158,7 @@ pub struct PoolStats {
 #[derive(Debug)]
 enum Backend {
     Native(Box<Conn>),
+    #[cfg(feature = "threads")]
     Threads(Box<ThreadConn>),
 }
 
@@ -149,6 +166,7 @@ impl Backend {
     fn open(driver: Driver, opts: &Opts) -> Result<Backend> {
         match driver {
             Driver::Native => Conn::connect(opts).map(|c| Backend::Native(Box::new(c))),
+            #[cfg(feature = "threads")]
             Driver::Threads => ThreadConn::connect(opts).map(|c| Backend::Threads(Box::new(c))),
         }
     }
@@ -156,6 +174,7 @@ impl Backend {
     fn is_broken(&self) -> bool {
         match self {
             Backend::Native(c) => c.is_broken(),
+            #[cfg(feature = "threads")]
             Backend::Threads(c) => c.is_broken(),
         }
     }
@@ -164,7 +183,50 @@ impl Backend {
         match self {
             Backend::Native(c) => c.looks_alive(),
             // The mysql crate hides its socket: a dead one fails its next query.
+            #[cfg(feature = "threads")]
             Backend::Threads(c) => !c.is_broken(),
+        }
+    }
+
+    fn query(&mut self, sql: &str) -> Result<QueryResult> {
+        match self {
+            Backend::Native(c) => c.query(sql),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.query(sql),
+        }
+    }
+
+    fn exec(&mut self, sql: &str, params: Params) -> Result<QueryResult> {
+        match self {
+            Backend::Native(c) => c.exec(sql, params),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.exec(sql, params),
+        }
+    }
+
+    fn ping(&mut self) -> Result<()> {
+        match self {
+            Backend::Native(c) => c.ping(),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.ping(),
+        }
+    }
+
+    /// No COM_QUIT on drop: the stream may be in the middle of a command.
+    fn mark_broken(&mut self) {
+        match self {
+            Backend::Native(c) => c.mark_broken(),
+            // Dropping it ends its thread, which closes the mysql crate's connection.
+            #[cfg(feature = "threads")]
+            Backend::Threads(_) => {}
+        }
+    }
+
+    fn connection_id(&self) -> u32 {
+        match self {
+            Backend::Native(c) => c.connection_id(),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.connection_id(),
         }
     }
 }
@@ -406,18 +468,11 @@ impl std::fmt::Debug for PooledConn {
 }
 
 impl PooledConn {
-    fn with<T>(
-        &mut self,
-        native: impl FnOnce(&mut Conn) -> Result<T>,
-        threads: impl FnOnce(&mut ThreadConn) -> Result<T>,
-    ) -> Result<T> {
+    fn with<T>(&mut self, command: impl FnOnce(&mut Backend) -> Result<T>) -> Result<T> {
         if self.conn.is_none() {
             self.open_in_place()?;
         }
-        match self.conn.as_mut().ok_or(Error::WorkerGone)? {
-            Backend::Native(c) => native(c),
-            Backend::Threads(c) => threads(c),
-        }
+        command(self.conn.as_mut().ok_or(Error::WorkerGone)?)
     }
 
     /// Fill an empty slot (first use, or its last connection broke). A native
@@ -447,6 +502,7 @@ impl PooledConn {
             }
             // The handshake runs on the connection's own thread; the fiber only
             // waits on a channel.
+            #[cfg(feature = "threads")]
             Driver::Threads => {
                 self.conn = Some(Backend::Threads(Box::new(ThreadConn::connect(
                     &pool.cfg.opts,
@@ -459,27 +515,23 @@ impl PooledConn {
 
     /// See [`Conn::query`].
     pub fn query(&mut self, sql: &str) -> Result<QueryResult> {
-        self.with(|c| c.query(sql), |c| c.query(sql))
+        self.with(|c| c.query(sql))
     }
 
     /// See [`Conn::exec`].
     pub fn exec(&mut self, sql: &str, params: impl Into<Params>) -> Result<QueryResult> {
         let params = params.into();
-        let copy = params.clone();
-        self.with(|c| c.exec(sql, params), |c| c.exec(sql, copy))
+        self.with(|c| c.exec(sql, params))
     }
 
     /// COM_PING.
     pub fn ping(&mut self) -> Result<()> {
-        self.with(|c| c.ping(), |c| c.ping())
+        self.with(|c| c.ping())
     }
 
     /// The server's connection id (for `KILL`, `SHOW PROCESSLIST`).
     pub fn connection_id(&self) -> Option<u32> {
-        self.conn.as_ref().map(|c| match c {
-            Backend::Native(c) => c.connection_id(),
-            Backend::Threads(c) => c.connection_id(),
-        })
+        self.conn.as_ref().map(Backend::connection_id)
     }
 
     /// Close the connection instead of returning it (its stream may be in the
@@ -488,9 +540,7 @@ impl PooledConn {
     /// a stack overflow, through `fiber_pool::Lent`.
     pub fn discard(mut self) {
         if let Some(mut conn) = self.conn.take() {
-            if let Backend::Native(c) = &mut conn {
-                c.mark_broken();
-            }
+            conn.mark_broken();
             drop(conn);
         }
         self.pool.abandoned.fetch_add(1, Ordering::Relaxed);
