@@ -7,7 +7,7 @@
 //!   directory: no other local user can reach it, and no password exists to leak.
 //!   This works whether we run as root (CI) or as a developer.
 //! - Every other account that could be reached over TCP (root@127.0.0.1, root@::1,
-//!   root@<hostname>, anonymous ones) is dropped at start, whatever the template held.
+//!   root@`hostname`, anonymous ones) is dropped at start, whatever the template held.
 //! - The application user gets [`APP_PRIVILEGES`] on its own database only, and a
 //!   random password.
 //! - [`ADMIN_USER`]@127.0.0.1 has all privileges over TCP for tests and tools that
@@ -27,10 +27,10 @@ use crate::error::{Error, Result};
 /// inserts the seed and reads (CREATE, INSERT, SELECT); the tests that share this
 /// launcher also change and drop their own tables. Nothing server-wide (no FILE,
 /// PROCESS, SUPER, GRANT OPTION): `KILL QUERY` of its own connections needs none.
-pub const APP_PRIVILEGES: &str =
+pub(crate) const APP_PRIVILEGES: &str =
     "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER, CREATE TEMPORARY TABLES";
 /// The password-protected all-privileges TCP account (see the module comment).
-pub const ADMIN_USER: &str = "fiberstack_admin";
+pub(crate) const ADMIN_USER: &str = "fiberstack_admin";
 /// Read and write timeout of an administrator's socket connection.
 const ADMIN_IO_TIMEOUT: Duration = Duration::from_secs(30);
 
