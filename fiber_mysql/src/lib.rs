@@ -15,6 +15,8 @@
 //! - `threads` (feature `threads`): the comparison driver, `mysql::Conn` on one OS
 //!   thread per connection;
 //! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
+//! - `session`: whether a session changed, from the server's reports, and when a
+//!   connection is reset before reuse ([`ResetReason`]);
 //!
 //! Protocol parts (framing, packets, scrambles, rows and values) come from
 //! mysql_common 0.37, the version the `mysql` crate 28 uses, so one copy builds.
@@ -38,13 +40,14 @@ pub mod opts;
 pub mod pool;
 mod private_dir;
 mod query;
+mod session;
 mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(feature = "threads")]
 mod threads;
 
-pub use conn::Conn;
+pub use conn::{Conn, RESET_TIMEOUT};
 pub use error::{Error, Result};
 /// Column definitions of a result ([`QueryResult::columns`]) and their types.
 pub use mysql_common::constants::ColumnType;
@@ -62,3 +65,4 @@ pub use mysql_common::value::Value;
 pub use opts::Opts;
 pub use pool::{Driver, Pool, PoolConfig, PoolStats, PooledConn};
 pub use query::{QueryResult, STMT_CACHE_PER_CONN};
+pub use session::ResetReason;

@@ -36,6 +36,7 @@ use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::opts::Opts;
 use crate::query::QueryResult;
+use crate::session::ResetReason;
 #[cfg(feature = "threads")]
 use crate::threads::ThreadConn;
 
@@ -43,6 +44,12 @@ use crate::threads::ThreadConn;
 pub const KILL_HEADROOM: usize = 1;
 /// How long [`Pool::healthy`] waits for a connection before saying no.
 pub const HEALTH_CHECK_WAIT: Duration = Duration::from_secs(1);
+/// Stack a [`Pool::checkout`] needs left on the fiber: `fiber_pool::Lent::acquire`'s own
+/// margin. The checkout itself runs on the carrier's stack (`fiber_pool::on_carrier`:
+/// its may semaphore wait and its lock are never on a fiber) and lands in the `Lent`
+/// directly, so nothing deeper runs on the fiber. With less left, the checkout
+/// overflows at its start, holding nothing.
+pub const CHECKOUT_STACK_MARGIN: usize = fiber_pool::lent::LENT_STACK_MARGIN;
 
 /// Which client runs the queries.
 ///
@@ -145,6 +152,11 @@ pub struct PoolStats {
     pub replaced: u64,
     /// Checkouts given up through [`PooledConn::discard`].
     pub abandoned: u64,
+    /// Connections reset at give-back because their session may have changed
+    /// (see [`ResetReason`]); a clean give-back is not counted.
+    pub resets: u64,
+    /// Resets that failed: those connections were closed (and count in `replaced`).
+    pub reset_failures: u64,
     /// Connections opened since start.
     pub opened: u64,
 }
@@ -222,6 +234,31 @@ impl Backend {
         }
     }
 
+    fn reset_reason(&self) -> Option<ResetReason> {
+        match self {
+            Backend::Native(c) => c.reset_reason(),
+            #[cfg(feature = "threads")]
+            Backend::Threads(_) => Some(ResetReason::NotTracked),
+        }
+    }
+
+    fn mark_session_dirty(&mut self) {
+        match self {
+            Backend::Native(c) => c.mark_session_dirty(),
+            // Reset at every give-back anyway.
+            #[cfg(feature = "threads")]
+            Backend::Threads(_) => {}
+        }
+    }
+
+    fn reset(&mut self) -> Result<()> {
+        match self {
+            Backend::Native(c) => c.reset(),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.reset(),
+        }
+    }
+
     fn connection_id(&self) -> u32 {
         match self {
             Backend::Native(c) => c.connection_id(),
@@ -242,6 +279,8 @@ struct Shared {
     timeouts: AtomicU64,
     replaced: AtomicU64,
     abandoned: AtomicU64,
+    resets: AtomicU64,
+    reset_failures: AtomicU64,
     opened: AtomicU64,
 }
 
@@ -268,9 +307,31 @@ impl Shared {
         fiber_pool::on_carrier(|| self.give_back_here(conn));
     }
 
+    /// The connection with its session as the connect left it: reset if its session
+    /// may have changed (see [`ResetReason`] and `session.rs`), else as it is, with its
+    /// statement cache. `None` when the reset failed (the connection is closed).
+    fn clean(&self, mut conn: Backend) -> Option<Backend> {
+        if conn.reset_reason().is_none() {
+            return Some(conn);
+        }
+        self.resets.fetch_add(1, Ordering::Relaxed);
+        match conn.reset() {
+            Ok(()) => Some(conn),
+            Err(_) => {
+                self.reset_failures.fetch_add(1, Ordering::Relaxed);
+                self.replaced.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
     fn give_back_here(&self, conn: Option<Backend>) {
         match conn {
-            Some(conn) if !conn.is_broken() => self.idle().push(conn),
+            Some(conn) if !conn.is_broken() => {
+                if let Some(conn) = self.clean(conn) {
+                    self.idle().push(conn);
+                }
+            }
             Some(_broken) => {
                 self.replaced.fetch_add(1, Ordering::Relaxed);
             }
@@ -329,6 +390,8 @@ impl Pool {
             timeouts: AtomicU64::new(0),
             replaced: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
+            reset_failures: AtomicU64::new(0),
             opened: AtomicU64::new(0),
             cfg,
         });
@@ -336,7 +399,36 @@ impl Pool {
         Ok(Pool { shared })
     }
 
-    /// A connection, waiting (FIFO, parking the fiber) up to `wait_timeout`.
+    /// How a handler on a fiber gets a connection: waits (FIFO, parking the fiber) up
+    /// to `wait_timeout`, and returns the checkout inside a `fiber_pool::Lent`, owned
+    /// outside the fiber stack. If the fiber overflows while it holds the connection
+    /// (its frames are abandoned, never dropped), the `Lent` hands the connection to
+    /// [`PooledConn::discard`]: the socket is closed (the server rolls back whatever
+    /// was open) and the slot is freed, instead of both leaking.
+    ///
+    /// The checkout is never a plain value on the fiber stack: it runs on the carrier
+    /// and is written straight into the `Lent`'s cell, registered beforehand. Needs
+    /// [`CHECKOUT_STACK_MARGIN`] of stack. Off a fiber the `Lent` is just a box.
+    ///
+    /// ```no_run
+    /// # fn handler(pool: &fiber_mysql::Pool) -> fiber_mysql::Result<()> {
+    /// let mut conn = pool.checkout()?;
+    /// let name: Option<String> = conn.exec("SELECT name FROM widgets WHERE id = ?", (7,))?.scalar()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn checkout(&self) -> Result<fiber_pool::Lent<PooledConn>> {
+        self.checkout_within(self.shared.cfg.wait_timeout)
+    }
+
+    /// [`Pool::checkout`] waiting at most `wait` for a connection.
+    pub fn checkout_within(&self, wait: Duration) -> Result<fiber_pool::Lent<PooledConn>> {
+        fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
+        fiber_pool::Lent::acquire(|| self.get_timeout(wait), PooledConn::discard)
+    }
+
+    /// A connection, waiting (FIFO, parking the fiber) up to `wait_timeout`, as a
+    /// plain guard. On a fiber of `fiber_pool` use [`Pool::checkout`] instead: a
+    /// plain guard on the fiber stack is lost if the fiber overflows.
     pub fn get(&self) -> Result<PooledConn> {
         self.get_timeout(self.shared.cfg.wait_timeout)
     }
@@ -397,6 +489,8 @@ impl Pool {
             timeouts: s.timeouts.load(Ordering::Relaxed),
             replaced: s.replaced.load(Ordering::Relaxed),
             abandoned: s.abandoned.load(Ordering::Relaxed),
+            resets: s.resets.load(Ordering::Relaxed),
+            reset_failures: s.reset_failures.load(Ordering::Relaxed),
             opened: s.opened.load(Ordering::Relaxed),
         }
     }
@@ -527,6 +621,21 @@ impl PooledConn {
     /// COM_PING.
     pub fn ping(&mut self) -> Result<()> {
         self.with(|c| c.ping())
+    }
+
+    /// Why this connection will be reset when it goes back to the pool, if it will
+    /// (see [`ResetReason`]); `None` also before its first command.
+    pub fn reset_reason(&self) -> Option<ResetReason> {
+        self.conn.as_ref().and_then(Backend::reset_reason)
+    }
+
+    /// Makes the give-back reset this connection: for session changes that neither the
+    /// server reports nor the statement rules see (`session.rs`), e.g. a stored
+    /// function, called from a plain `SELECT`, that takes a named lock.
+    pub fn mark_session_dirty(&mut self) {
+        if let Some(conn) = self.conn.as_mut() {
+            conn.mark_session_dirty();
+        }
     }
 
     /// The server's connection id (for `KILL`, `SHOW PROCESSLIST`).

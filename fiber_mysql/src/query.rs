@@ -24,11 +24,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mysql_common::constants::{Command, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{
     Column, ComStmtClose, ComStmtExecuteRequestBuilder, CommonOkPacket, OkPacket,
-    OkPacketDeserializer, OldEofPacket, StmtPacket,
+    OkPacketDeserializer, OldEofPacket, ResultSetTerminator, StmtPacket,
 };
 use mysql_common::params::Params;
 use mysql_common::prelude::FromValue;
@@ -48,6 +48,10 @@ pub const STMT_CACHE_PER_CONN: usize = 32;
 pub(crate) const KILL_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connect timeout for the short-lived `KILL QUERY` connection.
 const KILL_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// A packet this long or longer is a row, never a result set's terminating OK: a row
+/// whose first byte is 0xFE (a length-encoded string of 16 MiB or more) is at least
+/// this long (the protocol's rule with `CLIENT_DEPRECATE_EOF`).
+const MAX_TERMINATOR_LEN: usize = 0xFF_FFFF;
 
 /// The outcome of one statement: rows (for a SELECT) or counts (for DML).
 #[derive(Debug, Clone, Default)]
@@ -121,6 +125,7 @@ impl Conn {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(Command::COM_QUERY as u8);
         payload.extend_from_slice(sql.as_bytes());
+        self.session.saw_statement(sql);
         self.round_trip(&payload, Protocol::Text)
     }
 
@@ -154,6 +159,7 @@ impl Conn {
         }
         let mut payload = Vec::new();
         request.serialize(&mut payload);
+        self.session.saw_statement(sql);
         self.round_trip(&payload, Protocol::Binary)
     }
 
@@ -182,13 +188,16 @@ impl Conn {
         }
         let ok = StmtPacket::deserialize((), &mut ParseBuf(&packet))
             .map_err(|e| Error::protocol(format!("bad COM_STMT_PREPARE answer: {e}")))?;
-        // Parameter and column definitions follow, each block ended by EOF.
+        // Parameter and column definitions follow, each block ended by EOF unless
+        // CLIENT_DEPRECATE_EOF was agreed.
         for count in [ok.num_params(), ok.num_columns()] {
             if count > 0 {
                 for _ in 0..count {
                     self.read_packet()?;
                 }
-                self.read_eof()?;
+                if !self.deprecate_eof() {
+                    self.read_eof()?;
+                }
             }
         }
         Ok(StmtInfo {
@@ -235,11 +244,19 @@ impl Conn {
             Err(e) => Err(self.fail(e)),
             Ok(r) => Ok(r),
         }
+        .inspect_err(|e| {
+            // Its partial effects are not reported (session.rs, rule 4).
+            if matches!(e, Error::Server { .. }) {
+                self.session.saw_error();
+            }
+        })
     }
 
     /// See the module comment: stop the query, then consume its answer.
     fn kill_and_drain(&mut self, protocol: Protocol) -> Error {
         self.deadline = None;
+        // Killed part-way: what it did is not reported (session.rs, rule 4).
+        self.session.saw_error();
         if self.kill_running_query().is_err() {
             self.mark_broken();
             return Error::QueryTimeout;
@@ -294,6 +311,7 @@ impl Conn {
                 )
                 .map_err(|e| Error::protocol(format!("bad OK packet: {e}")))?
                 .into_inner();
+                self.session.saw_ok(ok.status_flags());
                 let more = ok
                     .status_flags()
                     .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
@@ -323,13 +341,30 @@ impl Conn {
             columns.push(column);
         }
         let columns: Arc<[Column]> = columns.into();
-        self.read_eof()?;
+        let deprecate_eof = self.deprecate_eof();
+        if !deprecate_eof {
+            self.read_eof()?;
+        }
         let mut rows = Vec::new();
         loop {
             let packet = self.read_packet()?;
             match packet.first() {
-                Some(0xFE) if packet.len() < 9 => {
+                Some(0xFE) if deprecate_eof && packet.len() < MAX_TERMINATOR_LEN => {
+                    let flags = self.parse_terminator(&packet)?;
+                    self.session.saw_ok(flags);
+                    let result = QueryResult {
+                        columns,
+                        rows,
+                        ..QueryResult::default()
+                    };
+                    return Ok((
+                        result,
+                        flags.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS),
+                    ));
+                }
+                Some(0xFE) if !deprecate_eof && packet.len() < 9 => {
                     let flags = self.parse_eof(&packet)?;
+                    self.session.saw_ok(flags);
                     let result = QueryResult {
                         columns,
                         rows,
@@ -360,6 +395,21 @@ impl Conn {
                 }
             }
         }
+    }
+
+    fn deprecate_eof(&self) -> bool {
+        self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+    }
+
+    /// The OK packet (header 0xFE) that ends a result set under CLIENT_DEPRECATE_EOF.
+    fn parse_terminator(&self, packet: &[u8]) -> Result<StatusFlags> {
+        let ok = OkPacketDeserializer::<ResultSetTerminator>::deserialize(
+            self.caps,
+            &mut ParseBuf(packet),
+        )
+        .map_err(|e| Error::protocol(format!("bad result set terminator: {e}")))?
+        .into_inner();
+        Ok(ok.status_flags())
     }
 
     fn read_eof(&mut self) -> Result<StatusFlags> {

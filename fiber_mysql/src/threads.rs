@@ -27,6 +27,7 @@ enum Job {
     Query(String),
     Exec(String, Params),
     Ping,
+    Reset,
 }
 
 type Reply = may_mpsc::Sender<Result<QueryResult>>;
@@ -116,6 +117,17 @@ impl ThreadConn {
         self.call(Job::Ping).map(drop)
     }
 
+    /// `mysql::Conn::reset` (COM_RESET_CONNECTION, its statement cache cleared). This
+    /// driver cannot see the server's session reports, so the pool resets it at every
+    /// give-back, as the `mysql` crate's own pool does.
+    pub fn reset(&mut self) -> Result<()> {
+        let result = self.call(Job::Reset).map(drop);
+        if result.is_err() {
+            self.broken = true;
+        }
+        result
+    }
+
     /// True once an I/O or protocol error (or a lost thread) made it unusable.
     pub fn is_broken(&self) -> bool {
         self.broken
@@ -182,6 +194,10 @@ fn run(conn: &mut mysql::Conn, job: Job) -> Result<QueryResult> {
         }
         Job::Ping => conn
             .ping()
+            .map(|()| QueryResult::default())
+            .map_err(convert_error),
+        Job::Reset => conn
+            .reset()
             .map(|()| QueryResult::default())
             .map_err(convert_error),
     }
