@@ -35,7 +35,7 @@ fn main() {
     let opts = fiber_mysql::testing::test_database_opts().expect("database");
     let pool = Pool::new(PoolConfig::new(opts, 1)).unwrap();
     per_checkout(&pool, false); // warm-up
-    // Alternated, so that both see the same neighbours on a shared machine.
+                                // Alternated, so that both see the same neighbours on a shared machine.
     let (mut clean, mut reset) = (Vec::new(), Vec::new());
     for _ in 0..3 {
         clean.push(per_checkout(&pool, false));
@@ -44,7 +44,15 @@ fn main() {
     let stats = pool.stats();
     println!("checkout + select 1 + give-back, us (median of {RUNS} x {PER_RUN}, 3 rounds):");
     for (round, (c, r)) in clean.iter().zip(&reset).enumerate() {
-        println!("  round {round}: clean {c:6.1}   reset {r:6.1}   reset costs {:+6.1}", r - c);
+        println!(
+            "  round {round}: clean {c:6.1}   reset {r:6.1}   reset costs {:+6.1}",
+            r - c
+        );
     }
-    println!("resets {} (expected {}), reset failures {}", stats.resets, 3 * RUNS as u32 * PER_RUN, stats.reset_failures);
+    println!(
+        "resets {} (expected {}), reset failures {}",
+        stats.resets,
+        3 * RUNS as u32 * PER_RUN,
+        stats.reset_failures
+    );
 }

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::stream::Stream;
@@ -24,6 +25,7 @@ use mysql_common::proto::sync_framed::MySyncFramed;
 use mysql_common::proto::{MyDeserialize, MySerialize};
 
 use crate::auth::{self, PacketIo};
+use crate::cancel::Killer;
 use crate::error::{Error, Result};
 use crate::opts::Opts;
 use crate::query::StmtInfo;
@@ -76,6 +78,11 @@ pub struct Conn {
     pub(crate) stmts: HashMap<String, StmtInfo>,
     /// What the server said about the session since the last reset (session.rs).
     pub(crate) session: SessionState,
+    /// The caller's deadline for every query ([`Conn::set_deadline`]).
+    pub(crate) user_deadline: Option<Instant>,
+    /// Where `KILL QUERY` for this connection is sent from: the pool's side channel,
+    /// or one of its own made at the first kill (cancel.rs).
+    pub(crate) killer: Option<Arc<Killer>>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -165,6 +172,8 @@ impl Conn {
             socket_read_timeout: None,
             stmts: HashMap::new(),
             session: SessionState::fresh(false),
+            user_deadline: None,
+            killer: None,
         })
     }
 
@@ -314,6 +323,23 @@ impl Conn {
         result?;
         self.session = SessionState::fresh(tracked);
         Ok(())
+    }
+
+    /// Every later query must end by `deadline` (`None`: no deadline): one still
+    /// running then is stopped with `KILL QUERY` and fails with
+    /// [`Error::DeadlineExceeded`] (phase `Query`); one started after it fails so
+    /// without being sent. `Opts::query_timeout` still applies, whichever comes first.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.user_deadline = deadline;
+    }
+
+    /// The side channel this connection's kills go through (made on first use).
+    pub(crate) fn killer(&mut self) -> Arc<Killer> {
+        let opts = &self.opts;
+        Arc::clone(
+            self.killer
+                .get_or_insert_with(|| Arc::new(Killer::new(opts, 1))),
+        )
     }
 
     /// The server's id for this connection (what `KILL QUERY` takes).

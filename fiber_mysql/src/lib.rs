@@ -15,6 +15,9 @@
 //! - `threads` (feature `threads`): the comparison driver, `mysql::Conn` on one OS
 //!   thread per connection;
 //! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
+//! - `cancel`: stopping a running query from outside ([`CancelHandle`]) and the
+//!   pool's side channel for `KILL QUERY`;
+//! - `transaction`: `conn.transaction(|tx| ..)` ([`Transaction`]);
 //! - `session`: whether a session changed, from the server's reports, and when a
 //!   connection is reset before reuse ([`ResetReason`]);
 //!
@@ -33,6 +36,7 @@
 
 mod accounts;
 mod auth;
+mod cancel;
 mod conn;
 pub mod error;
 pub mod launcher;
@@ -46,9 +50,14 @@ mod stream;
 pub mod testing;
 #[cfg(feature = "threads")]
 mod threads;
+mod transaction;
 
+pub use cancel::{
+    CancelHandle, KILL_ANSWER_TIMEOUT, KILL_ATTEMPTS, KILL_CONNECTIONS, KILL_CONNECT_TIMEOUT,
+    KILL_RETRY_AFTER, KILL_SETTLE_TIMEOUT, KILL_WAIT,
+};
 pub use conn::{Conn, RESET_TIMEOUT};
-pub use error::{Error, Result};
+pub use error::{Error, Phase, Result};
 /// Column definitions of a result ([`QueryResult::columns`]) and their types.
 pub use mysql_common::constants::ColumnType;
 pub use mysql_common::packets::Column;
@@ -63,6 +72,7 @@ pub use mysql_common::value::convert::FromValueError;
 /// One SQL value (what a parameter or a column holds).
 pub use mysql_common::value::Value;
 pub use opts::Opts;
-pub use pool::{Driver, Pool, PoolConfig, PoolStats, PooledConn};
+pub use pool::{Driver, Pool, PoolConfig, PoolStats, PooledConn, CHECKOUT_STACK_MARGIN};
 pub use query::{QueryResult, STMT_CACHE_PER_CONN};
 pub use session::ResetReason;
+pub use transaction::Transaction;

@@ -32,8 +32,9 @@ use std::time::{Duration, Instant};
 use may::sync::Semphore;
 use mysql_common::params::Params;
 
+use crate::cancel::{CancelHandle, Gate, Killer, KILL_CONNECTIONS};
 use crate::conn::Conn;
-use crate::error::{Error, Result};
+use crate::error::{Error, Phase, Result};
 use crate::opts::Opts;
 use crate::query::QueryResult;
 use crate::session::ResetReason;
@@ -42,6 +43,8 @@ use crate::threads::ThreadConn;
 
 /// Connections kept free on the server beyond the pool (for `KILL QUERY`).
 pub const KILL_HEADROOM: usize = 1;
+/// MariaDB's ER_QUERY_INTERRUPTED: the answer of a statement stopped by `KILL QUERY`.
+const ER_QUERY_INTERRUPTED: u16 = 1317;
 /// How long [`Pool::healthy`] waits for a connection before saying no.
 pub const HEALTH_CHECK_WAIT: Duration = Duration::from_secs(1);
 /// Stack a [`Pool::checkout`] needs left on the fiber: `fiber_pool::Lent::acquire`'s own
@@ -234,6 +237,24 @@ impl Backend {
         }
     }
 
+    /// Its kills go through the pool's side channel.
+    fn attach(&mut self, killer: &Arc<Killer>) {
+        match self {
+            Backend::Native(c) => c.killer = Some(Arc::clone(killer)),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.killer = Arc::clone(killer),
+        }
+    }
+
+    /// Its queries end by `deadline`.
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        match self {
+            Backend::Native(c) => c.set_deadline(deadline),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.deadline = deadline,
+        }
+    }
+
     fn reset_reason(&self) -> Option<ResetReason> {
         match self {
             Backend::Native(c) => c.reset_reason(),
@@ -270,6 +291,8 @@ impl Backend {
 
 struct Shared {
     cfg: PoolConfig,
+    /// `KILL QUERY` for every connection of the pool (cancel.rs).
+    killer: Arc<Killer>,
     permits: Semphore,
     idle: Mutex<Vec<Backend>>,
     in_use: AtomicUsize,
@@ -286,7 +309,8 @@ struct Shared {
 
 impl Shared {
     fn open(&self) -> Result<Backend> {
-        let conn = Backend::open(self.cfg.driver, &self.cfg.opts)?;
+        let mut conn = Backend::open(self.cfg.driver, &self.cfg.opts)?;
+        conn.attach(&self.killer);
         self.opened.fetch_add(1, Ordering::Relaxed);
         Ok(conn)
     }
@@ -303,14 +327,15 @@ impl Shared {
     /// Gives a checkout's permit back, with its connection if still good. On a
     /// fiber this runs on the carrier's stack (`fiber_pool::on_carrier`): the idle
     /// list's lock, its allocation and the semaphore's post are never on a fiber.
-    fn give_back(&self, conn: Option<Backend>) {
-        fiber_pool::on_carrier(|| self.give_back_here(conn));
+    fn give_back(&self, conn: Option<Backend>, gate: Option<Arc<Gate>>) {
+        fiber_pool::on_carrier(|| self.give_back_here(conn, gate));
     }
 
     /// The connection with its session as the connect left it: reset if its session
     /// may have changed (see [`ResetReason`] and `session.rs`), else as it is, with its
     /// statement cache. `None` when the reset failed (the connection is closed).
     fn clean(&self, mut conn: Backend) -> Option<Backend> {
+        conn.set_deadline(None);
         if conn.reset_reason().is_none() {
             return Some(conn);
         }
@@ -325,7 +350,22 @@ impl Shared {
         }
     }
 
-    fn give_back_here(&self, conn: Option<Backend>) {
+    fn give_back_here(&self, mut conn: Option<Backend>, gate: Option<Arc<Gate>>) {
+        // A cancelled checkout: no KILL of it may reach the connection's next user
+        // (cancel.rs), and what the killed statement did is unknown (session.rs).
+        if let Some(gate) = gate {
+            let (cancelled, settled) = gate.close(conn.is_some());
+            if !settled {
+                conn = conn.map(|mut c| {
+                    c.mark_broken();
+                    c
+                });
+            } else if cancelled {
+                if let Some(c) = conn.as_mut() {
+                    c.mark_session_dirty();
+                }
+            }
+        }
         match conn {
             Some(conn) if !conn.is_broken() => {
                 if let Some(conn) = self.clean(conn) {
@@ -381,6 +421,7 @@ impl Pool {
             });
         }
         let shared = Arc::new(Shared {
+            killer: Arc::new(Killer::new(&cfg.opts, KILL_CONNECTIONS)),
             permits: Semphore::new(cfg.size),
             idle: Mutex::new(Vec::with_capacity(cfg.size)),
             in_use: AtomicUsize::new(0),
@@ -424,6 +465,32 @@ impl Pool {
     pub fn checkout_within(&self, wait: Duration) -> Result<fiber_pool::Lent<PooledConn>> {
         fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
         fiber_pool::Lent::acquire(|| self.get_timeout(wait), PooledConn::discard)
+    }
+
+    /// [`Pool::checkout`] for a request that must end by `deadline`: the wait for a
+    /// connection ends by then too ([`Error::DeadlineExceeded`] with phase
+    /// `CheckoutWait`; still at most `wait_timeout`, which gives
+    /// [`Error::PoolTimeout`]), and the checkout carries the deadline for its connect
+    /// and its queries ([`PooledConn::set_deadline`]).
+    pub fn checkout_until(&self, deadline: Instant) -> Result<fiber_pool::Lent<PooledConn>> {
+        fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
+        fiber_pool::Lent::acquire(|| self.get_until(deadline), PooledConn::discard)
+    }
+
+    /// [`Pool::checkout_until`] as a plain guard (see [`Pool::get`]).
+    pub fn get_until(&self, deadline: Instant) -> Result<PooledConn> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let wait_timeout = self.shared.cfg.wait_timeout;
+        match self.get_timeout(left.min(wait_timeout)) {
+            Err(Error::PoolTimeout { .. }) if left < wait_timeout => Err(Error::DeadlineExceeded {
+                phase: Phase::CheckoutWait,
+            }),
+            Err(e) => Err(e),
+            Ok(mut conn) => {
+                conn.deadline = Some(deadline);
+                Ok(conn)
+            }
+        }
     }
 
     /// A connection, waiting (FIFO, parking the fiber) up to `wait_timeout`, as a
@@ -473,6 +540,8 @@ impl Pool {
         Ok(PooledConn {
             conn,
             pool: self.shared.clone(),
+            gate: None,
+            deadline: None,
         })
     }
 
@@ -553,6 +622,10 @@ pub struct PooledConn {
     /// `discard`); opened lazily by `with`.
     conn: Option<Backend>,
     pool: Arc<Shared>,
+    /// The checkout's cancellation state, made by the first `cancel_handle`.
+    gate: Option<Arc<Gate>>,
+    /// Every wait of this checkout ends by then ([`PooledConn::set_deadline`]).
+    deadline: Option<Instant>,
 }
 
 impl std::fmt::Debug for PooledConn {
@@ -562,11 +635,29 @@ impl std::fmt::Debug for PooledConn {
 }
 
 impl PooledConn {
+    /// Runs one command: opens the connection if the slot is empty, applies the
+    /// checkout's deadline, and marks the command running for a [`CancelHandle`].
     fn with<T>(&mut self, command: impl FnOnce(&mut Backend) -> Result<T>) -> Result<T> {
+        if self.gate.as_ref().is_some_and(|g| g.cancelled()) {
+            return Err(Error::Cancelled);
+        }
         if self.conn.is_none() {
             self.open_in_place()?;
         }
-        command(self.conn.as_mut().ok_or(Error::WorkerGone)?)
+        let conn = self.conn.as_mut().ok_or(Error::WorkerGone)?;
+        conn.set_deadline(self.deadline);
+        let Some(gate) = &self.gate else {
+            return command(conn);
+        };
+        gate.begin(conn.connection_id())?;
+        let result = command(conn);
+        let cancelled = gate.end();
+        match result {
+            Err(Error::Server { code, .. }) if cancelled && code == ER_QUERY_INTERRUPTED => {
+                Err(Error::Cancelled)
+            }
+            other => other,
+        }
     }
 
     /// Fill an empty slot (first use, or its last connection broke). A native
@@ -575,13 +666,42 @@ impl PooledConn {
     /// stack overflow), the socket is still owned here and closed by `discard`.
     fn open_in_place(&mut self) -> Result<()> {
         let pool = Arc::clone(&self.pool);
+        let result = match self.deadline {
+            None => self.open_with(&pool, &pool.cfg.opts),
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Error::DeadlineExceeded {
+                        phase: Phase::Connect,
+                    });
+                }
+                let mut opts = pool.cfg.opts.clone();
+                let bounded = left < opts.connect_timeout;
+                opts.connect_timeout = opts.connect_timeout.min(left);
+                match self.open_with(&pool, &opts) {
+                    Err(Error::ConnectTimeout) if bounded => Err(Error::DeadlineExceeded {
+                        phase: Phase::Connect,
+                    }),
+                    other => other,
+                }
+            }
+        };
+        result?;
+        if let Some(conn) = self.conn.as_mut() {
+            conn.attach(&pool.killer);
+        }
+        pool.opened.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn open_with(&mut self, pool: &Shared, opts: &Opts) -> Result<()> {
         match pool.cfg.driver {
             Driver::Native => {
                 // Made and stored on the carrier's stack: as a plain value on a fiber
                 // the new socket could be abandoned by an overflow between its connect
                 // and this slot (an fd and a server-side connection stuck in its
                 // handshake, which tests/stack.rs's sweep caught).
-                let (opts, slot) = (&pool.cfg.opts, &mut self.conn);
+                let slot = &mut self.conn;
                 fiber_pool::on_carrier(|| -> Result<()> {
                     *slot = Some(Backend::Native(Box::new(Conn::open_socket(opts)?)));
                     Ok(())
@@ -598,12 +718,9 @@ impl PooledConn {
             // waits on a channel.
             #[cfg(feature = "threads")]
             Driver::Threads => {
-                self.conn = Some(Backend::Threads(Box::new(ThreadConn::connect(
-                    &pool.cfg.opts,
-                )?)))
+                self.conn = Some(Backend::Threads(Box::new(ThreadConn::connect(opts)?)))
             }
         }
-        pool.opened.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -621,6 +738,26 @@ impl PooledConn {
     /// COM_PING.
     pub fn ping(&mut self) -> Result<()> {
         self.with(|c| c.ping())
+    }
+
+    /// A handle that cancels this checkout's running and later commands from another
+    /// coroutine or thread (see [`CancelHandle`]; the guarantees are in `cancel.rs`).
+    pub fn cancel_handle(&mut self) -> CancelHandle {
+        let gate = self.gate.get_or_insert_with(Default::default);
+        CancelHandle::new(Arc::clone(gate), Arc::clone(&self.pool.killer))
+    }
+
+    /// Every later wait of this checkout ends by `deadline` (`None`: no deadline):
+    /// opening its connection ([`Error::DeadlineExceeded`] with phase `Connect`) and
+    /// each query (phase `Query`; a running query is stopped with `KILL QUERY` and the
+    /// connection stays usable). [`Pool::checkout_until`] sets it at checkout.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    /// The deadline set by [`PooledConn::set_deadline`] or [`Pool::checkout_until`].
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 
     /// Why this connection will be reset when it goes back to the pool, if it will
@@ -653,12 +790,13 @@ impl PooledConn {
             drop(conn);
         }
         self.pool.abandoned.fetch_add(1, Ordering::Relaxed);
-        // Drop runs next and gives the permit back with no connection.
+        // Drop runs next and gives the permit back with no connection (and closes the
+        // gate, with nothing to wait for: the connection is gone).
     }
 }
 
 impl Drop for PooledConn {
     fn drop(&mut self) {
-        self.pool.give_back(self.conn.take());
+        self.pool.give_back(self.conn.take(), self.gate.take());
     }
 }

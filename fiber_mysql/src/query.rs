@@ -9,17 +9,18 @@
 //! there and `query` returns that statement's [`Error::Server`] (earlier
 //! results are dropped; the connection stays usable).
 //!
-//! ## Query timeout: `KILL QUERY` from a second connection
-//! When `Opts::query_timeout` passes before the first packet of the answer,
-//! we open a short-lived connection, send `KILL QUERY <id>`, then read and
-//! discard the interrupted answer, so the connection stays usable and the
+//! ## Query timeout and deadline: `KILL QUERY` from a second connection
+//! When `Opts::query_timeout` or the caller's deadline (`Conn::set_deadline`)
+//! passes before the first packet of the answer, we send `KILL QUERY <id>` over
+//! the side channel (`cancel.rs`: the pool's, or the connection's own), then read
+//! and discard the interrupted answer, so the connection stays usable and the
 //! server stops working at once. Merely dropping the connection would leave
 //! the server running the query (MariaDB notices a closed client only
 //! when it next writes to it) while the pool opened a replacement, so
 //! a storm of slow queries would pile up on the server. The price is one extra
-//! connection for a moment: the pool keeps one slot of `max_connections` free
-//! for it. If the deadline passes in the middle of a result set, the query is
-//! killed as well and the connection is closed (its stream cannot be resynced).
+//! connection: the pool keeps one slot of `max_connections` free for it. If the
+//! limit passes in the middle of a result set, the query is killed as well and
+//! the connection is closed (its stream cannot be resynced).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,15 +40,12 @@ use mysql_common::value::ServerSide;
 use crate::auth::{self, PacketIo};
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::opts::Opts;
 
 /// Prepared statements kept per connection. MariaDB allows 16382 in total
 /// (`max_prepared_stmt_count`), so 32 x a pool of 250 stays well inside.
 pub const STMT_CACHE_PER_CONN: usize = 32;
 /// How long we wait for the interrupted answer after `KILL QUERY`.
 pub(crate) const KILL_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
-/// Connect timeout for the short-lived `KILL QUERY` connection.
-const KILL_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// A packet this long or longer is a row, never a result set's terminating OK: a row
 /// whose first byte is 0xFE (a length-encoded string of 16 MiB or more) is at least
 /// this long (the protocol's rule with `CLIENT_DEPRECATE_EOF`).
@@ -102,14 +100,24 @@ pub(crate) struct StmtInfo {
     num_params: u16,
 }
 
-/// Sends `KILL QUERY <connection_id>` from a short-lived native connection.
-pub(crate) fn kill_query(opts: &Opts, connection_id: u32) -> Result<()> {
-    let mut opts = opts.clone();
-    opts.query_timeout = None;
-    opts.connect_timeout = opts.connect_timeout.min(KILL_CONNECT_TIMEOUT);
-    let mut killer = Conn::connect(&opts)?;
-    killer.query(&format!("KILL QUERY {connection_id}"))?;
-    Ok(())
+/// Which limit stopped a command.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// `Opts::query_timeout`.
+    QueryTimeout,
+    /// The caller's deadline (`Conn::set_deadline`).
+    Deadline,
+}
+
+impl Stop {
+    fn error(self) -> Error {
+        match self {
+            Stop::QueryTimeout => Error::QueryTimeout,
+            Stop::Deadline => Error::DeadlineExceeded {
+                phase: crate::error::Phase::Query,
+            },
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -217,16 +225,38 @@ impl Conn {
         Ok(())
     }
 
-    /// Sends one command and reads its whole answer, applying the query timeout.
+    /// When the command starting now must end, and what to report then: the earlier
+    /// of `Opts::query_timeout` and the caller's deadline.
+    fn command_deadline(&self) -> Option<(Instant, Stop)> {
+        let timeout = self
+            .opts
+            .query_timeout
+            .map(|t| (Instant::now() + t, Stop::QueryTimeout));
+        let user = self.user_deadline.map(|d| (d, Stop::Deadline));
+        match (timeout, user) {
+            (Some(t), Some(u)) => Some(if u.0 <= t.0 { u } else { t }),
+            (t, u) => t.or(u),
+        }
+    }
+
+    /// Sends one command and reads its whole answer, applying the query timeout and
+    /// the caller's deadline.
     fn round_trip(&mut self, payload: &[u8], protocol: Protocol) -> Result<QueryResult> {
         self.check_usable()?;
-        self.deadline = self.opts.query_timeout.map(|t| Instant::now() + t);
+        let bound = self.command_deadline();
+        let stop = bound.map_or(Stop::QueryTimeout, |(_, stop)| stop);
+        if let Some((at, Stop::Deadline)) = bound {
+            if at <= Instant::now() {
+                return Err(Stop::Deadline.error());
+            }
+        }
+        self.deadline = bound.map(|(at, _)| at);
         let first = self
             .write_command(payload)
             .and_then(|()| self.read_packet());
         let first = match first {
             Ok(packet) => packet,
-            Err(Error::QueryTimeout) => return Err(self.kill_and_drain(protocol)),
+            Err(Error::QueryTimeout) => return Err(self.kill_and_drain(protocol, stop)),
             Err(e) => {
                 self.deadline = None;
                 return Err(self.fail(e));
@@ -239,7 +269,7 @@ impl Conn {
                 // Mid-result: the stream cannot be resynced cheaply.
                 let _ = self.kill_running_query();
                 self.mark_broken();
-                Err(Error::QueryTimeout)
+                Err(stop.error())
             }
             Err(e) => Err(self.fail(e)),
             Ok(r) => Ok(r),
@@ -253,13 +283,13 @@ impl Conn {
     }
 
     /// See the module comment: stop the query, then consume its answer.
-    fn kill_and_drain(&mut self, protocol: Protocol) -> Error {
+    fn kill_and_drain(&mut self, protocol: Protocol, stop: Stop) -> Error {
         self.deadline = None;
         // Killed part-way: what it did is not reported (session.rs, rule 4).
         self.session.saw_error();
         if self.kill_running_query().is_err() {
             self.mark_broken();
-            return Error::QueryTimeout;
+            return stop.error();
         }
         self.deadline = Some(Instant::now() + KILL_DRAIN_TIMEOUT);
         let drained = self
@@ -271,11 +301,12 @@ impl Conn {
             Ok(_) | Err(Error::Server { .. }) => {}
             Err(_) => self.mark_broken(),
         }
-        Error::QueryTimeout
+        stop.error()
     }
 
-    fn kill_running_query(&self) -> Result<()> {
-        kill_query(&self.opts, self.connection_id())
+    fn kill_running_query(&mut self) -> Result<()> {
+        let id = self.connection_id();
+        self.killer().kill_query(id)
     }
 
     /// Reads every result of one command (several for multi-statements).
