@@ -17,12 +17,19 @@
 //! that the server has not closed it (e.g. after a restart): dead ones are
 //! replaced at once, so the first query after a restart does not fail.
 //!
+//! ## Giving back
+//! A connection whose session may have changed is reset before it goes back to
+//! the idle list (`session.rs` has the rule); a clean one keeps its statement
+//! cache. A reset that fails closes the connection. A cancelled checkout waits for
+//! its KILLs to be answered first (`cancel.rs`).
+//!
 //! ## Abandoned checkouts
 //! A fiber that dies without unwinding (stack overflow caught by a trap
 //! handler) never runs `PooledConn`'s Drop. The guard owns its connection
-//! for the whole checkout, so handing the guard to
-//! `fiber_pool::Lent::new(conn, PooledConn::discard)` keeps it off the fiber
-//! stack; after an overflow `discard` closes the socket and frees the slot.
+//! for the whole checkout, and [`Pool::checkout`] puts the guard in a
+//! `fiber_pool::Lent` (registered before the checkout lands in it), which keeps
+//! it off the fiber stack; after an overflow [`PooledConn::discard`] closes the
+//! socket and frees the slot.
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -613,10 +620,16 @@ fn open_all(shared: &Arc<Shared>) -> Result<()> {
 ///
 /// The connection lives inside this guard for the whole checkout, commands
 /// included (nothing is moved to a stack local across a yield), so whoever
-/// owns the guard owns the socket. A fiber that may be abandoned by a stack
-/// overflow hands the guard to `fiber_pool::Lent::new(conn, PooledConn::discard)`:
-/// the Lent keeps it outside the fiber stack and gives it to `discard` if the
-/// fiber dies without unwinding.
+/// owns the guard owns the socket. On a fiber get it from [`Pool::checkout`]: the
+/// guard then lives in a `fiber_pool::Lent` outside the fiber stack, which gives it
+/// to [`PooledConn::discard`] if the fiber dies without unwinding.
+///
+/// What a handler may do with it: run statements ([`PooledConn::query`],
+/// [`PooledConn::exec`]), a [`PooledConn::transaction`], bound its waits
+/// ([`PooledConn::set_deadline`]), and hand a [`CancelHandle`] to whatever watches
+/// the client. Whatever it changes in the session is undone before the next checkout
+/// (see [`ResetReason`]); a change that no rule sees needs
+/// [`PooledConn::mark_session_dirty`].
 pub struct PooledConn {
     /// `None` until first use when the pool had no idle connection (or after
     /// `discard`); opened lazily by `with`.
