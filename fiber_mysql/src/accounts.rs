@@ -7,7 +7,7 @@
 //!   directory: no other local user can reach it, and no password exists to leak.
 //!   This works whether we run as root (CI) or as a developer.
 //! - Every other account that could be reached over TCP (root@127.0.0.1, root@::1,
-//!   root@<hostname>, anonymous ones) is dropped at start, whatever the template held.
+//!   root@`hostname`, anonymous ones) is dropped at start, whatever the template held.
 //! - The application user gets [`APP_PRIVILEGES`] on its own database only, and a
 //!   random password.
 //! - [`ADMIN_USER`]@127.0.0.1 has all privileges over TCP for tests and tools that
@@ -20,18 +20,17 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use mysql::prelude::Queryable;
-
+use crate::conn::Conn;
 use crate::error::{Error, Result};
 
 /// What the application user may do on its own database: the demo creates its table,
 /// inserts the seed and reads (CREATE, INSERT, SELECT); the tests that share this
 /// launcher also change and drop their own tables. Nothing server-wide (no FILE,
 /// PROCESS, SUPER, GRANT OPTION): `KILL QUERY` of its own connections needs none.
-pub const APP_PRIVILEGES: &str =
+pub(crate) const APP_PRIVILEGES: &str =
     "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER, CREATE TEMPORARY TABLES";
 /// The password-protected all-privileges TCP account (see the module comment).
-pub const ADMIN_USER: &str = "fiberstack_admin";
+pub(crate) const ADMIN_USER: &str = "fiberstack_admin";
 /// Read and write timeout of an administrator's socket connection.
 const ADMIN_IO_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -52,33 +51,35 @@ pub(crate) fn os_user() -> Result<String> {
     Ok(name)
 }
 
-/// An administrator's connection through the unix socket `socket`.
-pub(crate) fn admin_via_socket(socket: &Path, os_user: &str) -> Result<mysql::Conn> {
-    let opts = mysql::OptsBuilder::new()
-        .socket(Some(socket.display().to_string()))
-        .user(Some(os_user))
-        .read_timeout(Some(ADMIN_IO_TIMEOUT))
-        .write_timeout(Some(ADMIN_IO_TIMEOUT));
-    mysql::Conn::new(opts).map_err(|e| Error::Launch(format!("admin login via socket: {e}")))
+/// An administrator's connection through the unix socket `socket` (our own client
+/// over a blocking Unix socket: start-up code).
+pub(crate) fn admin_via_socket(socket: &Path, os_user: &str) -> Result<Conn> {
+    Conn::connect_unix(socket, os_user, ADMIN_IO_TIMEOUT)
+        .map_err(|e| Error::Launch(format!("admin login via socket: {e}")))
 }
 
 /// Drops every TCP-reachable or anonymous account, then creates the application user
 /// (on `db` only) and [`ADMIN_USER`]. Identifiers and passwords are ours (checked
 /// names, hex passwords), so formatting them into SQL is safe.
 pub(crate) fn set_up(
-    admin: &mut mysql::Conn,
+    admin: &mut Conn,
     db: &str,
     app_user: &str,
     app_password: &str,
     admin_password: &str,
 ) -> Result<()> {
-    let sql_err = |e: mysql::Error| Error::Launch(format!("setting up accounts: {e}"));
-    let reachable: Vec<(String, String)> = admin
+    let sql_err = |e: Error| Error::Launch(format!("setting up accounts: {e}"));
+    let reachable = admin
         .query("SELECT user, host FROM mysql.user WHERE host <> 'localhost' OR user = ''")
         .map_err(sql_err)?;
-    for (user, host) in reachable {
+    for row in reachable.rows {
+        let (Some(user), Some(host)) = (row.get::<String, _>(0), row.get::<String, _>(1)) else {
+            return Err(Error::Launch(format!(
+                "unexpected row in mysql.user: {row:?}"
+            )));
+        };
         admin
-            .query_drop(format!(
+            .query(&format!(
                 "DROP USER {}@{}",
                 quote_str(&user),
                 quote_str(&host)
@@ -103,7 +104,7 @@ pub(crate) fn set_up(
             quote_str(ADMIN_USER)
         ),
     ] {
-        admin.query_drop(&sql).map_err(sql_err)?;
+        admin.query(&sql).map_err(sql_err)?;
     }
     Ok(())
 }

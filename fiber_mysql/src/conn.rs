@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::stream::Stream;
@@ -24,13 +25,17 @@ use mysql_common::proto::sync_framed::MySyncFramed;
 use mysql_common::proto::{MyDeserialize, MySerialize};
 
 use crate::auth::{self, PacketIo};
+use crate::cancel::Killer;
 use crate::error::{Error, Result};
 use crate::opts::Opts;
 use crate::query::StmtInfo;
+use crate::session::{ResetReason, SessionState};
 
 /// Largest packet we accept from the server (its `max_allowed_packet` caps
 /// what it sends; this only guards against a corrupt length header).
 pub const MAX_PACKET: usize = 64 * 1024 * 1024;
+/// Longest a [`Conn::reset`] may take before the connection is given up as broken.
+pub const RESET_TIMEOUT: Duration = Duration::from_secs(5);
 /// Initial socket buffers per connection. mysql_common's default (4 MiB
 /// each way) would reserve 2 GiB of address space for a pool of 250.
 const INITIAL_BUFFER: usize = 16 * 1024;
@@ -47,7 +52,15 @@ fn client_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
         | CapabilityFlags::CLIENT_PLUGIN_AUTH
         | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+        // Status flags and session-state changes after every command, result sets
+        // included (see session.rs).
+        | CapabilityFlags::CLIENT_SESSION_TRACK
+        | CapabilityFlags::CLIENT_DEPRECATE_EOF
 }
+
+/// Turns on the server's report of session changes (see session.rs), at connect and
+/// after every reset (a reset puts session variables back to their global values).
+const TRACK_STATE_CHANGES: &str = "SET session_track_state_change = ON";
 
 /// A native connection. Not `Sync`; move it between fibers freely (`Send`).
 pub struct Conn {
@@ -63,6 +76,13 @@ pub struct Conn {
     /// The read timeout currently set on the socket (to skip redundant syscalls).
     socket_read_timeout: Option<Duration>,
     pub(crate) stmts: HashMap<String, StmtInfo>,
+    /// What the server said about the session since the last reset (session.rs).
+    pub(crate) session: SessionState,
+    /// The caller's deadline for every query ([`Conn::set_deadline`]).
+    pub(crate) user_deadline: Option<Instant>,
+    /// Where `KILL QUERY` for this connection is sent from: the pool's side channel,
+    /// or one of its own made at the first kill (cancel.rs).
+    pub(crate) killer: Option<Arc<Killer>>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -102,7 +122,34 @@ impl Conn {
                 ))
             }
         })?;
-        stream.set_nodelay(true)?;
+        Conn::over(stream, opts, started)
+    }
+
+    /// A blocking connection as `user` (no password) through the Unix socket `path`,
+    /// for the launcher's administrator, whom `unix_socket` authentication knows by
+    /// the OS user on the other end of the socket. Start-up code: never on a fiber.
+    pub(crate) fn connect_unix(
+        path: &std::path::Path,
+        user: &str,
+        timeout: Duration,
+    ) -> Result<Conn> {
+        let started = Instant::now();
+        let stream = Stream::connect_unix(path).map_err(|e| {
+            Error::Io(io::Error::new(
+                e.kind(),
+                format!("{e} ({})", path.display()),
+            ))
+        })?;
+        let mut opts = Opts::new("localhost", 0, user);
+        opts.connect_timeout = timeout;
+        opts.read_timeout = timeout;
+        let mut conn = Conn::over(stream, &opts, started)?;
+        conn.finish_connect()?;
+        Ok(conn)
+    }
+
+    fn over(stream: Stream, opts: &Opts, started: Instant) -> Result<Conn> {
+        stream.set_nodelay()?;
         stream.set_write_timeout(Some(opts.read_timeout))?;
         let mut codec = PacketCodec::default();
         codec.max_allowed_packet = MAX_PACKET;
@@ -124,6 +171,9 @@ impl Conn {
             deadline: Some(started + opts.connect_timeout),
             socket_read_timeout: None,
             stmts: HashMap::new(),
+            session: SessionState::fresh(false),
+            user_deadline: None,
+            killer: None,
         })
     }
 
@@ -131,7 +181,7 @@ impl Conn {
     /// database selection, within what is left of the connect timeout.
     pub(crate) fn finish_connect(&mut self) -> Result<()> {
         self.broken = false;
-        match self.handshake() {
+        match self.handshake().and_then(|()| self.start_tracking()) {
             Ok(()) => {
                 self.deadline = None;
                 Ok(())
@@ -185,6 +235,111 @@ impl Conn {
         let password = self.opts.password.clone();
         let caps = self.caps;
         auth::authenticate(self, plugin, nonce, &password, caps)
+    }
+
+    /// Turns the server's session-change report on, if it has one: without it every
+    /// give-back resets (session.rs, rule 1). A server that refuses the variable
+    /// (older than MariaDB 10.2 or MySQL 5.7) is used without it.
+    fn start_tracking(&mut self) -> Result<()> {
+        let tracked = self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK)
+            && match self.query(TRACK_STATE_CHANGES) {
+                Ok(_) => true,
+                Err(Error::Server { .. }) => false,
+                Err(e) => return Err(e),
+            };
+        self.session = SessionState::fresh(tracked);
+        Ok(())
+    }
+
+    /// Why this connection's session must be reset before someone else uses it, or
+    /// `None` when the server's reports show it unchanged since the connect or the
+    /// last reset. The rule is in `session.rs`, and on [`ResetReason`].
+    pub fn reset_reason(&self) -> Option<ResetReason> {
+        self.session.reset_reason()
+    }
+
+    /// Records a session change no rule can see (see [`ResetReason::Marked`]).
+    pub fn mark_session_dirty(&mut self) {
+        self.session.mark();
+    }
+
+    /// Puts the session back to what the connect made it: COM_RESET_CONNECTION (rolls
+    /// back; drops temporary tables, user variables, session variables, SQL and
+    /// protocol prepared statements, named and table locks), COM_INIT_DB for the
+    /// configured database, and tracking on again, in one round trip, within
+    /// [`RESET_TIMEOUT`]. The statement cache is emptied with the server's statements.
+    /// A failure leaves the connection broken: its session is unknown.
+    pub fn reset(&mut self) -> Result<()> {
+        self.check_usable()?;
+        self.stmts.clear();
+        let result = self.reset_pipelined();
+        if result.is_err() {
+            self.broken = true;
+        }
+        result
+    }
+
+    fn reset_pipelined(&mut self) -> Result<()> {
+        self.deadline = Some(Instant::now() + RESET_TIMEOUT);
+        let mut commands: Vec<Vec<u8>> = vec![vec![Command::COM_RESET_CONNECTION as u8]];
+        if let Some(db) = &self.opts.db {
+            let mut init_db = vec![Command::COM_INIT_DB as u8];
+            init_db.extend_from_slice(db.as_bytes());
+            commands.push(init_db);
+        }
+        let tracked = self.session.tracked;
+        if tracked {
+            let mut set = vec![Command::COM_QUERY as u8];
+            set.extend_from_slice(TRACK_STATE_CHANGES.as_bytes());
+            commands.push(set);
+        }
+        let result = (|| {
+            // Pipelined: all commands in one write, then their answers in order.
+            for command in &commands {
+                self.framed.codec_mut().reset_seq_id();
+                let mut payload = &command[..];
+                self.framed
+                    .write(&mut payload)
+                    .map_err(|e| self.fail(codec_error(e)))?;
+            }
+            self.framed.flush().map_err(|e| self.fail(codec_error(e)))?;
+            // Every answer is read, so that the stream stays in step, before the
+            // first error is reported.
+            let mut first_error = None;
+            for _ in &commands {
+                self.expect_answer_to_next_command();
+                let packet = self.read_packet()?;
+                match packet.first() {
+                    Some(0x00) => {}
+                    Some(0xFF) => {
+                        first_error.get_or_insert(auth::server_error(&packet, self.caps));
+                    }
+                    _ => return Err(self.fail(Error::protocol("unexpected answer to a reset"))),
+                }
+            }
+            first_error.map_or(Ok(()), Err)
+        })();
+        self.deadline = None;
+        result?;
+        self.session = SessionState::fresh(tracked);
+        Ok(())
+    }
+
+    /// Every later query must end by `deadline` (`None`: no deadline): one still
+    /// running then is stopped with `KILL QUERY` and fails with
+    /// [`Error::DeadlineExceeded`] (phase `Query`); one started after it fails so
+    /// without being sent. `Opts::query_timeout` still applies, whichever comes first.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.user_deadline = deadline;
+    }
+
+    /// The side channel this connection's kills go through (made on first use).
+    pub(crate) fn killer(&mut self) -> Arc<Killer> {
+        let opts = &self.opts;
+        Arc::clone(
+            self.killer
+                .get_or_insert_with(|| Arc::new(Killer::new(opts, 1))),
+        )
     }
 
     /// The server's id for this connection (what `KILL QUERY` takes).
@@ -258,6 +413,18 @@ impl Conn {
 
     pub(crate) fn mark_broken(&mut self) {
         self.broken = true;
+    }
+
+    /// Sets the codec up to read the answer of a pipelined command, whose first packet
+    /// has sequence id 1: mysql_common's codec only resets its id to 0 and counts up
+    /// as it encodes or decodes, so an empty packet is encoded into a scratch buffer
+    /// (and thrown away) to count to 1.
+    fn expect_answer_to_next_command(&mut self) {
+        let codec = self.framed.codec_mut();
+        codec.reset_seq_id();
+        let mut scratch = Default::default();
+        // Encoding an empty packet into memory cannot fail (it is under any size limit).
+        let _ = codec.encode(&mut &[][..], &mut scratch);
     }
 
     /// Starts a new command: sequence ids restart at 0.

@@ -54,6 +54,40 @@ pub enum Error {
     Convert(String),
     /// The threads driver's worker thread is gone (it panicked or was shut down).
     WorkerGone,
+    /// The checkout was cancelled through a [`CancelHandle`](crate::CancelHandle): the
+    /// running command was stopped with `KILL QUERY` (MariaDB's 1317, "query execution
+    /// was interrupted"), or a later command was refused unsent. The connection stays
+    /// usable; the pool resets it at give-back.
+    Cancelled,
+    /// The deadline set with [`PooledConn::set_deadline`](crate::PooledConn::set_deadline)
+    /// or [`Pool::checkout_until`](crate::Pool::checkout_until) passed. In the query
+    /// phase the query was stopped with `KILL QUERY` and the connection stays usable.
+    DeadlineExceeded {
+        /// What was being waited for.
+        phase: Phase,
+    },
+}
+
+/// What a [`Error::DeadlineExceeded`] was waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase {
+    /// A free connection from the pool.
+    CheckoutWait,
+    /// Opening a connection (TCP, handshake, authentication).
+    Connect,
+    /// A query's answer.
+    Query,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::CheckoutWait => "waiting for a pooled connection",
+            Phase::Connect => "connecting",
+            Phase::Query => "waiting for the query",
+        })
+    }
 }
 
 /// Shorthand used throughout the crate.
@@ -73,7 +107,9 @@ const UNAVAILABLE_CODES: &[u16] = &[
 impl Error {
     /// True when the database cannot serve right now (down, refused, restarting,
     /// too many connections, pool exhausted): map it to HTTP 503. False for
-    /// errors of the request itself (syntax, constraint, parameters): 500.
+    /// errors of the request itself (syntax, constraint, parameters): 500; and for
+    /// [`Error::Cancelled`] and [`Error::DeadlineExceeded`], which the request's own
+    /// cancellation or deadline caused (the caller knows why: 499 or 504).
     pub fn is_unavailable(&self) -> bool {
         match self {
             Error::Io(_)
@@ -149,6 +185,10 @@ impl fmt::Display for Error {
             Error::Launch(what) => write!(f, "could not start the private MariaDB: {what}"),
             Error::Convert(what) => write!(f, "value conversion failed: {what}"),
             Error::WorkerGone => f.write_str("the database worker thread is gone"),
+            Error::Cancelled => f.write_str("the query was cancelled (KILL QUERY)"),
+            Error::DeadlineExceeded { phase } => {
+                write!(f, "the request's deadline passed while {phase}")
+            }
         }
     }
 }

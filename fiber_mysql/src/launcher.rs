@@ -6,9 +6,9 @@
 //! caller's `init_sql` (schema and seed).
 //!
 //! ## Private to this user
-//! Who may log in is in [`crate::accounts`]: no account reachable over TCP is
+//! Who may log in is in `accounts.rs`: no account reachable over TCP is
 //! without a password, and the administrator comes in only through the unix socket.
-//! The directories (template, data, socket, log) are in [`crate::private_dir`]:
+//! The directories (template, data, socket, log) are in `private_dir.rs`:
 //! 0700, created by us and checked, never taken over from another user.
 //!
 //! ## Cleanup, even after SIGKILL
@@ -37,9 +37,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mysql::prelude::Queryable;
-
-use crate::accounts::{self, ADMIN_USER};
+use crate::accounts;
+use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::opts::Opts;
 use crate::private_dir::{self, random_hex};
@@ -70,7 +69,8 @@ pub struct LaunchConfig {
     pub init_sql: Vec<String>,
     /// The database to create and connect to.
     pub db_name: String,
-    /// The application user (gets [`accounts::APP_PRIVILEGES`] on `db_name` only).
+    /// The application user: gets SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX,
+    /// ALTER and CREATE TEMPORARY TABLES on `db_name` only, nothing server-wide.
     pub user: String,
     /// Longest wait for the server to answer after start.
     pub startup_timeout: Duration,
@@ -261,7 +261,7 @@ impl MariaDb {
 
     /// Waits until the administrator can log in through the socket, or the process
     /// died, or timeout. Returns that connection.
-    fn wait_ready(&mut self) -> Result<mysql::Conn> {
+    fn wait_ready(&mut self) -> Result<Conn> {
         let started = Instant::now();
         loop {
             match accounts::admin_via_socket(&self.socket(), &self.os_user) {
@@ -284,7 +284,7 @@ impl MariaDb {
         }
     }
 
-    fn initialize(&mut self, mut admin: mysql::Conn) -> Result<()> {
+    fn initialize(&mut self, mut admin: Conn) -> Result<()> {
         let db = quote_ident(&self.cfg.db_name);
         accounts::set_up(
             &mut admin,
@@ -294,11 +294,11 @@ impl MariaDb {
             &self.admin_password,
         )?;
         admin
-            .query_drop(format!("USE {db}"))
+            .query(&format!("USE {db}"))
             .map_err(|e| Error::Launch(e.to_string()))?;
         for sql in &self.cfg.init_sql {
             admin
-                .query_drop(sql)
+                .query(sql)
                 .map_err(|e| Error::Launch(format!("init_sql failed: {e}\nstatement: {sql}")))?;
         }
         Ok(())
@@ -317,10 +317,11 @@ impl MariaDb {
         opts
     }
 
-    /// All privileges over TCP, for tests and administration: [`ADMIN_USER`] with its
-    /// own random password (root logs in only through the unix socket).
+    /// All privileges over TCP, for tests (feature `testing`): an administrator account
+    /// with its own random password (root logs in only through the unix socket).
+    #[cfg(feature = "testing")]
     pub fn admin_opts(&self) -> Opts {
-        let mut opts = Opts::new("127.0.0.1", self.port, ADMIN_USER);
+        let mut opts = Opts::new("127.0.0.1", self.port, accounts::ADMIN_USER);
         opts.password = self.admin_password.clone();
         opts.db = Some(self.cfg.db_name.clone());
         opts

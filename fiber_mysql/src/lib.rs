@@ -8,19 +8,35 @@
 //! - `conn`: TCP, handshake, packet I/O, timeouts, poisoning ([`Conn`]);
 //! - `auth`: mysql_native_password and caching_sha2_password exchanges;
 //! - [`launcher`]: a private MariaDB for the demo and tests ([`launcher::MariaDb`]);
-//! - [`accounts`]: who may log in to it (no passwordless account over TCP);
+//! - `accounts`: who may log in to it (no passwordless account over TCP);
 //! - `private_dir`: its 0700 template and data directories, checked before use;
 //! - `testing` (feature `testing`): the shared test server, for tests only;
 //! - [`pool`]: FIFO pool over either driver ([`Pool`], [`PooledConn`], [`Driver`]);
-//! - [`threads`]: the comparison driver, `mysql::Conn` on one OS thread per connection;
+//! - `threads` (feature `threads`): the comparison driver, `mysql::Conn` on one OS
+//!   thread per connection;
 //! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
+//! - `cancel`: stopping a running query from outside ([`CancelHandle`]) and the
+//!   pool's side channel for `KILL QUERY`;
+//! - `transaction`: `conn.transaction(|tx| ..)` ([`Transaction`]);
+//! - `session`: whether a session changed, from the server's reports, and when a
+//!   connection is reset before reuse ([`ResetReason`]);
 //!
 //! Protocol parts (framing, packets, scrambles, rows and values) come from
 //! mysql_common 0.37, the version the `mysql` crate 28 uses, so one copy builds.
+//! Only the types our API takes and returns are re-exported here ([`Row`], [`Value`],
+//! [`Params`], [`Column`] and the conversion traits); the protocol crate itself is not,
+//! so its packets and framing are no part of this crate's API.
+//!
+//! ## Features
+//! - `threads`: [`Driver`]'s `Threads` variant, which builds the `mysql` crate.
+//! - `testing`: the shared test server (`testing::test_database_opts`) and
+//!   `launcher::MariaDb::admin_opts`, for tests only.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
-pub mod accounts;
+mod accounts;
 mod auth;
+mod cancel;
 mod conn;
 pub mod error;
 pub mod launcher;
@@ -28,17 +44,35 @@ pub mod opts;
 pub mod pool;
 mod private_dir;
 mod query;
+mod session;
 mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod threads;
+#[cfg(feature = "threads")]
+mod threads;
+mod transaction;
 
-pub use conn::Conn;
-pub use error::{Error, Result};
-pub use mysql_common;
+pub use cancel::{
+    CancelHandle, KILL_ANSWER_TIMEOUT, KILL_ATTEMPTS, KILL_CONNECTIONS, KILL_CONNECT_TIMEOUT,
+    KILL_RETRY_AFTER, KILL_SETTLE_TIMEOUT, KILL_WAIT,
+};
+pub use conn::{Conn, RESET_TIMEOUT};
+pub use error::{Error, Phase, Result};
+/// Column definitions of a result ([`QueryResult::columns`]) and their types.
+pub use mysql_common::constants::ColumnType;
+pub use mysql_common::packets::Column;
+/// Statement parameters: `()`, a tuple `(a, b)`, or `Vec<Value>`.
 pub use mysql_common::params::Params;
+/// Conversions between Rust values and [`Value`]s and [`Row`]s.
+pub use mysql_common::prelude::{FromRow, FromValue, ToValue};
+pub use mysql_common::row::convert::FromRowError;
+/// One row of a result: `row.get::<i64, _>(0)`, `row.get::<Option<String>, _>("name")`.
 pub use mysql_common::row::Row;
+pub use mysql_common::value::convert::FromValueError;
+/// One SQL value (what a parameter or a column holds).
 pub use mysql_common::value::Value;
 pub use opts::Opts;
-pub use pool::{Driver, Pool, PoolConfig, PoolStats, PooledConn};
+pub use pool::{Driver, Pool, PoolConfig, PoolStats, PooledConn, CHECKOUT_STACK_MARGIN};
 pub use query::{QueryResult, STMT_CACHE_PER_CONN};
+pub use session::ResetReason;
+pub use transaction::Transaction;

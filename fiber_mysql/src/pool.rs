@@ -17,12 +17,19 @@
 //! that the server has not closed it (e.g. after a restart): dead ones are
 //! replaced at once, so the first query after a restart does not fail.
 //!
+//! ## Giving back
+//! A connection whose session may have changed is reset before it goes back to
+//! the idle list (`session.rs` has the rule); a clean one keeps its statement
+//! cache. A reset that fails closes the connection. A cancelled checkout waits for
+//! its KILLs to be answered first (`cancel.rs`).
+//!
 //! ## Abandoned checkouts
 //! A fiber that dies without unwinding (stack overflow caught by a trap
 //! handler) never runs `PooledConn`'s Drop. The guard owns its connection
-//! for the whole checkout, so handing the guard to
-//! `fiber_pool::Lent::new(conn, PooledConn::discard)` keeps it off the fiber
-//! stack; after an overflow `discard` closes the socket and frees the slot.
+//! for the whole checkout, and [`Pool::checkout`] puts the guard in a
+//! `fiber_pool::Lent` (registered before the checkout lands in it), which keeps
+//! it off the fiber stack; after an overflow [`PooledConn::discard`] closes the
+//! socket and frees the slot.
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -32,24 +39,42 @@ use std::time::{Duration, Instant};
 use may::sync::Semphore;
 use mysql_common::params::Params;
 
+use crate::cancel::{CancelHandle, Gate, Killer, KILL_CONNECTIONS};
 use crate::conn::Conn;
-use crate::error::{Error, Result};
+use crate::error::{Error, Phase, Result};
 use crate::opts::Opts;
 use crate::query::QueryResult;
+use crate::session::ResetReason;
+#[cfg(feature = "threads")]
 use crate::threads::ThreadConn;
 
 /// Connections kept free on the server beyond the pool (for `KILL QUERY`).
 pub const KILL_HEADROOM: usize = 1;
+/// MariaDB's ER_QUERY_INTERRUPTED: the answer of a statement stopped by `KILL QUERY`.
+const ER_QUERY_INTERRUPTED: u16 = 1317;
 /// How long [`Pool::healthy`] waits for a connection before saying no.
 pub const HEALTH_CHECK_WAIT: Duration = Duration::from_secs(1);
+/// Stack a [`Pool::checkout`] needs left on the fiber: `fiber_pool::Lent::acquire`'s own
+/// margin. The checkout itself runs on the carrier's stack (`fiber_pool::on_carrier`:
+/// its may semaphore wait and its lock are never on a fiber) and lands in the `Lent`
+/// directly, so nothing deeper runs on the fiber. With less left, the checkout
+/// overflows at its start, holding nothing.
+pub const CHECKOUT_STACK_MARGIN: usize = fiber_pool::lent::LENT_STACK_MARGIN;
 
 /// Which client runs the queries.
+///
+/// `Threads` exists only with the crate feature `threads` (which builds the `mysql`
+/// crate). The enum is `#[non_exhaustive]` because features are unified across a
+/// build: another crate turning `threads` on must not break a `match` written here
+/// without it. Parsing `"threads"` without the feature is an error that says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Driver {
     /// Our may-native client: a waiting query parks only its fiber.
     #[default]
     Native,
-    /// The `mysql` crate, one OS thread per connection (for comparison).
+    /// The `mysql` crate, one OS thread per connection (for comparison; feature `threads`).
+    #[cfg(feature = "threads")]
     Threads,
 }
 
@@ -58,7 +83,14 @@ impl FromStr for Driver {
     fn from_str(s: &str) -> Result<Driver> {
         match s {
             "native" => Ok(Driver::Native),
+            #[cfg(feature = "threads")]
             "threads" => Ok(Driver::Threads),
+            #[cfg(not(feature = "threads"))]
+            "threads" => Err(Error::Url(
+                "the `threads` driver is not built in: enable the `threads` feature of \
+                 fiber_mysql (it builds the `mysql` crate), or use `native`"
+                    .into(),
+            )),
             other => Err(Error::Url(format!(
                 "unknown driver `{other}`: use `native` or `threads`"
             ))),
@@ -70,6 +102,7 @@ impl std::fmt::Display for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Driver::Native => "native",
+            #[cfg(feature = "threads")]
             Driver::Threads => "threads",
         })
     }
@@ -129,6 +162,11 @@ pub struct PoolStats {
     pub replaced: u64,
     /// Checkouts given up through [`PooledConn::discard`].
     pub abandoned: u64,
+    /// Connections reset at give-back because their session may have changed
+    /// (see [`ResetReason`]); a clean give-back is not counted.
+    pub resets: u64,
+    /// Resets that failed: those connections were closed (and count in `replaced`).
+    pub reset_failures: u64,
     /// Connections opened since start.
     pub opened: u64,
 }
@@ -142,6 +180,7 @@ pub struct PoolStats {
 #[derive(Debug)]
 enum Backend {
     Native(Box<Conn>),
+    #[cfg(feature = "threads")]
     Threads(Box<ThreadConn>),
 }
 
@@ -149,6 +188,7 @@ impl Backend {
     fn open(driver: Driver, opts: &Opts) -> Result<Backend> {
         match driver {
             Driver::Native => Conn::connect(opts).map(|c| Backend::Native(Box::new(c))),
+            #[cfg(feature = "threads")]
             Driver::Threads => ThreadConn::connect(opts).map(|c| Backend::Threads(Box::new(c))),
         }
     }
@@ -156,6 +196,7 @@ impl Backend {
     fn is_broken(&self) -> bool {
         match self {
             Backend::Native(c) => c.is_broken(),
+            #[cfg(feature = "threads")]
             Backend::Threads(c) => c.is_broken(),
         }
     }
@@ -164,13 +205,101 @@ impl Backend {
         match self {
             Backend::Native(c) => c.looks_alive(),
             // The mysql crate hides its socket: a dead one fails its next query.
+            #[cfg(feature = "threads")]
             Backend::Threads(c) => !c.is_broken(),
+        }
+    }
+
+    fn query(&mut self, sql: &str) -> Result<QueryResult> {
+        match self {
+            Backend::Native(c) => c.query(sql),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.query(sql),
+        }
+    }
+
+    fn exec(&mut self, sql: &str, params: Params) -> Result<QueryResult> {
+        match self {
+            Backend::Native(c) => c.exec(sql, params),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.exec(sql, params),
+        }
+    }
+
+    fn ping(&mut self) -> Result<()> {
+        match self {
+            Backend::Native(c) => c.ping(),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.ping(),
+        }
+    }
+
+    /// No COM_QUIT on drop: the stream may be in the middle of a command.
+    fn mark_broken(&mut self) {
+        match self {
+            Backend::Native(c) => c.mark_broken(),
+            // Dropping it ends its thread, which closes the mysql crate's connection.
+            #[cfg(feature = "threads")]
+            Backend::Threads(_) => {}
+        }
+    }
+
+    /// Its kills go through the pool's side channel.
+    fn attach(&mut self, killer: &Arc<Killer>) {
+        match self {
+            Backend::Native(c) => c.killer = Some(Arc::clone(killer)),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.killer = Arc::clone(killer),
+        }
+    }
+
+    /// Its queries end by `deadline`.
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        match self {
+            Backend::Native(c) => c.set_deadline(deadline),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.deadline = deadline,
+        }
+    }
+
+    fn reset_reason(&self) -> Option<ResetReason> {
+        match self {
+            Backend::Native(c) => c.reset_reason(),
+            #[cfg(feature = "threads")]
+            Backend::Threads(_) => Some(ResetReason::NotTracked),
+        }
+    }
+
+    fn mark_session_dirty(&mut self) {
+        match self {
+            Backend::Native(c) => c.mark_session_dirty(),
+            // Reset at every give-back anyway.
+            #[cfg(feature = "threads")]
+            Backend::Threads(_) => {}
+        }
+    }
+
+    fn reset(&mut self) -> Result<()> {
+        match self {
+            Backend::Native(c) => c.reset(),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.reset(),
+        }
+    }
+
+    fn connection_id(&self) -> u32 {
+        match self {
+            Backend::Native(c) => c.connection_id(),
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => c.connection_id(),
         }
     }
 }
 
 struct Shared {
     cfg: PoolConfig,
+    /// `KILL QUERY` for every connection of the pool (cancel.rs).
+    killer: Arc<Killer>,
     permits: Semphore,
     idle: Mutex<Vec<Backend>>,
     in_use: AtomicUsize,
@@ -180,12 +309,15 @@ struct Shared {
     timeouts: AtomicU64,
     replaced: AtomicU64,
     abandoned: AtomicU64,
+    resets: AtomicU64,
+    reset_failures: AtomicU64,
     opened: AtomicU64,
 }
 
 impl Shared {
     fn open(&self) -> Result<Backend> {
-        let conn = Backend::open(self.cfg.driver, &self.cfg.opts)?;
+        let mut conn = Backend::open(self.cfg.driver, &self.cfg.opts)?;
+        conn.attach(&self.killer);
         self.opened.fetch_add(1, Ordering::Relaxed);
         Ok(conn)
     }
@@ -202,13 +334,51 @@ impl Shared {
     /// Gives a checkout's permit back, with its connection if still good. On a
     /// fiber this runs on the carrier's stack (`fiber_pool::on_carrier`): the idle
     /// list's lock, its allocation and the semaphore's post are never on a fiber.
-    fn give_back(&self, conn: Option<Backend>) {
-        fiber_pool::on_carrier(|| self.give_back_here(conn));
+    fn give_back(&self, conn: Option<Backend>, gate: Option<Arc<Gate>>) {
+        fiber_pool::on_carrier(|| self.give_back_here(conn, gate));
     }
 
-    fn give_back_here(&self, conn: Option<Backend>) {
+    /// The connection with its session as the connect left it: reset if its session
+    /// may have changed (see [`ResetReason`] and `session.rs`), else as it is, with its
+    /// statement cache. `None` when the reset failed (the connection is closed).
+    fn clean(&self, mut conn: Backend) -> Option<Backend> {
+        conn.set_deadline(None);
+        if conn.reset_reason().is_none() {
+            return Some(conn);
+        }
+        self.resets.fetch_add(1, Ordering::Relaxed);
+        match conn.reset() {
+            Ok(()) => Some(conn),
+            Err(_) => {
+                self.reset_failures.fetch_add(1, Ordering::Relaxed);
+                self.replaced.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    fn give_back_here(&self, mut conn: Option<Backend>, gate: Option<Arc<Gate>>) {
+        // A cancelled checkout: no KILL of it may reach the connection's next user
+        // (cancel.rs), and what the killed statement did is unknown (session.rs).
+        if let Some(gate) = gate {
+            let (cancelled, settled) = gate.close(conn.is_some());
+            if !settled {
+                conn = conn.map(|mut c| {
+                    c.mark_broken();
+                    c
+                });
+            } else if cancelled {
+                if let Some(c) = conn.as_mut() {
+                    c.mark_session_dirty();
+                }
+            }
+        }
         match conn {
-            Some(conn) if !conn.is_broken() => self.idle().push(conn),
+            Some(conn) if !conn.is_broken() => {
+                if let Some(conn) = self.clean(conn) {
+                    self.idle().push(conn);
+                }
+            }
             Some(_broken) => {
                 self.replaced.fetch_add(1, Ordering::Relaxed);
             }
@@ -258,6 +428,7 @@ impl Pool {
             });
         }
         let shared = Arc::new(Shared {
+            killer: Arc::new(Killer::new(&cfg.opts, KILL_CONNECTIONS)),
             permits: Semphore::new(cfg.size),
             idle: Mutex::new(Vec::with_capacity(cfg.size)),
             in_use: AtomicUsize::new(0),
@@ -267,6 +438,8 @@ impl Pool {
             timeouts: AtomicU64::new(0),
             replaced: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
+            reset_failures: AtomicU64::new(0),
             opened: AtomicU64::new(0),
             cfg,
         });
@@ -274,7 +447,62 @@ impl Pool {
         Ok(Pool { shared })
     }
 
-    /// A connection, waiting (FIFO, parking the fiber) up to `wait_timeout`.
+    /// How a handler on a fiber gets a connection: waits (FIFO, parking the fiber) up
+    /// to `wait_timeout`, and returns the checkout inside a `fiber_pool::Lent`, owned
+    /// outside the fiber stack. If the fiber overflows while it holds the connection
+    /// (its frames are abandoned, never dropped), the `Lent` hands the connection to
+    /// [`PooledConn::discard`]: the socket is closed (the server rolls back whatever
+    /// was open) and the slot is freed, instead of both leaking.
+    ///
+    /// The checkout is never a plain value on the fiber stack: it runs on the carrier
+    /// and is written straight into the `Lent`'s cell, registered beforehand. Needs
+    /// [`CHECKOUT_STACK_MARGIN`] of stack. Off a fiber the `Lent` is just a box.
+    ///
+    /// ```no_run
+    /// # fn handler(pool: &fiber_mysql::Pool) -> fiber_mysql::Result<()> {
+    /// let mut conn = pool.checkout()?;
+    /// let name: Option<String> = conn.exec("SELECT name FROM widgets WHERE id = ?", (7,))?.scalar()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn checkout(&self) -> Result<fiber_pool::Lent<PooledConn>> {
+        self.checkout_within(self.shared.cfg.wait_timeout)
+    }
+
+    /// [`Pool::checkout`] waiting at most `wait` for a connection.
+    pub fn checkout_within(&self, wait: Duration) -> Result<fiber_pool::Lent<PooledConn>> {
+        fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
+        fiber_pool::Lent::acquire(|| self.get_timeout(wait), PooledConn::discard)
+    }
+
+    /// [`Pool::checkout`] for a request that must end by `deadline`: the wait for a
+    /// connection ends by then too ([`Error::DeadlineExceeded`] with phase
+    /// `CheckoutWait`; still at most `wait_timeout`, which gives
+    /// [`Error::PoolTimeout`]), and the checkout carries the deadline for its connect
+    /// and its queries ([`PooledConn::set_deadline`]).
+    pub fn checkout_until(&self, deadline: Instant) -> Result<fiber_pool::Lent<PooledConn>> {
+        fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
+        fiber_pool::Lent::acquire(|| self.get_until(deadline), PooledConn::discard)
+    }
+
+    /// [`Pool::checkout_until`] as a plain guard (see [`Pool::get`]).
+    pub fn get_until(&self, deadline: Instant) -> Result<PooledConn> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let wait_timeout = self.shared.cfg.wait_timeout;
+        match self.get_timeout(left.min(wait_timeout)) {
+            Err(Error::PoolTimeout { .. }) if left < wait_timeout => Err(Error::DeadlineExceeded {
+                phase: Phase::CheckoutWait,
+            }),
+            Err(e) => Err(e),
+            Ok(mut conn) => {
+                conn.deadline = Some(deadline);
+                Ok(conn)
+            }
+        }
+    }
+
+    /// A connection, waiting (FIFO, parking the fiber) up to `wait_timeout`, as a
+    /// plain guard. On a fiber of `fiber_pool` use [`Pool::checkout`] instead: a
+    /// plain guard on the fiber stack is lost if the fiber overflows.
     pub fn get(&self) -> Result<PooledConn> {
         self.get_timeout(self.shared.cfg.wait_timeout)
     }
@@ -319,6 +547,8 @@ impl Pool {
         Ok(PooledConn {
             conn,
             pool: self.shared.clone(),
+            gate: None,
+            deadline: None,
         })
     }
 
@@ -335,6 +565,8 @@ impl Pool {
             timeouts: s.timeouts.load(Ordering::Relaxed),
             replaced: s.replaced.load(Ordering::Relaxed),
             abandoned: s.abandoned.load(Ordering::Relaxed),
+            resets: s.resets.load(Ordering::Relaxed),
+            reset_failures: s.reset_failures.load(Ordering::Relaxed),
             opened: s.opened.load(Ordering::Relaxed),
         }
     }
@@ -388,15 +620,25 @@ fn open_all(shared: &Arc<Shared>) -> Result<()> {
 ///
 /// The connection lives inside this guard for the whole checkout, commands
 /// included (nothing is moved to a stack local across a yield), so whoever
-/// owns the guard owns the socket. A fiber that may be abandoned by a stack
-/// overflow hands the guard to `fiber_pool::Lent::new(conn, PooledConn::discard)`:
-/// the Lent keeps it outside the fiber stack and gives it to `discard` if the
-/// fiber dies without unwinding.
+/// owns the guard owns the socket. On a fiber get it from [`Pool::checkout`]: the
+/// guard then lives in a `fiber_pool::Lent` outside the fiber stack, which gives it
+/// to [`PooledConn::discard`] if the fiber dies without unwinding.
+///
+/// What a handler may do with it: run statements ([`PooledConn::query`],
+/// [`PooledConn::exec`]), a [`PooledConn::transaction`], bound its waits
+/// ([`PooledConn::set_deadline`]), and hand a [`CancelHandle`] to whatever watches
+/// the client. Whatever it changes in the session is undone before the next checkout
+/// (see [`ResetReason`]); a change that no rule sees needs
+/// [`PooledConn::mark_session_dirty`].
 pub struct PooledConn {
     /// `None` until first use when the pool had no idle connection (or after
     /// `discard`); opened lazily by `with`.
     conn: Option<Backend>,
     pool: Arc<Shared>,
+    /// The checkout's cancellation state, made by the first `cancel_handle`.
+    gate: Option<Arc<Gate>>,
+    /// Every wait of this checkout ends by then ([`PooledConn::set_deadline`]).
+    deadline: Option<Instant>,
 }
 
 impl std::fmt::Debug for PooledConn {
@@ -406,17 +648,28 @@ impl std::fmt::Debug for PooledConn {
 }
 
 impl PooledConn {
-    fn with<T>(
-        &mut self,
-        native: impl FnOnce(&mut Conn) -> Result<T>,
-        threads: impl FnOnce(&mut ThreadConn) -> Result<T>,
-    ) -> Result<T> {
+    /// Runs one command: opens the connection if the slot is empty, applies the
+    /// checkout's deadline, and marks the command running for a [`CancelHandle`].
+    fn with<T>(&mut self, command: impl FnOnce(&mut Backend) -> Result<T>) -> Result<T> {
+        if self.gate.as_ref().is_some_and(|g| g.cancelled()) {
+            return Err(Error::Cancelled);
+        }
         if self.conn.is_none() {
             self.open_in_place()?;
         }
-        match self.conn.as_mut().ok_or(Error::WorkerGone)? {
-            Backend::Native(c) => native(c),
-            Backend::Threads(c) => threads(c),
+        let conn = self.conn.as_mut().ok_or(Error::WorkerGone)?;
+        conn.set_deadline(self.deadline);
+        let Some(gate) = &self.gate else {
+            return command(conn);
+        };
+        gate.begin(conn.connection_id())?;
+        let result = command(conn);
+        let cancelled = gate.end();
+        match result {
+            Err(Error::Server { code, .. }) if cancelled && code == ER_QUERY_INTERRUPTED => {
+                Err(Error::Cancelled)
+            }
+            other => other,
         }
     }
 
@@ -426,13 +679,42 @@ impl PooledConn {
     /// stack overflow), the socket is still owned here and closed by `discard`.
     fn open_in_place(&mut self) -> Result<()> {
         let pool = Arc::clone(&self.pool);
+        let result = match self.deadline {
+            None => self.open_with(&pool, &pool.cfg.opts),
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Error::DeadlineExceeded {
+                        phase: Phase::Connect,
+                    });
+                }
+                let mut opts = pool.cfg.opts.clone();
+                let bounded = left < opts.connect_timeout;
+                opts.connect_timeout = opts.connect_timeout.min(left);
+                match self.open_with(&pool, &opts) {
+                    Err(Error::ConnectTimeout) if bounded => Err(Error::DeadlineExceeded {
+                        phase: Phase::Connect,
+                    }),
+                    other => other,
+                }
+            }
+        };
+        result?;
+        if let Some(conn) = self.conn.as_mut() {
+            conn.attach(&pool.killer);
+        }
+        pool.opened.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn open_with(&mut self, pool: &Shared, opts: &Opts) -> Result<()> {
         match pool.cfg.driver {
             Driver::Native => {
                 // Made and stored on the carrier's stack: as a plain value on a fiber
                 // the new socket could be abandoned by an overflow between its connect
                 // and this slot (an fd and a server-side connection stuck in its
                 // handshake, which tests/stack.rs's sweep caught).
-                let (opts, slot) = (&pool.cfg.opts, &mut self.conn);
+                let slot = &mut self.conn;
                 fiber_pool::on_carrier(|| -> Result<()> {
                     *slot = Some(Backend::Native(Box::new(Conn::open_socket(opts)?)));
                     Ok(())
@@ -447,39 +729,68 @@ impl PooledConn {
             }
             // The handshake runs on the connection's own thread; the fiber only
             // waits on a channel.
+            #[cfg(feature = "threads")]
             Driver::Threads => {
-                self.conn = Some(Backend::Threads(Box::new(ThreadConn::connect(
-                    &pool.cfg.opts,
-                )?)))
+                self.conn = Some(Backend::Threads(Box::new(ThreadConn::connect(opts)?)))
             }
         }
-        pool.opened.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
     /// See [`Conn::query`].
     pub fn query(&mut self, sql: &str) -> Result<QueryResult> {
-        self.with(|c| c.query(sql), |c| c.query(sql))
+        self.with(|c| c.query(sql))
     }
 
     /// See [`Conn::exec`].
     pub fn exec(&mut self, sql: &str, params: impl Into<Params>) -> Result<QueryResult> {
         let params = params.into();
-        let copy = params.clone();
-        self.with(|c| c.exec(sql, params), |c| c.exec(sql, copy))
+        self.with(|c| c.exec(sql, params))
     }
 
     /// COM_PING.
     pub fn ping(&mut self) -> Result<()> {
-        self.with(|c| c.ping(), |c| c.ping())
+        self.with(|c| c.ping())
+    }
+
+    /// A handle that cancels this checkout's running and later commands from another
+    /// coroutine or thread (see [`CancelHandle`]; the guarantees are in `cancel.rs`).
+    pub fn cancel_handle(&mut self) -> CancelHandle {
+        let gate = self.gate.get_or_insert_with(Default::default);
+        CancelHandle::new(Arc::clone(gate), Arc::clone(&self.pool.killer))
+    }
+
+    /// Every later wait of this checkout ends by `deadline` (`None`: no deadline):
+    /// opening its connection ([`Error::DeadlineExceeded`] with phase `Connect`) and
+    /// each query (phase `Query`; a running query is stopped with `KILL QUERY` and the
+    /// connection stays usable). [`Pool::checkout_until`] sets it at checkout.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    /// The deadline set by [`PooledConn::set_deadline`] or [`Pool::checkout_until`].
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Why this connection will be reset when it goes back to the pool, if it will
+    /// (see [`ResetReason`]); `None` also before its first command.
+    pub fn reset_reason(&self) -> Option<ResetReason> {
+        self.conn.as_ref().and_then(Backend::reset_reason)
+    }
+
+    /// Makes the give-back reset this connection: for session changes that neither the
+    /// server reports nor the statement rules see (`session.rs`), e.g. a stored
+    /// function, called from a plain `SELECT`, that takes a named lock.
+    pub fn mark_session_dirty(&mut self) {
+        if let Some(conn) = self.conn.as_mut() {
+            conn.mark_session_dirty();
+        }
     }
 
     /// The server's connection id (for `KILL`, `SHOW PROCESSLIST`).
     pub fn connection_id(&self) -> Option<u32> {
-        self.conn.as_ref().map(|c| match c {
-            Backend::Native(c) => c.connection_id(),
-            Backend::Threads(c) => c.connection_id(),
-        })
+        self.conn.as_ref().map(Backend::connection_id)
     }
 
     /// Close the connection instead of returning it (its stream may be in the
@@ -488,18 +799,17 @@ impl PooledConn {
     /// a stack overflow, through `fiber_pool::Lent`.
     pub fn discard(mut self) {
         if let Some(mut conn) = self.conn.take() {
-            if let Backend::Native(c) = &mut conn {
-                c.mark_broken();
-            }
+            conn.mark_broken();
             drop(conn);
         }
         self.pool.abandoned.fetch_add(1, Ordering::Relaxed);
-        // Drop runs next and gives the permit back with no connection.
+        // Drop runs next and gives the permit back with no connection (and closes the
+        // gate, with nothing to wait for: the connection is gone).
     }
 }
 
 impl Drop for PooledConn {
     fn drop(&mut self) {
-        self.pool.give_back(self.conn.take());
+        self.pool.give_back(self.conn.take(), self.gate.take());
     }
 }

@@ -9,26 +9,27 @@
 //! there and `query` returns that statement's [`Error::Server`] (earlier
 //! results are dropped; the connection stays usable).
 //!
-//! ## Query timeout: `KILL QUERY` from a second connection
-//! When `Opts::query_timeout` passes before the first packet of the answer,
-//! we open a short-lived connection, send `KILL QUERY <id>`, then read and
-//! discard the interrupted answer, so the connection stays usable and the
+//! ## Query timeout and deadline: `KILL QUERY` from a second connection
+//! When `Opts::query_timeout` or the caller's deadline (`Conn::set_deadline`)
+//! passes before the first packet of the answer, we send `KILL QUERY <id>` over
+//! the side channel (`cancel.rs`: the pool's, or the connection's own), then read
+//! and discard the interrupted answer, so the connection stays usable and the
 //! server stops working at once. Merely dropping the connection would leave
 //! the server running the query (MariaDB notices a closed client only
 //! when it next writes to it) while the pool opened a replacement, so
 //! a storm of slow queries would pile up on the server. The price is one extra
-//! connection for a moment: the pool keeps one slot of `max_connections` free
-//! for it. If the deadline passes in the middle of a result set, the query is
-//! killed as well and the connection is closed (its stream cannot be resynced).
+//! connection: the pool keeps one slot of `max_connections` free for it. If the
+//! limit passes in the middle of a result set, the query is killed as well and
+//! the connection is closed (its stream cannot be resynced).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mysql_common::constants::{Command, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{
     Column, ComStmtClose, ComStmtExecuteRequestBuilder, CommonOkPacket, OkPacket,
-    OkPacketDeserializer, OldEofPacket, StmtPacket,
+    OkPacketDeserializer, OldEofPacket, ResultSetTerminator, StmtPacket,
 };
 use mysql_common::params::Params;
 use mysql_common::prelude::FromValue;
@@ -39,15 +40,16 @@ use mysql_common::value::ServerSide;
 use crate::auth::{self, PacketIo};
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::opts::Opts;
 
 /// Prepared statements kept per connection. MariaDB allows 16382 in total
 /// (`max_prepared_stmt_count`), so 32 x a pool of 250 stays well inside.
 pub const STMT_CACHE_PER_CONN: usize = 32;
 /// How long we wait for the interrupted answer after `KILL QUERY`.
 pub(crate) const KILL_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
-/// Connect timeout for the short-lived `KILL QUERY` connection.
-const KILL_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// A packet this long or longer is a row, never a result set's terminating OK: a row
+/// whose first byte is 0xFE (a length-encoded string of 16 MiB or more) is at least
+/// this long (the protocol's rule with `CLIENT_DEPRECATE_EOF`).
+const MAX_TERMINATOR_LEN: usize = 0xFF_FFFF;
 
 /// The outcome of one statement: rows (for a SELECT) or counts (for DML).
 #[derive(Debug, Clone, Default)]
@@ -98,14 +100,24 @@ pub(crate) struct StmtInfo {
     num_params: u16,
 }
 
-/// Sends `KILL QUERY <connection_id>` from a short-lived native connection.
-pub(crate) fn kill_query(opts: &Opts, connection_id: u32) -> Result<()> {
-    let mut opts = opts.clone();
-    opts.query_timeout = None;
-    opts.connect_timeout = opts.connect_timeout.min(KILL_CONNECT_TIMEOUT);
-    let mut killer = Conn::connect(&opts)?;
-    killer.query(&format!("KILL QUERY {connection_id}"))?;
-    Ok(())
+/// Which limit stopped a command.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// `Opts::query_timeout`.
+    QueryTimeout,
+    /// The caller's deadline (`Conn::set_deadline`).
+    Deadline,
+}
+
+impl Stop {
+    fn error(self) -> Error {
+        match self {
+            Stop::QueryTimeout => Error::QueryTimeout,
+            Stop::Deadline => Error::DeadlineExceeded {
+                phase: crate::error::Phase::Query,
+            },
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -121,6 +133,7 @@ impl Conn {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(Command::COM_QUERY as u8);
         payload.extend_from_slice(sql.as_bytes());
+        self.session.saw_statement(sql);
         self.round_trip(&payload, Protocol::Text)
     }
 
@@ -154,6 +167,7 @@ impl Conn {
         }
         let mut payload = Vec::new();
         request.serialize(&mut payload);
+        self.session.saw_statement(sql);
         self.round_trip(&payload, Protocol::Binary)
     }
 
@@ -182,13 +196,16 @@ impl Conn {
         }
         let ok = StmtPacket::deserialize((), &mut ParseBuf(&packet))
             .map_err(|e| Error::protocol(format!("bad COM_STMT_PREPARE answer: {e}")))?;
-        // Parameter and column definitions follow, each block ended by EOF.
+        // Parameter and column definitions follow, each block ended by EOF unless
+        // CLIENT_DEPRECATE_EOF was agreed.
         for count in [ok.num_params(), ok.num_columns()] {
             if count > 0 {
                 for _ in 0..count {
                     self.read_packet()?;
                 }
-                self.read_eof()?;
+                if !self.deprecate_eof() {
+                    self.read_eof()?;
+                }
             }
         }
         Ok(StmtInfo {
@@ -208,16 +225,38 @@ impl Conn {
         Ok(())
     }
 
-    /// Sends one command and reads its whole answer, applying the query timeout.
+    /// When the command starting now must end, and what to report then: the earlier
+    /// of `Opts::query_timeout` and the caller's deadline.
+    fn command_deadline(&self) -> Option<(Instant, Stop)> {
+        let timeout = self
+            .opts
+            .query_timeout
+            .map(|t| (Instant::now() + t, Stop::QueryTimeout));
+        let user = self.user_deadline.map(|d| (d, Stop::Deadline));
+        match (timeout, user) {
+            (Some(t), Some(u)) => Some(if u.0 <= t.0 { u } else { t }),
+            (t, u) => t.or(u),
+        }
+    }
+
+    /// Sends one command and reads its whole answer, applying the query timeout and
+    /// the caller's deadline.
     fn round_trip(&mut self, payload: &[u8], protocol: Protocol) -> Result<QueryResult> {
         self.check_usable()?;
-        self.deadline = self.opts.query_timeout.map(|t| Instant::now() + t);
+        let bound = self.command_deadline();
+        let stop = bound.map_or(Stop::QueryTimeout, |(_, stop)| stop);
+        if let Some((at, Stop::Deadline)) = bound {
+            if at <= Instant::now() {
+                return Err(Stop::Deadline.error());
+            }
+        }
+        self.deadline = bound.map(|(at, _)| at);
         let first = self
             .write_command(payload)
             .and_then(|()| self.read_packet());
         let first = match first {
             Ok(packet) => packet,
-            Err(Error::QueryTimeout) => return Err(self.kill_and_drain(protocol)),
+            Err(Error::QueryTimeout) => return Err(self.kill_and_drain(protocol, stop)),
             Err(e) => {
                 self.deadline = None;
                 return Err(self.fail(e));
@@ -230,19 +269,27 @@ impl Conn {
                 // Mid-result: the stream cannot be resynced cheaply.
                 let _ = self.kill_running_query();
                 self.mark_broken();
-                Err(Error::QueryTimeout)
+                Err(stop.error())
             }
             Err(e) => Err(self.fail(e)),
             Ok(r) => Ok(r),
         }
+        .inspect_err(|e| {
+            // Its partial effects are not reported (session.rs, rule 4).
+            if matches!(e, Error::Server { .. }) {
+                self.session.saw_error();
+            }
+        })
     }
 
     /// See the module comment: stop the query, then consume its answer.
-    fn kill_and_drain(&mut self, protocol: Protocol) -> Error {
+    fn kill_and_drain(&mut self, protocol: Protocol, stop: Stop) -> Error {
         self.deadline = None;
+        // Killed part-way: what it did is not reported (session.rs, rule 4).
+        self.session.saw_error();
         if self.kill_running_query().is_err() {
             self.mark_broken();
-            return Error::QueryTimeout;
+            return stop.error();
         }
         self.deadline = Some(Instant::now() + KILL_DRAIN_TIMEOUT);
         let drained = self
@@ -254,11 +301,12 @@ impl Conn {
             Ok(_) | Err(Error::Server { .. }) => {}
             Err(_) => self.mark_broken(),
         }
-        Error::QueryTimeout
+        stop.error()
     }
 
-    fn kill_running_query(&self) -> Result<()> {
-        kill_query(&self.opts, self.connection_id())
+    fn kill_running_query(&mut self) -> Result<()> {
+        let id = self.connection_id();
+        self.killer().kill_query(id)
     }
 
     /// Reads every result of one command (several for multi-statements).
@@ -294,6 +342,7 @@ impl Conn {
                 )
                 .map_err(|e| Error::protocol(format!("bad OK packet: {e}")))?
                 .into_inner();
+                self.session.saw_ok(ok.status_flags());
                 let more = ok
                     .status_flags()
                     .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
@@ -323,13 +372,30 @@ impl Conn {
             columns.push(column);
         }
         let columns: Arc<[Column]> = columns.into();
-        self.read_eof()?;
+        let deprecate_eof = self.deprecate_eof();
+        if !deprecate_eof {
+            self.read_eof()?;
+        }
         let mut rows = Vec::new();
         loop {
             let packet = self.read_packet()?;
             match packet.first() {
-                Some(0xFE) if packet.len() < 9 => {
+                Some(0xFE) if deprecate_eof && packet.len() < MAX_TERMINATOR_LEN => {
+                    let flags = self.parse_terminator(&packet)?;
+                    self.session.saw_ok(flags);
+                    let result = QueryResult {
+                        columns,
+                        rows,
+                        ..QueryResult::default()
+                    };
+                    return Ok((
+                        result,
+                        flags.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS),
+                    ));
+                }
+                Some(0xFE) if !deprecate_eof && packet.len() < 9 => {
                     let flags = self.parse_eof(&packet)?;
+                    self.session.saw_ok(flags);
                     let result = QueryResult {
                         columns,
                         rows,
@@ -360,6 +426,21 @@ impl Conn {
                 }
             }
         }
+    }
+
+    fn deprecate_eof(&self) -> bool {
+        self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+    }
+
+    /// The OK packet (header 0xFE) that ends a result set under CLIENT_DEPRECATE_EOF.
+    fn parse_terminator(&self, packet: &[u8]) -> Result<StatusFlags> {
+        let ok = OkPacketDeserializer::<ResultSetTerminator>::deserialize(
+            self.caps,
+            &mut ParseBuf(packet),
+        )
+        .map_err(|e| Error::protocol(format!("bad result set terminator: {e}")))?
+        .into_inner();
+        Ok(ok.status_flags())
     }
 
     fn read_eof(&mut self) -> Result<StatusFlags> {

@@ -8,6 +8,7 @@
 //! switching to the Unix socket behind our back, see docs/FACTS.md).
 
 use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -16,9 +17,10 @@ use mysql::prelude::Queryable;
 use mysql_common::params::Params;
 use mysql_common::row::Row;
 
+use crate::cancel::Killer;
 use crate::error::{Error, Result};
 use crate::opts::Opts;
-use crate::query::{kill_query, QueryResult, KILL_DRAIN_TIMEOUT};
+use crate::query::{QueryResult, KILL_DRAIN_TIMEOUT};
 
 /// Stack of each connection thread (the `mysql` crate needs little).
 const THREAD_STACK: usize = 256 * 1024;
@@ -27,6 +29,7 @@ enum Job {
     Query(String),
     Exec(String, Params),
     Ping,
+    Reset,
 }
 
 type Reply = may_mpsc::Sender<Result<QueryResult>>;
@@ -37,6 +40,10 @@ pub struct ThreadConn {
     opts: Opts,
     connection_id: u32,
     broken: bool,
+    /// Where its `KILL QUERY` goes (the pool's side channel, or its own).
+    pub(crate) killer: Arc<Killer>,
+    /// The caller's deadline for every command (`PooledConn::set_deadline`).
+    pub(crate) deadline: Option<std::time::Instant>,
 }
 
 impl std::fmt::Debug for ThreadConn {
@@ -92,6 +99,8 @@ impl ThreadConn {
             opts: opts.clone(),
             connection_id,
             broken: false,
+            killer: Arc::new(Killer::new(opts, 1)),
+            deadline: None,
         })
     }
 
@@ -116,6 +125,17 @@ impl ThreadConn {
         self.call(Job::Ping).map(drop)
     }
 
+    /// `mysql::Conn::reset` (COM_RESET_CONNECTION, its statement cache cleared). This
+    /// driver cannot see the server's session reports, so the pool resets it at every
+    /// give-back, as the `mysql` crate's own pool does.
+    pub fn reset(&mut self) -> Result<()> {
+        let result = self.call(Job::Reset).map(drop);
+        if result.is_err() {
+            self.broken = true;
+        }
+        result
+    }
+
     /// True once an I/O or protocol error (or a lost thread) made it unusable.
     pub fn is_broken(&self) -> bool {
         self.broken
@@ -130,26 +150,47 @@ impl ThreadConn {
         if self.broken {
             return Err(Error::WorkerGone);
         }
+        if self
+            .deadline
+            .is_some_and(|d| d <= std::time::Instant::now())
+        {
+            return Err(Error::DeadlineExceeded {
+                phase: crate::error::Phase::Query,
+            });
+        }
         let (reply, answer) = may_mpsc::channel();
         let sent = self.jobs.as_ref().map(|jobs| jobs.send((job, reply)));
         if !matches!(sent, Some(Ok(()))) {
             self.broken = true;
             return Err(Error::WorkerGone);
         }
-        let limit = self.opts.query_timeout.unwrap_or(self.opts.read_timeout)
-            // The thread's own read timeout fires first without a query timeout.
-            + if self.opts.query_timeout.is_some() { Duration::ZERO } else { Duration::from_secs(1) };
+        // The thread's own read timeout fires first without a query timeout.
+        let mut limit = match self.opts.query_timeout {
+            Some(t) => t,
+            None => self.opts.read_timeout + Duration::from_secs(1),
+        };
+        let mut stop = Error::QueryTimeout;
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left <= limit {
+                limit = left;
+                stop = Error::DeadlineExceeded {
+                    phase: crate::error::Phase::Query,
+                };
+            }
+        }
+        let can_kill = self.opts.query_timeout.is_some() || self.deadline.is_some();
         let result = match answer.recv_timeout(limit) {
             Ok(result) => result,
-            Err(std_mpsc::RecvTimeoutError::Timeout) if self.opts.query_timeout.is_some() => {
+            Err(std_mpsc::RecvTimeoutError::Timeout) if can_kill => {
                 // Same policy as the native driver: stop the query, keep the
                 // connection if its answer arrives promptly.
-                let killed = kill_query(&self.opts, self.connection_id);
+                let killed = self.killer.kill_query(self.connection_id);
                 let drained = answer.recv_timeout(KILL_DRAIN_TIMEOUT);
                 if killed.is_err() || drained.is_err() {
                     self.broken = true;
                 }
-                return Err(Error::QueryTimeout);
+                return Err(stop);
             }
             Err(_) => Err(Error::WorkerGone),
         };
@@ -182,6 +223,10 @@ fn run(conn: &mut mysql::Conn, job: Job) -> Result<QueryResult> {
         }
         Job::Ping => conn
             .ping()
+            .map(|()| QueryResult::default())
+            .map_err(convert_error),
+        Job::Reset => conn
+            .reset()
             .map(|()| QueryResult::default())
             .map_err(convert_error),
     }

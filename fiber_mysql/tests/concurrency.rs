@@ -126,6 +126,8 @@ fn waiters_are_served_in_fifo_order() {
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
 }
 
+/// Needs the `mysql` crate, which only the `threads` feature builds.
+#[cfg(feature = "threads")]
 #[test]
 fn the_blocking_mysql_crate_on_fibers_serialises_them() {
     // The contrast: the `mysql` crate used directly inside fibers blocks the

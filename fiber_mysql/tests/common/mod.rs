@@ -58,7 +58,8 @@ where
         .collect()
 }
 
-/// Defines one `#[test]` per driver: `name::native` and `name::threads`.
+/// Defines one `#[test]` per driver: `name::native`, and `name::threads` when the
+/// `threads` feature builds that driver.
 #[macro_export]
 macro_rules! for_each_driver {
     ($(fn $name:ident($driver:ident: Driver) $body:block)*) => {$(
@@ -68,6 +69,7 @@ macro_rules! for_each_driver {
             fn run($driver: fiber_mysql::Driver) $body
             #[test]
             fn native() { run(fiber_mysql::Driver::Native) }
+            #[cfg(feature = "threads")]
             #[test]
             fn threads() { run(fiber_mysql::Driver::Threads) }
         }

@@ -1,0 +1,275 @@
+//! Stopping a running query from outside: [`CancelHandle`], and the pool's side
+//! channel that sends `KILL QUERY` ([`Killer`]).
+//!
+//! A handle comes from a checkout ([`PooledConn::cancel_handle`](crate::PooledConn::cancel_handle))
+//! and is `Send + Sync + Clone`: another coroutine or thread calls
+//! [`CancelHandle::cancel`] when the client went away or the request's deadline
+//! passed. What it does, and what it never does:
+//! - It cancels *the checkout* it came from: the command running now, if any, is
+//!   stopped with `KILL QUERY <connection id>` sent over the side channel, and fails
+//!   with [`Error::Cancelled`]; every later command of that checkout fails with
+//!   `Error::Cancelled` at once, without being sent. A command that finished before
+//!   the kill landed keeps its result.
+//! - It never touches another checkout, even of the same connection. The handle's
+//!   state (the gate) belongs to one checkout, and a KILL is sent only while that
+//!   checkout's command is marked running, decided under the gate's lock. A KILL
+//!   that lands after its command ended hits an idle session, and MariaDB drops a
+//!   `KILL QUERY` that an idle session receives when the next command starts
+//!   (`tests/cancel.rs` checks it): so the next command of *this* connection is safe
+//!   once every KILL sent has been answered, and the give-back waits for that (at
+//!   most [`KILL_SETTLE_TIMEOUT`], else the connection is closed instead of reused).
+//! - A command that had been marked running but had not reached the server when its
+//!   KILL arrived would run on (the KILL was dropped as above): while the same
+//!   command still runs, the KILL is sent again, up to [`KILL_ATTEMPTS`] times,
+//!   [`KILL_RETRY_AFTER`] apart.
+//! - A cancelled checkout is reset at give-back (`session.rs`): a killed statement
+//!   may have done part of its work.
+//!
+//! ## The side channel
+//! Each pool has one [`Killer`]: at most [`KILL_CONNECTIONS`] connections (the
+//! headroom the pool keeps free on the server, [`KILL_HEADROOM`]), opened on first
+//! use with the pool's options and [`KILL_CONNECT_TIMEOUT`], and kept for the next
+//! kill. A storm of cancels queues for them ([`KILL_WAIT`] at most) instead of
+//! opening a connection each. Query timeouts and deadlines kill through it too.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use may::sync::Semphore;
+
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::opts::Opts;
+use crate::pool::KILL_HEADROOM;
+
+/// Connections a pool's side channel opens at most: the server connections the pool
+/// leaves free beyond its size.
+pub const KILL_CONNECTIONS: usize = KILL_HEADROOM;
+/// Connect timeout of a side-channel connection.
+pub const KILL_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest wait for the answer to one `KILL QUERY`.
+pub const KILL_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest wait for a free side-channel connection. Kills queue for the side
+/// channel one round trip each: 30 at once took 8-18 ms here idle, and a loaded
+/// machine (the whole test suite beside it) was seen to pass 2 s.
+pub const KILL_WAIT: Duration = Duration::from_secs(10);
+/// How often a kill is sent while the same command still runs (see the module comment).
+pub const KILL_ATTEMPTS: usize = 3;
+/// How long a canceller waits for the killed command to end before sending again:
+/// long enough that a busy machine's slow wake-up of the killed command does not
+/// send a second KILL for nothing (and hold the side channel from other cancels).
+pub const KILL_RETRY_AFTER: Duration = Duration::from_millis(200);
+/// Longest a give-back waits for the KILLs of a cancelled checkout to be answered; a
+/// connection whose KILLs are still out after it is closed, not reused.
+pub const KILL_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a give-back looks whether those KILLs were answered.
+const KILL_SETTLE_POLL: Duration = Duration::from_millis(1);
+
+/// A pool's side channel for `KILL QUERY`; see the module comment.
+pub(crate) struct Killer {
+    opts: Opts,
+    permits: Semphore,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl std::fmt::Debug for Killer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Killer").finish_non_exhaustive()
+    }
+}
+
+impl Killer {
+    /// A side channel to the server of `opts`, at most `connections` wide.
+    pub(crate) fn new(opts: &Opts, connections: usize) -> Killer {
+        let mut opts = opts.clone();
+        opts.query_timeout = None;
+        opts.connect_timeout = opts.connect_timeout.min(KILL_CONNECT_TIMEOUT);
+        opts.read_timeout = opts.read_timeout.min(KILL_ANSWER_TIMEOUT);
+        Killer {
+            opts,
+            permits: Semphore::new(connections.max(1)),
+            idle: Mutex::new(Vec::with_capacity(connections)),
+        }
+    }
+
+    /// Sends `KILL QUERY connection_id` and waits for its answer. On a fiber it all
+    /// runs on the carrier's stack (a may semaphore, a lock, a connect).
+    pub(crate) fn kill_query(&self, connection_id: u32) -> Result<()> {
+        fiber_pool::on_carrier(|| self.kill_query_here(connection_id))
+    }
+
+    fn kill_query_here(&self, connection_id: u32) -> Result<()> {
+        if !self.permits.wait_timeout(KILL_WAIT) {
+            return Err(Error::PoolTimeout { waited: KILL_WAIT });
+        }
+        let sql = format!("KILL QUERY {connection_id}");
+        // A kept connection may have died (server restart): one more try on a new one.
+        let result = match self.take_idle() {
+            Some(mut conn) => match conn.query(&sql) {
+                Err(e) if e.poisons_connection() => self.on_new_connection(&sql),
+                other => other.map(|_| self.keep(conn)),
+            },
+            None => self.on_new_connection(&sql),
+        };
+        self.permits.post();
+        result
+    }
+
+    fn on_new_connection(&self, sql: &str) -> Result<()> {
+        let mut conn = Conn::connect(&self.opts)?;
+        conn.query(sql)?;
+        self.keep(conn);
+        Ok(())
+    }
+
+    fn take_idle(&self) -> Option<Conn> {
+        let mut idle = self.idle();
+        while let Some(conn) = idle.pop() {
+            if conn.looks_alive() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn keep(&self, conn: Conn) {
+        self.idle().push(conn);
+    }
+
+    fn idle(&self) -> MutexGuard<'_, Vec<Conn>> {
+        // Nothing panics while holding it; recover the data anyway.
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One checkout's cancellation state, shared by its [`CancelHandle`]s.
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    state: Mutex<GateState>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// The checkout has ended: handles do nothing any more.
+    closed: bool,
+    cancelled: bool,
+    /// The command in flight: its number and its connection's server id.
+    running: Option<(u64, u32)>,
+    commands: u64,
+    kills_in_flight: usize,
+}
+
+impl Gate {
+    fn state(&self) -> MutexGuard<'_, GateState> {
+        // Taken on fibers too: `fiber_pool::lock` overflows before locking, never
+        // inside (and recovers a poisoned lock; nothing panics while holding it).
+        fiber_pool::lock(&self.state)
+    }
+
+    /// A command of the checkout starts on connection `connection_id`; refused with
+    /// [`Error::Cancelled`] once the checkout was cancelled.
+    pub(crate) fn begin(&self, connection_id: u32) -> Result<()> {
+        let mut s = self.state();
+        if s.cancelled {
+            return Err(Error::Cancelled);
+        }
+        s.commands += 1;
+        s.running = Some((s.commands, connection_id));
+        Ok(())
+    }
+
+    /// Whether the checkout was cancelled.
+    pub(crate) fn cancelled(&self) -> bool {
+        self.state().cancelled
+    }
+
+    /// The command ended; returns whether the checkout was cancelled meanwhile.
+    pub(crate) fn end(&self) -> bool {
+        let mut s = self.state();
+        s.running = None;
+        s.cancelled
+    }
+
+    /// The checkout ends: handles stop acting. Waits until every KILL already sent is
+    /// answered (see the module comment) if `settle`; returns `(cancelled, settled)`.
+    pub(crate) fn close(&self, settle: bool) -> (bool, bool) {
+        let cancelled = {
+            let mut s = self.state();
+            s.closed = true;
+            s.cancelled
+        };
+        if !settle {
+            return (cancelled, true);
+        }
+        let until = Instant::now() + KILL_SETTLE_TIMEOUT;
+        while self.state().kills_in_flight > 0 {
+            if Instant::now() >= until {
+                return (cancelled, false);
+            }
+            fiber_pool::sleep(KILL_SETTLE_POLL);
+        }
+        (cancelled, true)
+    }
+}
+
+/// Cancels one checkout's running and later commands; see the module comment.
+/// Cheap to clone, `Send + Sync`: hand it to whatever watches the client or the clock.
+#[derive(Debug, Clone)]
+pub struct CancelHandle {
+    gate: Arc<Gate>,
+    killer: Arc<Killer>,
+}
+
+impl CancelHandle {
+    pub(crate) fn new(gate: Arc<Gate>, killer: Arc<Killer>) -> CancelHandle {
+        CancelHandle { gate, killer }
+    }
+
+    /// Cancels the checkout: its running command, if any, is killed (and returns
+    /// [`Error::Cancelled`]), and its later commands fail with `Error::Cancelled`
+    /// unsent. After the checkout ended it does nothing. Waits for the `KILL QUERY`
+    /// answers (on a fiber, the waits park it). An error means the KILL could not be
+    /// sent (side channel busy past [`KILL_WAIT`], or the server unreachable): the
+    /// running command then runs on, but the later ones still fail.
+    pub fn cancel(&self) -> Result<()> {
+        let target = {
+            let mut s = self.gate.state();
+            if s.closed {
+                return Ok(());
+            }
+            s.cancelled = true;
+            match s.running {
+                Some(running) => {
+                    s.kills_in_flight += 1;
+                    running
+                }
+                None => return Ok(()),
+            }
+        };
+        let result = self.kill_while_running(target);
+        self.gate.state().kills_in_flight -= 1;
+        result
+    }
+
+    fn kill_while_running(&self, (command, connection_id): (u64, u32)) -> Result<()> {
+        for _ in 0..KILL_ATTEMPTS {
+            self.killer.kill_query(connection_id)?;
+            let until = Instant::now() + KILL_RETRY_AFTER;
+            loop {
+                if self.gate.state().running.map(|(c, _)| c) != Some(command) {
+                    return Ok(());
+                }
+                if Instant::now() >= until {
+                    break;
+                }
+                fiber_pool::sleep(KILL_SETTLE_POLL);
+            }
+        }
+        Ok(())
+    }
+
+    /// True once [`CancelHandle::cancel`] was called on this checkout.
+    pub fn is_cancelled(&self) -> bool {
+        self.gate.cancelled()
+    }
+}
