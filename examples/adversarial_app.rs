@@ -103,7 +103,7 @@ fn sleep(state: &State, req: &Request) -> Response {
         .query_param("sleep")
         .and_then(|s| s.parse().ok())
         .unwrap_or(0.0);
-    let slept = fiberstack::app::db_conn(&state.db).and_then(|mut conn| {
+    let slept = state.db.checkout().and_then(|mut conn| {
         conn.query(&format!("select sleep({secs})"))?
             .scalar::<i64>()
     });

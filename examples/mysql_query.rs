@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             fiber_pool::carrier::go(move || {
                 fibers.run("query", || -> Result<f64, fiber_mysql::Error> {
                     // A handler should hold the checkout in a fiber_pool::Lent (see
-                    // fiberstack::app::db_conn); this job is too shallow to overflow.
+                    // fiber_mysql::Pool::checkout); this job is too shallow to overflow.
                     let mut conn = db.get()?;
                     let slept = conn.query("select sleep(0.5)")?.scalar::<i64>()?;
                     Ok(slept.unwrap_or(-1) as f64)

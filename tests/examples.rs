@@ -202,3 +202,132 @@ fn minimal_server_answers_hello_on_a_free_port() {
     );
     drop(server);
 }
+
+/// One exchange with `Connection: close`: the status, the head and the body.
+fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> (u16, String, String) {
+    let mut conn = TcpStream::connect(addr).expect("connect");
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(req.as_bytes()).unwrap();
+    let mut response = String::new();
+    conn.read_to_string(&mut response)
+        .expect("a whole response");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+/// The address in the first stdout line of `child` that says `listening on http://ADDR`.
+fn listening_addr(child: &mut Child) -> SocketAddr {
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some((_, rest)) = line.split_once("listening on http://") {
+                let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
+                return;
+            }
+        }
+    });
+    let addr = rx.recv_timeout(RUN_TIMEOUT).expect("a 'listening on' line");
+    addr.parse()
+        .unwrap_or_else(|_| panic!("not an address: {addr:?}"))
+}
+
+#[test]
+fn todo_api_answers_every_case_with_its_status() {
+    let opts = fiber_mysql::testing::test_database_opts().expect("a test database");
+    // It creates its table when it is missing.
+    let mut admin = fiber_mysql::Conn::connect(&opts).unwrap();
+    admin.query("drop table if exists todos").unwrap();
+    let mut cmd = example("todo_api", &["--bind", "127.0.0.1:0"]);
+    let mut server = Killed(
+        cmd.env("DATABASE_URL", opts.url())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start cargo"),
+    );
+    let addr = listening_addr(&mut server.0);
+    let json = "Content-Type: application/json\r\n";
+
+    let (status, head, body) = http(addr, "POST", "/todos", json, r#"{"title": "buy milk"}"#);
+    assert_eq!(status, 201, "{head}\n{body}");
+    assert!(head.starts_with("HTTP/1.1 201 Created\r\n"), "{head}");
+    let todo: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let id = todo["id"].as_u64().expect("an id");
+    assert_eq!(todo["title"], "buy milk");
+    assert!(
+        head.contains(&format!("\r\nLocation: /todos/{id}")),
+        "{head}"
+    );
+    assert!(head.contains("\r\nX-Request-Id: "), "the layer ran: {head}");
+
+    let (status, _, body) = http(addr, "GET", &format!("/todos/{id}"), "", "");
+    assert_eq!(
+        (
+            status,
+            serde_json::from_str::<serde_json::Value>(&body).unwrap()
+        ),
+        (200, todo)
+    );
+    let (status, _, body) = http(addr, "GET", "/todos", "", "");
+    assert_eq!(status, 200);
+    let all: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+    assert_eq!(all.len(), 1, "{body}");
+    let (status, _, body) = http(addr, "GET", "/todos/abc", "", "");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("'id'") && body.contains("'abc'"), "{body}");
+    let (status, _, body) = http(addr, "GET", "/todos/999999", "", "");
+    assert_eq!(status, 404, "{body}");
+
+    let plain = "Content-Type: text/plain\r\n";
+    let (status, _, body) = http(addr, "POST", "/todos", plain, "buy milk");
+    assert_eq!(status, 415, "{body}");
+    assert!(body.contains("Content-Type: application/json"), "{body}");
+    let (status, _, body) = http(addr, "POST", "/todos", json, r#"{"title": "#);
+    assert_eq!(status, 400, "{body}");
+    let (status, _, body) = http(addr, "POST", "/todos", json, r#"{"name": "x"}"#);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("missing field `title`"), "{body}");
+
+    let (status, head, body) = http(addr, "DELETE", &format!("/todos/{id}"), "", "");
+    assert_eq!(status, 204, "{head}");
+    assert!(head.starts_with("HTTP/1.1 204 No Content\r\n"), "{head}");
+    assert!(
+        !head.to_ascii_lowercase().contains("content-length"),
+        "{head}"
+    );
+    assert!(body.is_empty(), "{body:?}");
+    let (status, _, _) = http(addr, "DELETE", &format!("/todos/{id}"), "", "");
+    assert_eq!(status, 404);
+    let (status, _, body) = http(addr, "GET", "/summary", "", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("\"todos\": 0") && body.contains("\"health\": \"ok\""),
+        "{body}"
+    );
+    drop(server);
+}
+
+#[test]
+fn todo_api_stays_small() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/todo_api.rs"))
+            .unwrap();
+    let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
+    assert!(
+        lines <= 150,
+        "examples/todo_api.rs has {lines} non-blank lines, over 150"
+    );
+}

@@ -22,7 +22,7 @@ const HEADROOM: f64 = 4.0;
 const LARGEST_RESERVATION: usize = max(
     max(
         fiber_pool::LOCK_STACK_MARGIN,
-        fiberstack::app::CHECKOUT_STACK_MARGIN,
+        fiber_mysql::CHECKOUT_STACK_MARGIN,
     ),
     max(
         fiber_pool::lent::LENT_STACK_MARGIN,
@@ -249,8 +249,9 @@ fn a_connection_held_by_an_overflowing_fiber_is_closed_not_leaked() {
         let fibers = fibers.clone();
         let outcome = fiber_pool::carrier::go(move || {
             fibers.run("holds_db", || {
-                let mut conn =
-                    fiberstack::app::db_conn(&db).unwrap_or_else(|e| panic!("checkout {i}: {e}"));
+                let mut conn = db
+                    .checkout()
+                    .unwrap_or_else(|e| panic!("checkout {i}: {e}"));
                 conn.query("select 1")
                     .unwrap_or_else(|e| panic!("query {i}: {e}"));
                 // Deeper than 32 KiB while the checkout is held.

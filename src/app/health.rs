@@ -1,7 +1,7 @@
 //! Readiness (MySQL answers: the framework's `/readyz` asks [`ready`]) and `/hello`
 //! (no I/O at all: what the stack itself costs).
 
-use crate::app::{db_conn_within, AppState};
+use crate::app::AppState;
 use fiber_web::http::{Request, Response};
 
 /// The body of `/hello`.
@@ -17,7 +17,12 @@ pub fn hello(_state: &AppState, _req: &Request) -> Response {
 /// `/healthz` stays 200 meanwhile: the process is alive, it just cannot serve queries.
 pub fn ready(state: &AppState) -> Result<(), String> {
     let wait = fiber_mysql::pool::HEALTH_CHECK_WAIT;
-    readiness(db_conn_within(&state.db, wait).and_then(|mut conn| conn.ping()))
+    readiness(
+        state
+            .db
+            .checkout_within(wait)
+            .and_then(|mut conn| conn.ping()),
+    )
 }
 
 /// The readiness of a database ping's outcome (shared with the twin).

@@ -16,8 +16,7 @@ pub mod widgets;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fiber_mysql::PooledConn;
-use fiber_pool::{FiberPool, Lent};
+use fiber_pool::FiberPool;
 use fiber_web::counters::HttpStats;
 use fiber_web::http::client::{ClientError, HttpClient, Url};
 use fiber_web::http::Response;
@@ -88,33 +87,6 @@ pub fn app(state: Arc<AppState>, self_calls: usize, wait: Duration) -> App<AppSt
             out.http_client(&state.http.stats());
         })
 }
-
-/// A pooled MySQL connection held safely on a fiber: the checkout lives in a
-/// `fiber_pool::Lent`, outside the fiber stack, so if the fiber overflows mid-query
-/// (its frames are abandoned, not dropped) the connection is closed and its pool slot
-/// freed instead of leaking. Handlers get connections only through this.
-pub fn db_conn(db: &fiber_mysql::Pool) -> Result<Lent<PooledConn>, fiber_mysql::Error> {
-    db_conn_within(db, db.config().wait_timeout)
-}
-
-/// [`db_conn`] waiting at most `wait` for a connection.
-pub fn db_conn_within(
-    db: &fiber_mysql::Pool,
-    wait: std::time::Duration,
-) -> Result<Lent<PooledConn>, fiber_mysql::Error> {
-    // The checkout runs on the carrier's stack (a permit wait and an idle pop) and goes
-    // straight into the Lent's cell, registered beforehand: it is never a plain value
-    // on this stack, where an overflow would lose it. A handshake, if one is needed,
-    // happens later, inside the Lent.
-    fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
-    Lent::acquire(|| db.get_timeout(wait), PooledConn::discard)
-}
-
-/// Stack a MySQL checkout needs on the fiber: `Lent::acquire`'s own margin. The
-/// checkout itself runs on the carrier's stack (`fiber_pool::on_carrier`: its may
-/// semaphore wait and its lock are never on a fiber) and lands in the Lent directly.
-/// `tests/stack.rs` sweeps overflows through every point of the DB routes to check it.
-pub const CHECKOUT_STACK_MARGIN: usize = fiber_pool::lent::LENT_STACK_MARGIN;
 
 /// The response for a MySQL failure (the framework's: 503 when the database is
 /// unavailable, else 500 with the server's message), for the twin's handlers too.

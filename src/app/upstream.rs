@@ -2,7 +2,7 @@
 //! of the seeded `tweets` table that contain `q`, as `{"results":[{"text":...}]}`.
 //! `q` reaches MySQL only as a statement parameter.
 
-use crate::app::{db_conn, db_error, AppState};
+use crate::app::{db_error, AppState};
 use fiber_web::http::{Request, Response};
 
 /// Longest `q` accepted, in characters.
@@ -45,7 +45,10 @@ pub fn search(state: &AppState, req: &Request) -> Response {
         Ok(q) => q,
         Err(why) => return Response::error(400, why),
     };
-    let rows = db_conn(&state.db).and_then(|mut conn| conn.exec(SEARCH_SQL, (like_pattern(&q),)));
+    let rows = state
+        .db
+        .checkout()
+        .and_then(|mut conn| conn.exec(SEARCH_SQL, (like_pattern(&q),)));
     match rows {
         Ok(result) => {
             let texts: Vec<serde_json::Value> = result

@@ -1,7 +1,7 @@
 //! `/widgets` (a one-second MySQL query) and `/widgets/http` (an HTTP call back to
 //! `/widgets` on this same server): the original demo's two routes.
 
-use crate::app::{db_conn, db_error, upstream_error, AppState};
+use crate::app::{db_error, upstream_error, AppState};
 use fiber_web::http::client::{ClientError, ClientResponse, Url};
 use fiber_web::http::{Request, Response};
 
@@ -27,7 +27,10 @@ pub fn widgets(state: &AppState, req: &Request) -> Response {
         Ok(s) => s,
         Err(why) => return Response::error(400, why),
     };
-    let result = db_conn(&state.db).and_then(|mut conn| conn.exec("select sleep(?)", (secs,)));
+    let result = state
+        .db
+        .checkout()
+        .and_then(|mut conn| conn.exec("select sleep(?)", (secs,)));
     match result {
         Ok(_) => Response::text(200, WIDGETS_BODY),
         Err(e) => db_error(&e),
