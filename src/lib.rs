@@ -10,7 +10,7 @@
 //! ```text
 //! binary: src/bin/fiberstack/  cli.rs (flags -> ServeConfig), stack_report.rs, bench/
 //!   -> start.rs (fibers, MySQL, schema, listener)  |  twin/start.rs (the async twin's)
-//!        -> setup.rs (what both start-ups share: StartError, the MySQL server, own URLs)
+//!        -> setup.rs (what every start-up shares: the MySQL server, own URLs)
 //!   -> server.rs (accept loop, route limits,    |  twin/ (tokio + axum: server, limit, db,
 //!      handlers on fibers; fiber errors -> 5xx) |  client, one file per route group)
 //!   -> mini/ (`--runtime minihttp`: stock may_minihttp, the bench's raw baseline)
@@ -29,8 +29,11 @@
 
 pub mod app;
 pub mod config;
+pub mod error;
 pub mod mini;
 pub mod setup;
 pub mod stack_use;
 pub mod start;
 pub mod twin;
+
+pub use error::Error;

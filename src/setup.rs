@@ -1,53 +1,18 @@
-//! What the start-up of both runtimes shares (`start.rs` for fibers, `twin/start.rs`
-//! for the async twin): the error that says which flag to change, the MySQL server to
-//! use (external, or a private MariaDB sized for the pool), and the server's own URLs.
+//! What the start-up of every runtime shares (`start.rs` for fibers, `twin/start.rs`
+//! for the async twin, `mini/` for raw may_minihttp): the MySQL server to use
+//! (external, or a private MariaDB sized for the pool), and the server's own URLs.
 
-use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 
 use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
 
 use crate::config::ServeConfig;
+use crate::error::{DbStep, Error};
 use fiber_web::http::client::Url;
 
-/// Why the demo could not start; each says which flag to change.
-#[derive(Debug)]
-pub struct StartError(pub String);
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for StartError {}
-
-/// A [`StartError`] that says `msg`.
-pub fn fail(msg: impl Into<String>) -> StartError {
-    StartError(msg.into())
-}
-
-/// Where MySQL start-up failed, each step worded once for both runtimes.
-#[derive(Clone, Copy, Debug)]
-pub enum DbStep {
-    /// Opening the pool's `--db-pool` connections.
-    OpenPool,
-    /// Taking a connection to create the schema.
-    Reach,
-    /// Creating the demo schema.
-    Schema,
-}
-
-/// The [`StartError`] for a MySQL failure at `step`.
-pub fn db_failed(step: DbStep, cfg: &ServeConfig, e: impl fmt::Display) -> StartError {
-    fail(match step {
-        DbStep::OpenPool => format!(
-            "cannot open the MySQL pool (--db-pool {}): {e}",
-            cfg.db_pool
-        ),
-        DbStep::Reach => format!("cannot reach MySQL: {e}"),
-        DbStep::Schema => format!("cannot create the demo schema: {e}"),
-    })
+/// The [`Error`] for a MySQL failure at `step`.
+pub fn db_failed(step: DbStep) -> impl FnOnce(fiber_mysql::Error) -> Error {
+    move |source| Error::Database { step, source }
 }
 
 /// Where MySQL is: an external server named by the URL, or a private MariaDB started
@@ -62,10 +27,12 @@ pub struct Database {
 
 /// Connect options for `--database-url`, or start the private MariaDB. The launcher
 /// blocks while MariaDB starts: call it at start-up.
-pub fn database(cfg: &ServeConfig) -> Result<Database, StartError> {
+pub fn database(cfg: &ServeConfig) -> Result<Database, Error> {
     if let Some(url) = &cfg.database_url {
-        let opts = fiber_mysql::Opts::from_url(url)
-            .map_err(|e| fail(format!("bad --database-url / DATABASE_URL: {e}")))?;
+        let opts = fiber_mysql::Opts::from_url(url).map_err(|e| Error::Flag {
+            flag: "--database-url / DATABASE_URL",
+            why: e.to_string(),
+        })?;
         let db_where = format!("external {}", opts.url_redacted());
         return Ok(Database {
             mariadb: None,
@@ -78,11 +45,7 @@ pub fn database(cfg: &ServeConfig) -> Result<Database, StartError> {
         mariadbd: cfg.mariadbd.clone(),
         ..LaunchConfig::default()
     })
-    .map_err(|e| {
-        fail(format!(
-            "cannot start the private MariaDB (--mariadbd): {e}"
-        ))
-    })?;
+    .map_err(db_failed(DbStep::PrivateServer))?;
     Ok(Database {
         opts: db.opts(),
         db_where: format!(
@@ -99,7 +62,7 @@ pub fn database(cfg: &ServeConfig) -> Result<Database, StartError> {
 /// MariaDB if one was started, and where MySQL is (for the start-up line).
 pub fn fiber_mysql_pool(
     cfg: &ServeConfig,
-) -> Result<(fiber_mysql::Pool, Option<MariaDb>, String), StartError> {
+) -> Result<(fiber_mysql::Pool, Option<MariaDb>, String), Error> {
     let Database {
         mariadb,
         mut opts,
@@ -111,12 +74,11 @@ pub fn fiber_mysql_pool(
         driver: cfg.db_driver,
         ..fiber_mysql::PoolConfig::new(opts, cfg.db_pool)
     })
-    .map_err(|e| db_failed(DbStep::OpenPool, cfg, e))?;
+    .map_err(db_failed(DbStep::open_pool(cfg)))?;
     {
-        let mut conn = db.get().map_err(|e| db_failed(DbStep::Reach, cfg, e))?;
+        let mut conn = db.get().map_err(db_failed(DbStep::Reach))?;
         for sql in crate::app::schema::init_sql() {
-            conn.query(&sql)
-                .map_err(|e| db_failed(DbStep::Schema, cfg, e))?;
+            conn.query(&sql).map_err(db_failed(DbStep::Schema))?;
         }
     }
     Ok((db, mariadb, db_where))
@@ -124,8 +86,8 @@ pub fn fiber_mysql_pool(
 
 /// The address the listener is bound to (`local_addr()`), with one warning in the log
 /// when it is reachable from other machines (see [`exposure_warning`]).
-pub fn bound(local_addr: std::io::Result<SocketAddr>) -> Result<SocketAddr, StartError> {
-    let addr = local_addr.map_err(|e| fail(format!("cannot read the bound address: {e}")))?;
+pub fn bound(local_addr: std::io::Result<SocketAddr>) -> Result<SocketAddr, Error> {
+    let addr = local_addr.map_err(|e| Error::io("read the bound address", e))?;
     if let Some(warning) = exposure_warning(addr) {
         log::warn!("{warning}");
     }
@@ -145,14 +107,19 @@ pub fn exposure_warning(addr: SocketAddr) -> Option<String> {
 
 /// `/widgets` at this server's own address (for `/widgets/http`), and the upstream of
 /// `/twitter`: `--upstream`, resolved once here, or this server's own search API.
-pub fn own_urls(cfg: &ServeConfig, bound: SocketAddr) -> Result<(Url, Url), StartError> {
+pub fn own_urls(cfg: &ServeConfig, bound: SocketAddr) -> Result<(Url, Url), Error> {
     let own = own_address(bound);
-    let self_widgets =
-        Url::parse(&format!("http://{own}/widgets")).map_err(|e| fail(e.to_string()))?;
+    let flag = |flag: &'static str| {
+        move |e: fiber_web::http::client::ClientError| Error::Flag {
+            flag,
+            why: e.to_string(),
+        }
+    };
+    let self_widgets = Url::parse(&format!("http://{own}/widgets")).map_err(flag("--bind"))?;
     let upstream = match &cfg.upstream {
-        Some(u) => Url::parse_resolving(u).map_err(|e| fail(format!("bad --upstream: {e}")))?,
+        Some(u) => Url::parse_resolving(u).map_err(flag("--upstream"))?,
         None => Url::parse(&format!("http://{own}/upstream/search.json?q=rails+3"))
-            .map_err(|e| fail(e.to_string()))?,
+            .map_err(flag("--bind"))?,
     };
     Ok((self_widgets, upstream))
 }

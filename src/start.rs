@@ -15,7 +15,8 @@ use fiber_web::{supervisor, Serving};
 
 use crate::app::{self, AppState};
 use crate::config::{ByteSize, ServeConfig};
-use crate::setup::{bound, fail, fiber_mysql_pool, own_urls, StartError};
+use crate::error::Error;
+use crate::setup::{bound, fiber_mysql_pool, own_urls};
 use fiber_web::http::client::HttpClient;
 
 /// A running demo.
@@ -32,13 +33,13 @@ pub struct Running {
 /// Start everything `cfg` describes, with a stall watchdog whose replacement requests
 /// go to the supervisor ([`supervisor::ask_for_replacement`]: without one, it logs that
 /// this process should be replaced and carries on); see [`start_with`].
-pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
+pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
     start_with(cfg, Box::new(supervisor::ask_for_replacement))
 }
 
 /// Start everything `cfg` describes; the stall watchdog calls `replace` with the reason
 /// when this process should be replaced (see `fiber_web::watchdog`).
-pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, StartError> {
+pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, Error> {
     let mut started: Option<(Arc<AppState>, Option<MariaDb>, String)> = None;
     let serving = fiber_web::start(&cfg.web, replace, |on| {
         let addr = bound(Ok(on.bound_addr()))?;
@@ -53,11 +54,12 @@ pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, St
             http_stats: Arc::clone(on.stats()),
         });
         started = Some((Arc::clone(&state), mariadb, db_where));
-        Ok::<_, StartError>(app::app(state, cfg.self_call_limit(), cfg.web.fiber_wait))
+        Ok::<_, Error>(app::app(state, cfg.self_call_limit(), cfg.web.fiber_wait))
     })
-    .map_err(|e| fail(e.to_string()))?;
+    .map_err(Error::from)?;
+    // fiber_web::start returns only once the builder ran and succeeded.
     let Some((state, mariadb, db_where)) = started else {
-        return Err(fail("the app was not built"));
+        unreachable!("fiber_web::start returned Ok without building the app");
     };
     Ok(Running {
         serving,

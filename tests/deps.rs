@@ -1,6 +1,9 @@
 //! Dependency hygiene: the crates whose internals we rely on (may, corosensei,
-//! mysql_common; see the root Cargo.toml) must be built exactly once. Two copies of
-//! mysql_common would mean two protocol implementations, two of may two schedulers.
+//! mysql_common; see the root Cargo.toml) must be built exactly once (two copies of
+//! mysql_common would mean two protocol implementations, two of may two schedulers),
+//! and the crates a user's app depends on (fiber_web, fiber_mysql, fiber_pool) build
+//! none of the demo's other runtimes and tools (tokio, axum, hyper, mysql_async,
+//! may_minihttp, clap, the `mysql` crate).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -108,4 +111,85 @@ fn the_check_catches_a_second_copy() {
         wrong[0].contains("0.37.3") && wrong[0].contains("0.38.2"),
         "{wrong:?}"
     );
+}
+
+/// Crates of the demo's other runtimes and tools that a user's app on the framework
+/// must not build.
+const NOT_IN_THE_FRAMEWORK: &[&str] = &[
+    "tokio",
+    "axum",
+    "hyper",
+    "mysql_async",
+    "may_minihttp",
+    "clap",
+    "mysql",
+];
+
+/// The packages `package` builds through its normal dependencies with its default
+/// features, as `cargo tree -p` resolves them for it alone (`cargo metadata` unifies
+/// the features of the whole workspace, where the demo turns fiber_mysql's `threads`
+/// on): `name version` lines. Offline and for the host, as `metadata` is.
+fn normal_packages(package: &str) -> Vec<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let host = host_platform();
+    let out = Command::new(&cargo)
+        .args(["tree", "-p", package, "-e", "normal", "--prefix", "none"])
+        .args([
+            "--format",
+            "{p}",
+            "--locked",
+            "--offline",
+            "--target",
+            &host,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cargo} tree: {e}"));
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim_end_matches(" (*)").to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The crates of [`NOT_IN_THE_FRAMEWORK`] among `packages` (`name version` lines).
+fn demo_crates_in(packages: &[String]) -> Vec<&'static str> {
+    NOT_IN_THE_FRAMEWORK
+        .iter()
+        .copied()
+        .filter(|c| packages.iter().any(|p| p.split(' ').next() == Some(*c)))
+        .collect()
+}
+
+#[test]
+fn the_framework_builds_none_of_the_demos_runtimes_or_tools() {
+    for package in ["fiber_web", "fiber_mysql", "fiber_pool"] {
+        let found = demo_crates_in(&normal_packages(package));
+        assert!(
+            found.is_empty(),
+            "{package} builds {found:?} (normal dependencies, default features): they \
+             belong to the demo's twin, baseline or tools, not to a user's app"
+        );
+    }
+    // The demo itself does build them: the tree is read right.
+    let demo = demo_crates_in(&normal_packages("fiberstack"));
+    assert!(
+        demo.contains(&"tokio") && demo.contains(&"mysql"),
+        "{demo:?}"
+    );
+}
+
+#[test]
+fn the_framework_rule_catches_a_runtime_pulled_in() {
+    let mut packages = normal_packages("fiber_web");
+    packages.push("tokio v1.54.1".into());
+    packages.push("tokio-macros v2.5.0".into());
+    assert_eq!(demo_crates_in(&packages), ["tokio"]);
 }

@@ -29,9 +29,8 @@ impl Server {
             ..common::config()
         };
         tweak(&mut cfg);
-        let failed = |e: fiberstack::setup::StartError| -> ! {
-            panic!("the {runtime} server did not start: {e}")
-        };
+        let failed =
+            |e: fiberstack::Error| -> ! { panic!("the {runtime} server did not start: {e}") };
         match runtime {
             Runtime::Fibers => Server::Fibers(Some(
                 fiberstack::start::start(&cfg).unwrap_or_else(|e| failed(e)),

@@ -23,7 +23,7 @@
 //! }
 //! ```
 //!
-//! Routes are checked when the app is built (by [`App::serve`], [`crate::serve`] or
+//! Routes are checked when the app is built (by [`App::serve`], [`crate::serve()`] or
 //! [`App::test_client`]): a pattern that does not parse, or two routes for the same
 //! method and pattern, is an [`Error::Routes`] naming them. Each route has a label,
 //! its name in the counters, the metrics, the access log and the stall log: `GET

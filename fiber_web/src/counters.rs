@@ -46,6 +46,7 @@ pub struct HttpStats {
 /// What one route's requests did: counts by status class and a latency histogram.
 #[derive(Debug)]
 pub struct RouteStats {
+    /// The route's label.
     pub label: &'static str,
     by_class: [AtomicU64; 6],
     /// Requests per latency bucket, NOT cumulative: index `i` counts the requests
@@ -58,6 +59,7 @@ pub struct RouteStats {
 /// A consistent-enough copy of one route's counters, for rendering.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RouteSnapshot {
+    /// The route's label.
     pub label: &'static str,
     /// Requests by status class: index 1..=5 for 1xx..5xx.
     pub by_class: [u64; 6],
@@ -171,6 +173,7 @@ impl HttpStats {
             .map_or(std::slice::from_ref(&self.unrouted), |t| &t[..])
     }
 
+    /// Count a connection the accept loop took.
     pub fn accepted(&self) {
         self.accepted.fetch_add(1, Ordering::Relaxed);
     }
@@ -179,9 +182,11 @@ impl HttpStats {
         self.open.fetch_add(1, Ordering::Relaxed);
         OpenConnection(Arc::clone(self))
     }
+    /// Count a connection refused because the limit of open ones was reached.
     pub fn rejected_connection(&self) {
         self.rejected_connections.fetch_add(1, Ordering::Relaxed);
     }
+    /// Count a request refused before routing (not HTTP/1.x, or over a limit).
     pub fn protocol_error(&self) {
         self.protocol_errors.fetch_add(1, Ordering::Relaxed);
     }

@@ -33,7 +33,7 @@ pub enum Error {
     },
     /// The supervisor could not run its workers.
     Supervisor(String),
-    /// The app's own start-up (the closure given to [`serve`](crate::serve)) failed.
+    /// The app's own start-up (the closure given to [`serve`](crate::serve())) failed.
     App(Box<dyn std::error::Error + Send + Sync>),
 }
 

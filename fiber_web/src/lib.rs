@@ -39,6 +39,7 @@
 //! ```
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 // The unit tests' binary runs fibers too; an app declares its own (see above).
 #[cfg(test)]
@@ -57,7 +58,7 @@ pub mod layers;
 pub mod logging;
 pub mod metrics;
 pub mod options;
-pub mod serve;
+mod serve;
 pub mod server;
 pub mod shutdown;
 pub mod supervisor;
@@ -69,5 +70,5 @@ pub use builtin::{readiness_response, HEALTHZ, METRICS, READYZ};
 pub use error::Error;
 pub use layer::{Layer, Next};
 pub use options::Options;
-pub use serve::{serve, start, Serving, Started};
+pub use serve::{client_address, serve, start, Serving, Started};
 pub use test_client::{TestClient, TestResponse};

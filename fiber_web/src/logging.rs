@@ -131,6 +131,7 @@ fn format(out: &mut env_logger::fmt::Formatter, record: &Record) -> std::io::Res
 pub struct Timestamp([u8; 24]);
 
 impl Timestamp {
+    /// The timestamp of `t`.
     pub fn of(t: SystemTime) -> Timestamp {
         let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
         let secs = since.as_secs();

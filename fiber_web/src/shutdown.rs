@@ -47,10 +47,12 @@ impl Stop {
         Counted::new(&self.in_flight)
     }
 
+    /// Connections open now.
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::Acquire)
     }
 
+    /// Requests being handled now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Acquire)
     }

@@ -2,7 +2,7 @@
 //! which process answered (its pid; its worker id and generation under a supervisor).
 //!
 //! The snapshot is typed: the fiber pool's part is the framework's
-//! [`Workers`](fiber_web::metrics::Workers), the same value `/metrics` renders, so the
+//! [`fiber_web::metrics::Workers`], the same value `/metrics` renders, so the
 //! two cannot disagree and a renamed counter is a compile error.
 
 use serde::Serialize;

@@ -17,7 +17,8 @@ use fiber_mysql::launcher::MariaDb;
 use may_minihttp::HttpServer;
 
 use crate::config::{ByteSize, ServeConfig};
-use crate::setup::{bound, fail, fiber_mysql_pool, own_address, StartError};
+use crate::error::Error;
+use crate::setup::{bound, fiber_mysql_pool, own_address};
 
 pub use service::{MiniService, MiniState};
 
@@ -90,7 +91,7 @@ pub fn ignored_flags(cfg: &ServeConfig) -> Vec<String> {
 }
 
 /// Start MySQL (private or external), the schema and may_minihttp on `cfg.web.bind`.
-pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
+pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
     may::config().set_workers(cfg.web.workers);
     let (db, mariadb, db_where) = fiber_mysql_pool(cfg)?;
     let state = Arc::new(MiniState::new(db, cfg.db_wait_timeout));
@@ -111,7 +112,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
 fn listen(
     bind: SocketAddr,
     service: MiniService,
-) -> Result<(SocketAddr, may::coroutine::JoinHandle<()>), StartError> {
+) -> Result<(SocketAddr, may::coroutine::JoinHandle<()>), Error> {
     use socket2::{Domain, Socket, Type};
     let reserve = Socket::new(Domain::for_address(bind), Type::STREAM, None)
         .and_then(|s| {
@@ -120,7 +121,7 @@ fn listen(
             s.bind(&bind.into())?;
             Ok(s)
         })
-        .map_err(|e| fail(format!("cannot bind --bind {bind}: {e}")))?;
+        .map_err(|e| Error::io(format!("bind {bind} (--bind)"), e))?;
     let addr = bound(
         reserve
             .local_addr()
@@ -128,7 +129,7 @@ fn listen(
     )?;
     let accept = HttpServer(service)
         .start(addr)
-        .map_err(|e| fail(format!("cannot start may_minihttp on {addr}: {e}")))?;
+        .map_err(|e| Error::io(format!("start may_minihttp on {addr}"), e))?;
     drop(reserve);
     Ok((own_address(addr), accept))
 }

@@ -11,9 +11,8 @@ use mysql_async::prelude::Queryable;
 
 use crate::app;
 use crate::config::ServeConfig;
-use crate::setup::{
-    bound, database, db_failed, fail, own_address, own_urls, Database, DbStep, StartError,
-};
+use crate::error::{DbStep, Error};
+use crate::setup::{bound, database, db_failed, own_address, own_urls, Database};
 use crate::twin::{client, db, limit, router, server, TwinState};
 use fiber_web::counters::HttpStats;
 use fiber_web::shutdown::Drained;
@@ -35,15 +34,16 @@ pub struct Running {
 }
 
 /// Start everything `cfg` describes, on a runtime of `cfg.web.workers` tokio workers.
-pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
+pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.web.workers)
         .thread_name("fiberstack-async")
         .enable_all()
         .build()
-        .map_err(|e| fail(format!("cannot start the tokio runtime (--workers): {e}")))?;
+        .map_err(|e| Error::io("start the tokio runtime (--workers)", e))?;
 
-    let inherited = fiber_web::supervisor::take_listener().map_err(|e| fail(e.to_string()))?;
+    let inherited = fiber_web::supervisor::take_listener()
+        .map_err(|e| Error::io("take the inherited listening socket", e))?;
     // The launcher blocks while MariaDB starts: do it before the runtime is busy.
     let Database {
         mariadb,
@@ -54,16 +54,13 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
     let (server, state) = runtime.block_on(async {
         let db = db::Pool::open(&opts, cfg.db_pool, cfg.db_wait_timeout, cfg.query_timeout)
             .await
-            .map_err(|e| db_failed(DbStep::OpenPool, cfg, e))?;
+            .map_err(db_failed(DbStep::open_pool(cfg)))?;
         {
-            let mut conn = db
-                .get()
-                .await
-                .map_err(|e| db_failed(DbStep::Reach, cfg, e))?;
+            let mut conn = db.get().await.map_err(db_failed(DbStep::Reach))?;
             for sql in app::schema::init_sql() {
                 conn.query_drop(sql)
                     .await
-                    .map_err(|e| db_failed(DbStep::Schema, cfg, db::to_error(e)))?;
+                    .map_err(|e| db_failed(DbStep::Schema)(db::to_error(e)))?;
             }
         }
 
@@ -74,7 +71,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
                 .and_then(|()| tokio::net::TcpListener::from_std(std_listener)),
             None => server::bind(cfg.web.bind, cfg.web.http.listen_backlog).await,
         }
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| Error::io(format!("listen on {} (--bind)", cfg.web.bind), e))?;
         let addr = bound(listener.local_addr())?;
         let (self_widgets, upstream) = own_urls(cfg, addr)?;
         let http_stats = Arc::new(HttpStats::new(
@@ -95,8 +92,8 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, StartError> {
             cfg.web.http.clone(),
             http_stats,
         )
-        .map_err(|e| fail(format!("cannot start the server: {e}")))?;
-        Ok::<_, StartError>((server, state))
+        .map_err(|e| Error::io("start the server", e))?;
+        Ok::<_, Error>((server, state))
     })?;
     Ok(Running {
         server,

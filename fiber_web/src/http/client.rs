@@ -29,6 +29,7 @@ const READ_CHUNK: usize = 16 * 1024;
 pub struct Url {
     /// The host as written (sent as the Host header).
     pub host: String,
+    /// The address connected to (resolved when the URL was parsed).
     pub addr: SocketAddr,
     /// Path and query, starting with `/`.
     pub target: String,
@@ -117,8 +118,11 @@ impl fmt::Display for Url {
 /// A whole response.
 #[derive(Debug)]
 pub struct ClientResponse {
+    /// The status code.
     pub status: u16,
+    /// The headers, names as sent.
     pub headers: Vec<(String, String)>,
+    /// The body (de-chunked).
     pub body: Vec<u8>,
 }
 
@@ -129,14 +133,24 @@ pub enum ClientError {
     /// The URL cannot be used.
     BadUrl(String),
     /// The TCP connection could not be opened (refused, unreachable).
-    Connect { addr: SocketAddr, source: io::Error },
+    Connect {
+        /// Where.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
     /// A phase took longer than its limit: "connect", "response" or "total".
     Timeout {
+        /// Which phase.
         phase: &'static str,
+        /// Its limit.
         limit: Duration,
     },
     /// The response was larger than `max_response_bytes`.
-    TooLarge { limit: usize },
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// The upstream sent something that is not an HTTP/1.x response.
     BadResponse(String),
     /// The connection broke mid-exchange.
@@ -196,6 +210,7 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
+    /// A client with `limits`, and no connection open yet.
     pub fn new(limits: ClientLimits) -> HttpClient {
         HttpClient {
             limits,

@@ -2,7 +2,7 @@
 //! response with the right connection semantics, repeat while the connection is kept.
 //!
 //! One may coroutine runs this per client connection. Every wait ends: `idle_timeout`
-//! between requests (in slices of [`IDLE_POLL`], ended by the server's sweeper rather
+//! between requests (in slices of `IDLE_POLL`, ended by the server's sweeper rather
 //! than a may timer per read, and at once when the server starts to stop: `idle.rs`),
 //! `header_timeout` for a head once its first byte arrived (slowloris),
 //! `body_timeout` for the whole body once the head is in (a dribbled body, whether

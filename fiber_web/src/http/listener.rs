@@ -26,6 +26,7 @@ pub const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(10);
 /// A listening socket for the server, and whether it is shared with other processes.
 #[derive(Debug)]
 pub struct Listener {
+    /// The listening socket, registered with may.
     pub socket: may::net::TcpListener,
     /// Inherited: a supervisor and its other workers hold the same socket. A stopping
     /// server then stops accepting at once and leaves the backlog to them; a server

@@ -55,13 +55,25 @@ pub enum HttpError {
     /// The request line or a header is not valid HTTP (400).
     Malformed(String),
     /// More headers than `max_headers` (431).
-    TooManyHeaders { limit: usize },
+    TooManyHeaders {
+        /// The limit that was passed.
+        limit: usize,
+    },
     /// The head is longer than `max_header_bytes` (431).
-    HeadTooLarge { limit: usize },
+    HeadTooLarge {
+        /// The limit that was passed.
+        limit: usize,
+    },
     /// The request line alone is longer than `max_header_bytes` (414).
-    UriTooLong { limit: usize },
+    UriTooLong {
+        /// The limit that was passed.
+        limit: usize,
+    },
     /// The body is longer than `max_body_bytes` (413).
-    BodyTooLarge { limit: usize },
+    BodyTooLarge {
+        /// The limit that was passed.
+        limit: usize,
+    },
     /// A `Transfer-Encoding` list ending in chunked with a coding we do not decode
     /// before it, such as `gzip, chunked` (501).
     UnsupportedTransferEncoding(String),

@@ -12,11 +12,13 @@ use crate::http::status::{has_no_body, status_line};
 /// with a fixed text and content type (`/hello`) allocates nothing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Response {
+    /// The status code.
     pub status: u16,
     /// Headers besides Content-Length, Connection and Date: [`Response::write_to`]
     /// (the fiber server) and hyper (the twin) add those three. A list known when the
     /// server is built (a content type) is borrowed: no allocation per response.
     pub headers: HeaderList,
+    /// The body (a static text is borrowed, not copied).
     pub body: Cow<'static, [u8]>,
 }
 

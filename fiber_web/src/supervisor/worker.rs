@@ -27,6 +27,7 @@ pub struct Worker {
     pub id: usize,
     /// How many workers this slot has had before this one (0 for the first).
     pub generation: u64,
+    /// The supervisor's pid.
     pub supervisor_pid: u32,
     control: Mutex<UnixStream>,
 }
