@@ -6,6 +6,10 @@
 //! Run with: `cargo run --release -p fiber_pool --example pool_bench`
 //! (`-- alloc` for the allocator figures only, `-- run` for `pool.run` only).
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::time::{Duration, Instant};
 

@@ -95,9 +95,20 @@ pub enum ConfigError {
         /// [`MAX_POOLS`](crate::registry::MAX_POOLS).
         max: usize,
     },
+    /// [`FiberSafeAlloc`](crate::FiberSafeAlloc) is not the process's global
+    /// allocator: an overflow could strike inside the system allocator, with its
+    /// lock held (the process hangs) or its thread cache half-updated. The
+    /// binary (each test and example file is one) must declare
+    /// [`SAFE_ALLOC_DECLARATION`].
+    SafeAllocMissing,
     /// The OS refused to map the stacks or install the signal handler.
     Os(std::io::Error),
 }
+
+/// The declaration [`ConfigError::SafeAllocMissing`] asks for, as it is written in
+/// the binary's main file.
+pub const SAFE_ALLOC_DECLARATION: &str =
+    "#[global_allocator] static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;";
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -126,6 +137,13 @@ impl fmt::Display for ConfigError {
             ConfigError::TooManyPools { max } => write!(
                 f,
                 "more than {max} fiber pools alive at once: share pools instead of creating one per task"
+            ),
+            ConfigError::SafeAllocMissing => write!(
+                f,
+                "fiber_pool::FiberSafeAlloc is not the global allocator, so a stack overflow \
+                 could strike inside malloc and hang or corrupt the heap: add this line to the \
+                 binary's main file (each test and example file that creates a pool is a binary \
+                 of its own): {SAFE_ALLOC_DECLARATION}"
             ),
             ConfigError::Os(e) => write!(f, "creating the fiber pool failed: {e}"),
         }

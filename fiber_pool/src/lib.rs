@@ -112,6 +112,10 @@
 //! ```
 //! use fiber_pool::{FiberPool, PoolConfig};
 //!
+//! // Every binary that creates a pool declares it (`FiberPool::new` checks).
+//! #[global_allocator]
+//! static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+//!
 //! let pool = FiberPool::new(PoolConfig { size: 4, ..PoolConfig::default() }).unwrap();
 //! let p = pool.clone();
 //! let answer = may::go!(move || p.run("answer", || {

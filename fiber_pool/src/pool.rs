@@ -93,7 +93,43 @@ impl FiberPool {
     /// plus a guard page each, in one mapping (address space only; pages are
     /// committed when touched), registers it, and installs the overflow
     /// handler once per process.
+    ///
+    /// Refuses with [`ConfigError::SafeAllocMissing`] unless
+    /// [`FiberSafeAlloc`](crate::FiberSafeAlloc) is the process's global
+    /// allocator (one probe allocation tells). The binary declares it:
+    ///
+    /// ```
+    /// #[global_allocator]
+    /// static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+    ///
+    /// let pool = fiber_pool::FiberPool::new(fiber_pool::PoolConfig::default()).unwrap();
+    /// assert_eq!(pool.stats().size, 100);
+    /// ```
     pub fn new(cfg: PoolConfig) -> Result<FiberPool, ConfigError> {
+        if !crate::alloc::is_global() {
+            return Err(ConfigError::SafeAllocMissing);
+        }
+        // SAFETY: FiberSafeAlloc is the global allocator (checked above), which is
+        // the contract of `new_without_safe_alloc`.
+        unsafe { FiberPool::new_without_safe_alloc(cfg) }
+    }
+
+    /// [`new`](Self::new) without its check of the global allocator: for a
+    /// process whose allocator is made overflow-safe some other way, and for the
+    /// test that shows what happens without it (`tests/without_wrapper.rs`).
+    ///
+    /// # Safety
+    ///
+    /// No job of this pool may overflow its stack inside the system allocator.
+    /// That holds when [`FiberSafeAlloc`](crate::FiberSafeAlloc) (or a wrapper
+    /// that calls [`reserve_stack`](crate::reserve_stack) with at least
+    /// [`ALLOC_STACK_MARGIN`](crate::ALLOC_STACK_MARGIN) before entering it) is
+    /// the global allocator, or when the jobs never allocate. Otherwise an
+    /// overflow abandons malloc mid-update: with its arena lock held (every
+    /// later allocation on it waits for ever) or with a thread cache
+    /// half-updated (glibc's invariants broken: a later allocation faults or
+    /// corrupts the heap).
+    pub unsafe fn new_without_safe_alloc(cfg: PoolConfig) -> Result<FiberPool, ConfigError> {
         let stack_size = cfg.validate(page_size())?;
         init_process()?;
         signal::prepare_thread();

@@ -2,6 +2,10 @@
 //! most N, a full queue says Busy at once, a long wait says Timeout, waiters
 //! are served in FIFO order.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};

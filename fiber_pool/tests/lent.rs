@@ -1,6 +1,10 @@
 //! `Lent`: a resource checked out by a job that overflows is handed to its
 //! `on_abandon` exactly once; on a normal end it is just dropped.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,10 @@
 //! A stack overflow becomes `RunError::StackOverflow` and a panic
 //! `RunError::Panicked`; the fiber works again afterwards.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 use fiber_pool::{FiberPool, PoolConfig, RunError};
 
 mod common;

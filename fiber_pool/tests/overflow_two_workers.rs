@@ -3,6 +3,10 @@
 //! count once per process). Afterwards all N fibers work and memory has not
 //! kept growing.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 mod common;
 
 use std::time::Duration;
