@@ -279,7 +279,11 @@ impl FiberPool {
                     unsafe { out.write(Some(v)) };
                     Outcome::Done
                 }
-                Err(payload) => Outcome::Panicked(crate::error::panic_message(&*payload)),
+                Err(payload) => {
+                    let message = crate::error::panic_message(&*payload);
+                    drop_payload(payload);
+                    Outcome::Panicked(message)
+                }
             };
             entry.set_yielder(std::ptr::null());
             outcome
@@ -363,6 +367,18 @@ impl FiberPool {
     /// rounded size is in `stats().stack_size`).
     pub fn config(&self) -> &PoolConfig {
         &self.inner.cfg
+    }
+}
+
+/// Drops a caught panic's payload inside the fiber's body, where nothing may
+/// unwind: a panic escaping the body would unwind `run` past the code that gives
+/// the slot its stack back and marks it idle, and every later job on that slot
+/// would fail. The payload's own drop may panic (`panic_any` of a value whose
+/// `Drop` panics): that panic is caught, and its payload forgotten (leaked)
+/// rather than dropped in turn, since it could panic again.
+fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
     }
 }
 
