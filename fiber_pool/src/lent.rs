@@ -23,7 +23,9 @@
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
+use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -169,15 +171,33 @@ impl<T: Send + 'static> Lent<T> {
     }
 
     /// Takes the value out; it is no longer handed back on an overflow.
-    pub fn into_inner(mut self) -> T {
+    ///
+    /// An overflow can strike until the value is in the caller's hands, and the
+    /// value must be with its owner at every moment: in the ledger (an overflow
+    /// hands it to `on_abandon`) or returned. So the deregistration, the take
+    /// and the drop of the `Lent`'s own parts run on the carrier's stack, where
+    /// no fiber overflow strikes, after the switch's own check (an overflow there
+    /// still finds the value registered); the `Lent`'s `Drop`, whose checks would
+    /// come after the take, does not run.
+    pub fn into_inner(self) -> T {
         self.check_home();
-        self.deregister();
-        assert!(
-            !self.cell.claimed.swap(true, Ordering::AcqRel),
-            "the value of this Lent was given back after its fiber overflowed"
-        );
-        // SAFETY: we won `claimed`: `abandon` will not touch the cell.
-        unsafe { (*self.cell.value.get()).take() }.expect("a Lent holds its value until dropped")
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped and never used again: each field that
+        // owns something is read out exactly once here (`home` and `_local` own
+        // nothing).
+        let (cell, registration) =
+            unsafe { (ptr::read(&this.cell), ptr::read(&this.registration)) };
+        crate::on_carrier(move || {
+            if let Some((ledger, id)) = registration {
+                ledger.lock().retain(|(i, _)| *i != id);
+            }
+            assert!(
+                !cell.claimed.swap(true, Ordering::AcqRel),
+                "the value of this Lent was given back after its fiber overflowed"
+            );
+            // SAFETY: we won `claimed`: `abandon` will not touch the cell.
+            unsafe { (*cell.value.get()).take() }.expect("a Lent holds its value until dropped")
+        })
     }
 
     /// Panics unless we run in the job that made this `Lent` (see the module docs).
@@ -188,13 +208,6 @@ impl<T: Send + 'static> Lent<T> {
                 "a Lent was used outside the job that made it (kept in a thread-local?): \
                  its value may be handed to on_abandon at any time"
             );
-        }
-    }
-
-    fn deregister(&mut self) {
-        if let Some((ledger, id)) = self.registration.take() {
-            check_margin();
-            ledger.lock().retain(|(i, _)| *i != id);
         }
     }
 }
