@@ -2,11 +2,13 @@
 //! reads to decide that this process should be replaced rather than trusted.
 //!
 //! An overflow is caught at a *safe point* when it struck in
-//! [`reserve_stack`](crate::reserve_stack) (which [`lock`](crate::lock), `Lent` and
-//! [`FiberSafeAlloc`](crate::FiberSafeAlloc) call): nothing was held. Anywhere else it
-//! struck inside the job's own code, and whatever that code held (a `std::sync`
-//! lock, a `Once`/`LazyLock` being initialised, stdout's lock) stays held. Those are
-//! counted here, with two states that are known to be broken:
+//! [`reserve_stack`](crate::reserve_stack) or [`lock`](crate::lock), whose caller
+//! declares that its job holds nothing there. Anywhere else (in the job's own code,
+//! or in a check that cannot know what the job holds: the allocator's, the switch to
+//! the carrier's, a `Lent`'s, [`check_stack`](crate::check_stack)), whatever the job
+//! held (a `std::sync` lock, a `Once`/`LazyLock` being initialised, stdout's lock)
+//! may stay held. Those are counted here, with two states that are known to be
+//! broken:
 //! - the thread was *panicking* when the overflow struck: std's panic count on that
 //!   thread never goes back to zero, so the next panic there aborts the process;
 //! - a *second fault*: a resource's abandon callback panicked while the pool was
@@ -28,7 +30,7 @@ static ABANDONED: AtomicU64 = AtomicU64::new(0);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Aftermath {
     /// Overflows that struck outside a safe point: state the job held may be left
-    /// behind (a lock, a `Once`).
+    /// behind (a lock, a `Once`), or may not; nothing declared otherwise.
     pub outside_safe_point: u64,
     /// Overflows that struck while the job was panicking: the thread's panic state is
     /// left behind and a later panic on it aborts. Known broken.

@@ -6,7 +6,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::reserve_stack;
+use crate::check_stack;
 
 /// Stack bytes a fiber must have left before it enters the system allocator
 /// (malloc, free, realloc, calloc, posix_memalign).
@@ -32,9 +32,11 @@ use crate::reserve_stack;
 pub const ALLOC_STACK_MARGIN: usize = 2048;
 
 /// A global allocator over [`System`] that calls
-/// [`reserve_stack`]`(`[`ALLOC_STACK_MARGIN`]`)` before every operation, so
+/// [`check_stack`]`(`[`ALLOC_STACK_MARGIN`]`)` before every operation, so
 /// that a fiber about to run out of stack overflows at the call, never with
-/// malloc's arena lock held.
+/// malloc's arena lock held. The allocator does not know what the job holds
+/// (a `Vec` grows inside critical sections too), so such an overflow counts
+/// as outside a safe point.
 ///
 /// ```no_run
 /// #[global_allocator]
@@ -81,7 +83,7 @@ pub(crate) fn is_global() -> bool {
 }
 
 // SAFETY: every method forwards its arguments unchanged to `System`, which
-// implements the `GlobalAlloc` contract; `reserve_stack` and the flag update
+// implements the `GlobalAlloc` contract; `check_stack` and the flag update
 // before it neither allocate, unwind, nor touch the memory involved. When it overflows the
 // fiber, the allocator has not been entered yet, so no allocator state is
 // left half-updated (the caller's frames are abandoned: the crate's
@@ -89,7 +91,7 @@ pub(crate) fn is_global() -> bool {
 unsafe impl GlobalAlloc for FiberSafeAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        reserve_stack(ALLOC_STACK_MARGIN);
+        check_stack(ALLOC_STACK_MARGIN);
         note_served();
         // SAFETY: the caller's contract for `alloc`, forwarded.
         unsafe { System.alloc(layout) }
@@ -97,7 +99,7 @@ unsafe impl GlobalAlloc for FiberSafeAlloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        reserve_stack(ALLOC_STACK_MARGIN);
+        check_stack(ALLOC_STACK_MARGIN);
         note_served();
         // SAFETY: the caller's contract for `alloc_zeroed`, forwarded.
         unsafe { System.alloc_zeroed(layout) }
@@ -105,7 +107,7 @@ unsafe impl GlobalAlloc for FiberSafeAlloc {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        reserve_stack(ALLOC_STACK_MARGIN);
+        check_stack(ALLOC_STACK_MARGIN);
         // SAFETY: the caller's contract for `dealloc`, forwarded (`ptr` came
         // from this allocator, i.e. from `System`).
         unsafe { System.dealloc(ptr, layout) }
@@ -113,7 +115,7 @@ unsafe impl GlobalAlloc for FiberSafeAlloc {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        reserve_stack(ALLOC_STACK_MARGIN);
+        check_stack(ALLOC_STACK_MARGIN);
         note_served();
         // SAFETY: the caller's contract for `realloc`, forwarded.
         unsafe { System.realloc(ptr, layout, new_size) }

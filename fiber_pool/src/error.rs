@@ -27,10 +27,13 @@ pub enum RunError {
         stack_size: usize,
         /// The job's label.
         label: &'static str,
-        /// The overflow struck at a safe point ([`reserve_stack`](crate::reserve_stack),
-        /// which `lock`, `Lent` and the allocator call), holding nothing. When false
-        /// it struck in the job's own code, and state that code held (a lock, a
-        /// `Once`/`LazyLock` being initialised) may be left behind.
+        /// The overflow struck at a safe point: a [`reserve_stack`](crate::reserve_stack)
+        /// or [`lock`](crate::lock) call, whose caller declares that the job holds
+        /// nothing there. When false it struck anywhere else: in the job's own code,
+        /// or in a check that cannot know what the job holds (the allocator's, the
+        /// switch to the carrier's, a `Lent`'s, [`check_stack`](crate::check_stack));
+        /// state the job held (a lock, a `Once`/`LazyLock` being initialised) may be
+        /// left behind.
         at_safe_point: bool,
         /// The address of the instruction that touched the guard page (the
         /// interrupted context's instruction pointer). In a position-independent
@@ -69,7 +72,7 @@ impl fmt::Display for RunError {
                 if *at_safe_point {
                     "at a safe point, holding nothing"
                 } else {
-                    "inside its own code: state it held may be left behind"
+                    "outside a safe point: state it held may be left behind"
                 }
             ),
             RunError::Panicked { label, message } => {

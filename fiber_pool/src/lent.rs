@@ -315,7 +315,8 @@ fn current_home() -> Option<(usize, u64)> {
 }
 
 /// Treats "less than LENT_STACK_MARGIN bytes left" as an overflow, before
-/// the ledger's lock is taken.
+/// the ledger's lock is taken. Not a safe point: a `Lent` is made and dropped
+/// wherever its job is, critical sections included.
 fn check_margin() {
-    crate::reserve_stack(LENT_STACK_MARGIN);
+    crate::check_stack(LENT_STACK_MARGIN);
 }

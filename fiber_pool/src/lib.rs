@@ -62,7 +62,7 @@
 //! of anything the process uses later. With this crate:
 //!
 //! * **The allocator: safe with [`FiberSafeAlloc`]** as the global allocator.
-//!   It calls [`reserve_stack`]`(`[`ALLOC_STACK_MARGIN`]`)` before malloc,
+//!   It calls [`check_stack`]`(`[`ALLOC_STACK_MARGIN`]`)` before malloc,
 //!   free and realloc, so the overflow happens at the call, never with
 //!   glibc's arena lock held (without it, test `without_wrapper` hangs a
 //!   child in `__lll_lock_wait_private` in `__libc_malloc` every time).
@@ -91,11 +91,13 @@
 //!   MySQL pool do it). A may call made directly on a fiber still works, but
 //!   puts may's frames, and its locks, on the fiber stack.
 //! * **What is left behind is counted.** An overflow at a safe point
-//!   ([`reserve_stack`], so [`lock`], `Lent` and the allocator) held nothing;
-//!   one anywhere else struck in the job's own code and is counted apart
-//!   (`RunError::StackOverflow::at_safe_point`, `PoolStats::unsafe_overflows`,
-//!   [`aftermath()`]), with the states known to be broken (an overflow while
-//!   panicking, a panicking `on_abandon`). [`jobs_running_longer_than`] shows a
+//!   ([`reserve_stack`] or [`lock`], whose caller declares that the job holds
+//!   nothing there) held nothing; one anywhere else may have held something
+//!   and is counted apart (`RunError::StackOverflow::at_safe_point`,
+//!   `PoolStats::unsafe_overflows`, [`aftermath()`]). That includes the checks
+//!   that cannot know what the job holds: the allocator's, the switch to the
+//!   carrier's, a `Lent`'s, [`check_stack`]. The states known to be broken (an
+//!   overflow while panicking, a panicking `on_abandon`) are counted too. [`jobs_running_longer_than`] shows a
 //!   thread held by a job (for a stall watchdog).
 //! * **Signals**: asynchronous signals are blocked on may's threads (see
 //!   [`signal::BLOCKED_ON_MAY_THREADS`]), so none is delivered on a fiber
@@ -185,16 +187,23 @@ pub fn stack_remaining() -> Option<usize> {
 }
 
 /// Makes sure the current fiber has at least `bytes` of stack left, by
-/// overflowing *now* if it has not: the job ends with
-/// [`RunError::StackOverflow`] at this call, a safe point where the caller
-/// holds no lock it is about to take, instead of deep inside the code that
-/// was going to run out (an allocator, a critical section). With enough
-/// stack it returns at once; off a fiber it does nothing.
+/// overflowing *now* if it has not, and declares this call a **safe point**:
+/// the job ends with [`RunError::StackOverflow`] at this call, reported
+/// `at_safe_point`, instead of deep inside the code that was going to run out
+/// (an allocator, a critical section). With enough stack it returns at once;
+/// off a fiber it does nothing.
+///
+/// The declaration is the caller's: call it where the job holds nothing that an
+/// overflow would leave behind (no lock, no `RefCell` borrow, no
+/// `Once`/`LazyLock` initialisation, no stdout or stderr lock), typically just
+/// before taking a lock. Code that cannot know what its callers hold (a logger,
+/// a library's internals) calls [`check_stack`] instead, which overflows the same
+/// way but claims nothing.
 ///
 /// Cost: reading the stack pointer and walking the registry, one node per
 /// live pool (about three loads each) and a division: a few nanoseconds
 /// (see the `pool_bench` example). It neither locks nor allocates, so it is
-/// usable from a global allocator ([`FiberSafeAlloc`] calls it).
+/// usable from a global allocator ([`FiberSafeAlloc`] calls [`check_stack`]).
 ///
 /// Call it before taking a lock on a fiber, with `bytes` at least the stack
 /// the critical section needs:
@@ -209,17 +218,44 @@ pub fn stack_remaining() -> Option<usize> {
 pub fn reserve_stack(bytes: usize) {
     let sp = stack_pointer();
     if let Some(entry) = registry::StackEntry::find_running(sp) {
-        reserve_on(entry, sp, bytes);
+        reserve_on(entry, sp, bytes, SafePoint::Declared);
     }
 }
 
-/// [`reserve_stack`] for a caller that found the fiber's entry (at stack pointer
-/// `sp`) already.
+/// [`reserve_stack`] without the declaration: overflows now if fewer than
+/// `bytes` are left, and such an overflow counts as outside a safe point
+/// (`at_safe_point: false`, [`PoolStats::unsafe_overflows`],
+/// [`Aftermath::outside_safe_point`]), since the caller does not know what the job
+/// holds. [`FiberSafeAlloc`], [`on_carrier`] and [`Lent`] check this way: an
+/// allocation, a may call or a `Lent`'s drop happen anywhere, critical sections
+/// included.
 #[inline]
-pub(crate) fn reserve_on(entry: &registry::StackEntry, sp: usize, bytes: usize) {
+pub fn check_stack(bytes: usize) {
+    let sp = stack_pointer();
+    if let Some(entry) = registry::StackEntry::find_running(sp) {
+        reserve_on(entry, sp, bytes, SafePoint::Unknown);
+    }
+}
+
+/// Whether a stack check's caller declared a safe point ([`reserve_stack`]) or
+/// does not know ([`check_stack`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SafePoint {
+    /// The caller's job holds nothing an overflow would leave behind.
+    Declared,
+    /// The caller cannot tell.
+    Unknown,
+}
+
+/// [`reserve_stack`] or [`check_stack`] for a caller that found the fiber's entry
+/// (at stack pointer `sp`) already.
+#[inline]
+pub(crate) fn reserve_on(entry: &registry::StackEntry, sp: usize, bytes: usize, at: SafePoint) {
     let guard_end = entry.guard_end();
     if sp.saturating_sub(guard_end) < bytes {
-        entry.mark_safe_point();
+        if at == SafePoint::Declared {
+            entry.mark_safe_point();
+        }
         overflow_now(guard_end);
     }
 }
@@ -232,11 +268,13 @@ pub(crate) fn reserve_on(entry: &registry::StackEntry, sp: usize, bytes: usize) 
 pub const LOCK_STACK_MARGIN: usize = 8 * 1024;
 
 /// Locks `m` from code that may run on a fiber: first [`reserve_stack`]s
-/// [`LOCK_STACK_MARGIN`], so that an overflow strikes here, holding nothing,
-/// and never inside the critical section (abandoned frames are not unwound,
-/// so a guard they hold would never unlock, and every later locker would
-/// wait for ever). A poisoned mutex is recovered: our critical sections keep
-/// their data consistent at every step.
+/// [`LOCK_STACK_MARGIN`], so that an overflow strikes here and never inside the
+/// critical section (abandoned frames are not unwound, so a guard they hold
+/// would never unlock, and every later locker would wait for ever). Like
+/// `reserve_stack`, the call declares a safe point: take it holding nothing
+/// else (no other lock: nested, an overflow here leaves the outer one held and
+/// is still reported at a safe point). A poisoned mutex is recovered: our
+/// critical sections keep their data consistent at every step.
 pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     reserve_stack(LOCK_STACK_MARGIN);
     m.lock().unwrap_or_else(|e| e.into_inner())

@@ -58,7 +58,13 @@ where
     // Unoptimised builds copy the closure and the result through each frame.
     let copies = if cfg!(debug_assertions) { 3 } else { 1 };
     let moved = copies * (std::mem::size_of::<F>() + std::mem::size_of::<R>());
-    crate::reserve_on(entry, sp, SWITCH_STACK_MARGIN + moved);
+    // Not a safe point: may calls are made with locks held too.
+    crate::reserve_on(
+        entry,
+        sp,
+        SWITCH_STACK_MARGIN + moved,
+        crate::SafePoint::Unknown,
+    );
     let label = entry.label();
     // SAFETY: the yielder was recorded by the coroutine whose stack we are running on
     // (our stack pointer is in that entry's stack and the entry is running), at its
