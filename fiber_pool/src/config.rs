@@ -15,14 +15,30 @@ pub const MAX_STACK_SIZE: usize = 1 << 30;
 pub const MAX_TOTAL_STACK: usize = 1 << 40;
 /// The longest admission queue.
 pub const MAX_QUEUE: usize = 1 << 24;
+/// Bytes of `PROT_NONE` guard below each fiber stack (a whole number of pages).
+///
+/// A guard only catches a frame whose first access lands inside it. Rust code
+/// touches every page of a frame larger than one page (stack probes), so for
+/// Rust one page would do. C code need not: `alloca`, a variable-length array,
+/// or a big frame compiled without `-fstack-clash-protection` moves the stack
+/// pointer down by the whole amount before it writes, and would skip a small
+/// guard and write into the neighbouring slot's live frames. glibc caps its own
+/// stack allocations at 64 KiB (`__MAX_ALLOCA_CUTOFF`); twice that leaves room for
+/// the rest of such a frame. A jump larger than this (C code of the job's own
+/// with an unbounded VLA) is not caught: keep such code off fibers.
+///
+/// Cost: address space only (the guard is never touched, so it is neither
+/// committed nor resident), and no extra mapping: one `mprotect` per slot
+/// whatever its size.
+pub const GUARD_SIZE: usize = 128 * 1024;
 
 /// How a [`FiberPool`](crate::FiberPool) is sized.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolConfig {
     /// Number of fibers (N): at most this many jobs run at once.
     pub size: usize,
-    /// Usable stack bytes per fiber, rounded up to whole pages. A guard page
-    /// is added below it.
+    /// Usable stack bytes per fiber, rounded up to whole pages. A guard of
+    /// [`GUARD_SIZE`] is added below it.
     pub stack_size: usize,
     /// How many callers may wait for a fiber; one more gets `RunError::Busy`.
     pub queue: usize,
@@ -181,7 +197,7 @@ impl PoolConfig {
             });
         }
         let rounded = self.stack_size.div_ceil(page) * page;
-        let total = (rounded + page).saturating_mul(self.size);
+        let total = (rounded + GUARD_SIZE).saturating_mul(self.size);
         if total > MAX_TOTAL_STACK {
             return Err(ConfigError::TooMuchAddressSpace { total });
         }

@@ -16,7 +16,8 @@
 //! # A pool's stacks
 //!
 //! All N stacks of a pool are ONE reservation (`mmap` with `MAP_NORESERVE`:
-//! address space only), cut into slots of `stride = page + stack_size`:
+//! address space only), cut into slots of
+//! `stride = `[`GUARD_SIZE`](config::GUARD_SIZE)` + stack_size`:
 //!
 //! ```text
 //!   high addresses
@@ -31,9 +32,10 @@
 //!  │ committed, costs no  │    usable part: `stack_size` bytes, page-rounded
 //!  │ memory               │
 //!  ├──────────────────────┤ ◄─ guard_end; `reserve_stack(n)` overflows when
-//!  │ guard page PROT_NONE │    fewer than n bytes are left above it
+//!  │ guard, PROT_NONE,    │    fewer than n bytes are left above it
+//!  │ GUARD_SIZE (128 KiB) │
 //!  └──────────────────────┘ ◄─ start = bottom of slot 0 (touching the guard
-//!   low addresses               page raises SIGSEGV → StackOverflow)
+//!   low addresses               raises SIGSEGV → StackOverflow)
 //! ```
 //!
 //! Because the layout is regular, "which fiber owns this address" is

@@ -39,9 +39,9 @@ use crate::stack::Layout;
 pub struct StackEntry {
     /// A fiber is running (or suspended inside may I/O) on this stack.
     running: AtomicBool,
-    /// Lowest address of the slot (start of the guard page).
+    /// Lowest address of the slot (start of the guard).
     bottom: usize,
-    /// First usable address (end of the guard page).
+    /// First usable address (end of the guard).
     guard_end: usize,
     /// The slot's ledger of lent resources; lives as long as the pool.
     ledger: *const Ledger,
@@ -207,7 +207,7 @@ impl Drop for Region {
     }
 }
 
-/// The entry of the slot whose stack (guard page included) contains `addr`,
+/// The entry of the slot whose stack (guard included) contains `addr`,
 /// whether or not a fiber runs on it. Lock-free and allocation-free: callable
 /// from a signal handler and from the global allocator.
 ///
@@ -257,7 +257,7 @@ fn find(addr: usize) -> Option<&'static StackEntry> {
 }
 
 impl StackEntry {
-    /// The running entry whose stack (guard page included) contains `addr`.
+    /// The running entry whose stack (guard included) contains `addr`.
     /// Lock-free and allocation-free: callable from a signal handler. See
     /// [`find`] for how long the reference may be used.
     #[inline]
@@ -319,8 +319,8 @@ impl StackEntry {
     }
 
     /// Is a fault at `fault_addr`, with the stack pointer at `sp` (inside this
-    /// stack), an overflow: a touch of the guard page, or the stack pointer
-    /// itself inside the guard page?
+    /// stack), an overflow: a touch of the guard, or the stack pointer itself
+    /// inside the guard?
     pub(crate) fn is_overflow(&self, fault_addr: usize, sp: usize) -> bool {
         let guard = self.bottom..self.guard_end;
         guard.contains(&fault_addr) || guard.contains(&sp)
@@ -338,7 +338,7 @@ impl StackEntry {
         unsafe { (*self.trap.get()).clone() }
     }
 
-    /// First usable byte of the stack (above the guard page).
+    /// First usable byte of the stack (above the guard).
     #[inline]
     pub(crate) fn guard_end(&self) -> usize {
         self.guard_end

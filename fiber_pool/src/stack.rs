@@ -1,34 +1,37 @@
 //! A pool's fiber stacks: ONE contiguous reservation per pool, cut into
-//! equal slots, each with its own guard page at the bottom.
+//! equal slots, each with its own guard of [`GUARD_SIZE`] at the bottom.
 //!
 //! ```text
 //!  start + n*stride ─┬─ end of the reservation
 //!                    │  slot n-1 usable part
-//!                    ├─ slot n-1 guard page (PROT_NONE)
+//!                    ├─ slot n-1 guard (PROT_NONE)
 //!                    ┆  …
 //!  start + 2*stride ─┼─
 //!                    │  slot 1 usable part: `usable` bytes (page-rounded),
 //!                    │  committed only where touched; its fiber starts at
-//!                    │  the top (= slot 2's guard page) and grows down
+//!                    │  the top (= slot 2's guard) and grows down
 //!  guard_end(1)     ─┼─
-//!                    │  slot 1 guard page (PROT_NONE)
+//!                    │  slot 1 guard (PROT_NONE, GUARD_SIZE bytes)
 //!  start + stride   ─┼─ = bottom(1) = top(0)
 //!                    │  slot 0 usable part
 //!  guard_end(0)     ─┼─
-//!                    │  slot 0 guard page (PROT_NONE)
+//!                    │  slot 0 guard (PROT_NONE)
 //!  start            ─┴─ = bottom(0)
 //! ```
 //!
-//! `stride = page + usable`. Every usable part has a guard page directly
-//! below it, so an overflow of slot i faults before it can reach slot i-1.
-//! Because the layout is regular, the slot of an address is
-//! `(addr - start) / stride`: the [registry](crate::registry) finds a
-//! running fiber in O(number of pools), not O(number of fibers).
+//! `stride = GUARD_SIZE + usable`. Every usable part has a guard directly
+//! below it, so an overflow of slot i faults before it can reach slot i-1,
+//! even a frame that moves the stack pointer down by up to `GUARD_SIZE`
+//! before touching anything (see [`GUARD_SIZE`]: the top of slot i-1 holds
+//! that fiber's outermost, live frames). Because the layout is regular, the
+//! slot of an address is `(addr - start) / stride`: the
+//! [registry](crate::registry) finds a running fiber in O(number of pools),
+//! not O(number of fibers).
 //!
 //! The reservation is `mmap(PROT_READ|PROT_WRITE, MAP_PRIVATE |
 //! MAP_ANONYMOUS | MAP_NORESERVE)`: address space only; a page costs memory
 //! when a fiber first touches it, and `highwater::reset` gives it back with
-//! `madvise(MADV_DONTNEED)`. Each guard page is an `mprotect` that splits the
+//! `madvise(MADV_DONTNEED)`. Each guard is an `mprotect` that splits the
 //! mapping, so a pool of N fibers uses 2N+1 kernel VMAs (the same as N
 //! separate guarded stacks); `vm.max_map_count` (65530 by default) limits a
 //! process to about 32,000 fibers in all pools.
@@ -38,6 +41,8 @@ use std::ptr;
 use std::sync::Arc;
 
 use corosensei::stack::{Stack, StackPointer, MIN_STACK_SIZE, STACK_ALIGNMENT};
+
+use crate::config::GUARD_SIZE;
 
 /// The system page size.
 pub(crate) fn page_size() -> usize {
@@ -52,13 +57,13 @@ pub(crate) fn page_size() -> usize {
 /// Where a pool's stacks are: plain numbers, for the registry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
-    /// Lowest address of the reservation (slot 0's guard page).
+    /// Lowest address of the reservation (slot 0's guard).
     pub(crate) start: usize,
-    /// Bytes per slot: one guard page plus the usable part.
+    /// Bytes per slot: the guard plus the usable part.
     pub(crate) stride: usize,
     /// Number of slots.
     pub(crate) slots: usize,
-    /// Guard page size (the system page size).
+    /// Guard size ([`GUARD_SIZE`]).
     pub(crate) guard: usize,
 }
 
@@ -87,7 +92,7 @@ impl Drop for Reservation {
 /// One slot of a reservation, owned by one pool slot. Dropping the last
 /// slot of a reservation unmaps it.
 pub(crate) struct FiberStack {
-    /// Start of this slot's guard page.
+    /// Start of this slot's guard.
     bottom: usize,
     /// One past its highest byte.
     top: usize,
@@ -96,11 +101,13 @@ pub(crate) struct FiberStack {
 }
 
 /// Reserves `slots` stacks of `usable` bytes (a whole number of pages, at
-/// least one page) plus a guard page each, in one mapping. Returns where
-/// they are and one owning handle per slot, in address order.
+/// least one page) plus a guard of [`GUARD_SIZE`] each, in one mapping.
+/// Returns where they are and one owning handle per slot, in address order.
 pub(crate) fn reserve(slots: usize, usable: usize) -> io::Result<(Layout, Vec<FiberStack>)> {
-    let guard = page_size();
-    assert!(slots > 0 && usable >= guard && usable.is_multiple_of(guard));
+    let page = page_size();
+    let guard = GUARD_SIZE;
+    assert!(slots > 0 && usable >= page && usable.is_multiple_of(page));
+    assert!(guard >= page && guard.is_multiple_of(page));
     let stride = guard + usable;
     let len = stride
         .checked_mul(slots)
@@ -133,8 +140,8 @@ pub(crate) fn reserve(slots: usize, usable: usize) -> io::Result<(Layout, Vec<Fi
     let mut stacks = Vec::with_capacity(slots);
     for i in 0..slots {
         let bottom = layout.start + i * stride;
-        // SAFETY: the page at `bottom` lies inside our fresh mapping, and no
-        // code uses it yet; making it inaccessible is what a guard page is.
+        // SAFETY: `[bottom, bottom + guard)` lies inside our fresh mapping, and
+        // no code uses it yet; making it inaccessible is what a guard is.
         // On error `reservation` is dropped, which unmaps everything.
         if unsafe { libc::mprotect(bottom as *mut libc::c_void, guard, libc::PROT_NONE) } != 0 {
             return Err(io::Error::last_os_error());
@@ -154,12 +161,12 @@ impl FiberStack {
         self.top
     }
 
-    /// First address above the guard page: the lowest usable byte.
+    /// First address above the guard: the lowest usable byte.
     pub(crate) fn guard_end(&self) -> usize {
-        self.bottom + page_size()
+        self.bottom + GUARD_SIZE
     }
 
-    /// Usable bytes (without the guard page).
+    /// Usable bytes (without the guard).
     pub(crate) fn usable(&self) -> usize {
         self.top - self.guard_end()
     }
@@ -170,8 +177,8 @@ impl FiberStack {
 //   our mapping (`reserve` asserts page-multiple sizes; mmap returns
 //   page-aligned memory), and a page is a multiple of 16;
 // - at least MIN_STACK_SIZE usable bytes: `usable >= page >= 4096`;
-// - a guard page at the bottom that faults on access: `reserve` mprotects
-//   `[bottom, bottom + page)` PROT_NONE before any handle exists, and
+// - a guard at the bottom that faults on access: `reserve` mprotects
+//   `[bottom, bottom + GUARD_SIZE)` PROT_NONE before any handle exists, and
 //   nothing in this crate changes it back;
 // - the memory staying mapped and used by nobody else while the coroutine
 //   exists: the handle keeps the reservation mapped (`_map`), and `reserve`
