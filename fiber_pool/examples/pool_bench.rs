@@ -6,7 +6,8 @@
 //!
 //! Run with: `cargo run --release -p fiber_pool --example pool_bench`
 //! (`-- alloc` for the allocator figures only, `-- run` for `pool.run` only,
-//! `-- memory` for the 10,000 fibers only).
+//! `-- memory` for the 10,000 fibers only, `-- quarantine` for what stacks
+//! quarantined after overflows keep).
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
@@ -176,6 +177,20 @@ fn main() {
     if what == "memory" {
         return memory();
     }
+    if what == "quarantine" {
+        // may's threads and the handlers first, so that they are not counted.
+        drop(
+            FiberPool::new(PoolConfig {
+                size: 1,
+                ..PoolConfig::default()
+            })
+            .unwrap(),
+        );
+        for stack_kib in [64, 128] {
+            quarantine(stack_kib);
+        }
+        return;
+    }
     let spawn = per_op(|| may::go!(|| ()).join().unwrap());
     println!("may::go! spawn + join, empty:            {spawn:>9.2?} (median of {RUNS} x {OPS}, from a coroutine)");
     let start = Instant::now();
@@ -234,6 +249,53 @@ fn memory() {
         created.saturating_sub(before),
         used.saturating_sub(before),
         pool.stats().peak_stack_bytes,
+    );
+}
+
+/// Recurses with 1 KiB frames until the stack runs out.
+#[inline(never)]
+#[allow(unconditional_recursion)]
+fn recurse(depth: u64) -> u64 {
+    let mut buf = [0u8; 1024];
+    buf[depth as usize % 1024] = depth as u8;
+    let buf = std::hint::black_box(buf);
+    recurse(depth + 1) + u64::from(buf[0])
+}
+
+/// Address space, resident memory and mappings that `PoolConfig::spare_stacks`
+/// (the default) overflows leave behind in quarantine, with `stack_kib` stacks.
+fn quarantine(stack_kib: usize) {
+    let spares = PoolConfig::default().spare_stacks;
+    let (vm_before, rss_before, maps_before) = (vm_kib(), rss_kib(), mappings());
+    let pool = FiberPool::new(PoolConfig {
+        size: 4,
+        stack_size: stack_kib * 1024,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let (vm_created, rss_created, maps_created) = (vm_kib(), rss_kib(), mappings());
+    let p = pool.clone();
+    may::go!(move || {
+        for _ in 0..spares {
+            assert!(p.run("deep", || recurse(0)).is_err());
+        }
+    })
+    .join()
+    .unwrap();
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.overflows, stats.spare_stacks, stats.retired),
+        (spares as u64, 0, 0)
+    );
+    let (rss_after, maps_after) = (rss_kib(), mappings());
+    println!(
+        "4 fibers x {stack_kib} KiB, {spares} spare stacks: address space +{} MiB, mappings +{}, RSS +{} KiB at creation; after {spares} overflows RSS +{} KiB ({} KiB per quarantined stack), mappings +{}",
+        vm_created.saturating_sub(vm_before) / 1024,
+        maps_created.saturating_sub(maps_before),
+        rss_created.saturating_sub(rss_before),
+        rss_after.saturating_sub(rss_created),
+        rss_after.saturating_sub(rss_created) / spares,
+        maps_after.saturating_sub(maps_created),
     );
 }
 

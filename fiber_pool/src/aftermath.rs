@@ -17,7 +17,9 @@
 //! Every caught overflow also abandons the heap its frames owned (a body being
 //! built, parsed rows): it is never freed. [`Aftermath::abandoned`] counts them, so a
 //! watchdog can replace a process that has survived many overflows before that heap
-//! adds up.
+//! adds up. The overflowed stack itself is quarantined (never reused, its touched
+//! pages stay resident: [`Aftermath::quarantined`]), and a fiber with no spare
+//! stack left is retired ([`Aftermath::retired`], which makes the process broken).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,6 +27,8 @@ static OUTSIDE_SAFE_POINT: AtomicU64 = AtomicU64::new(0);
 static WHILE_PANICKING: AtomicU64 = AtomicU64::new(0);
 static SECOND_FAULTS: AtomicU64 = AtomicU64::new(0);
 static ABANDONED: AtomicU64 = AtomicU64::new(0);
+static QUARANTINED: AtomicU64 = AtomicU64::new(0);
+static RETIRED: AtomicU64 = AtomicU64::new(0);
 
 /// A snapshot of the process-wide aftermath counters (all pools).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,12 +44,18 @@ pub struct Aftermath {
     /// Every caught overflow: jobs whose frames were abandoned, with the heap they
     /// owned (never freed).
     pub abandoned: u64,
+    /// Stacks taken out of use after an overflow, for the rest of the process:
+    /// each keeps the pages its job touched resident (about a stack's size).
+    pub quarantined: u64,
+    /// Fibers retired (no spare stack was left for them): their pools run with
+    /// fewer fibers, and a pool with none left runs nothing. Known broken.
+    pub retired: u64,
 }
 
 impl Aftermath {
     /// Is the process known to be in a broken state (not merely suspect)?
     pub fn is_broken(&self) -> bool {
-        self.while_panicking > 0 || self.second_faults > 0
+        self.while_panicking > 0 || self.second_faults > 0 || self.retired > 0
     }
 }
 
@@ -56,6 +66,8 @@ pub fn aftermath() -> Aftermath {
         while_panicking: WHILE_PANICKING.load(Ordering::Relaxed),
         second_faults: SECOND_FAULTS.load(Ordering::Relaxed),
         abandoned: ABANDONED.load(Ordering::Relaxed),
+        quarantined: QUARANTINED.load(Ordering::Relaxed),
+        retired: RETIRED.load(Ordering::Relaxed),
     }
 }
 
@@ -75,4 +87,14 @@ pub(crate) fn second_faults(n: usize) {
     if n > 0 {
         SECOND_FAULTS.fetch_add(n as u64, Ordering::Relaxed);
     }
+}
+
+/// Records a stack quarantined after an overflow.
+pub(crate) fn quarantined() {
+    QUARANTINED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Records a fiber retired for want of a spare stack.
+pub(crate) fn retired() {
+    RETIRED.fetch_add(1, Ordering::Relaxed);
 }

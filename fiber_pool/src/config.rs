@@ -49,6 +49,18 @@ pub struct PoolConfig {
     /// 1 = every job. Measuring costs a `madvise` before and a `mincore` plus
     /// a scan of one page after the job, and re-faults the pages it uses.
     pub measure_every: u32,
+    /// How many overflows the pool absorbs. A stack that overflowed is never
+    /// used again (see [`FiberPool::run`](crate::FiberPool::run): something may
+    /// still refer to its abandoned frames): it is quarantined, mapped and
+    /// untouched for the rest of the process, and its fiber gets one of these
+    /// spare stacks. With no spare left, the fiber is retired: the pool runs
+    /// with one fiber fewer (`PoolStats::retired`), and the process should be
+    /// replaced ([`Aftermath::is_broken`](crate::Aftermath::is_broken)).
+    ///
+    /// Cost: a spare is address space only (`stack_size` plus the guard) until
+    /// it is used; a quarantined stack keeps the pages its job touched resident
+    /// (an overflowed job touched nearly all of them: about `stack_size` each).
+    pub spare_stacks: usize,
 }
 
 impl Default for PoolConfig {
@@ -61,6 +73,9 @@ impl Default for PoolConfig {
     /// unmeasured empty job (`pool_bench` example). Every 16th cost a server
     /// 0.25 us of a 7-8 us `/hello` (3%, docs/PROFILE.md); every 64th costs
     /// 0.06 us and still takes hundreds of samples a second under load.
+    /// 256 spare stacks: 256 overflows keep at most 16 MiB of quarantined
+    /// 64 KiB stacks resident (`pool_bench -- quarantine` measures it), and
+    /// overflows are bugs to fix long before that many.
     fn default() -> Self {
         PoolConfig {
             size: 100,
@@ -68,6 +83,7 @@ impl Default for PoolConfig {
             queue: 1024,
             wait_timeout: Some(Duration::from_secs(30)),
             measure_every: 64,
+            spare_stacks: 256,
         }
     }
 }
@@ -96,7 +112,8 @@ pub enum ConfigError {
         /// The requested size in bytes.
         stack_size: usize,
     },
-    /// `size` x `stack_size` is above [`MAX_TOTAL_STACK`].
+    /// (`size` + `spare_stacks`) x (`stack_size` + [`GUARD_SIZE`]) is above
+    /// [`MAX_TOTAL_STACK`].
     TooMuchAddressSpace {
         /// Bytes of address space the pool would reserve.
         total: usize,
@@ -144,7 +161,7 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::TooMuchAddressSpace { total } => write!(
                 f,
-                "the pool would reserve {total} bytes of stacks: lower `size` or `stack_size` so that their product is at most {MAX_TOTAL_STACK}"
+                "the pool would reserve {total} bytes of stacks: lower `size`, `spare_stacks` or `stack_size` so that (size + spare_stacks) x (stack_size + GUARD_SIZE) is at most {MAX_TOTAL_STACK}"
             ),
             ConfigError::QueueTooLong { queue } => write!(
                 f,
@@ -176,6 +193,11 @@ impl std::error::Error for ConfigError {
 }
 
 impl PoolConfig {
+    /// Stacks the pool reserves: one per fiber, plus the spares.
+    pub(crate) fn stacks(&self) -> usize {
+        self.size.saturating_add(self.spare_stacks)
+    }
+
     /// Checks the configuration; returns the usable stack size rounded up to
     /// whole pages.
     pub(crate) fn validate(&self, page: usize) -> Result<usize, ConfigError> {
@@ -197,7 +219,7 @@ impl PoolConfig {
             });
         }
         let rounded = self.stack_size.div_ceil(page) * page;
-        let total = (rounded + GUARD_SIZE).saturating_mul(self.size);
+        let total = (rounded + GUARD_SIZE).saturating_mul(self.stacks());
         if total > MAX_TOTAL_STACK {
             return Err(ConfigError::TooMuchAddressSpace { total });
         }

@@ -41,6 +41,15 @@ pub enum RunError {
         /// `/proc/self/maps`) before giving it to `addr2line -f -C -i -e <binary>`.
         fault_pc: usize,
     },
+    /// Every fiber of the pool was retired: each overflowed once more than
+    /// the pool had spare stacks for (see
+    /// [`PoolConfig::spare_stacks`](crate::PoolConfig::spare_stacks)). The job
+    /// did not run, and no job of this pool will; the process should be
+    /// replaced.
+    Retired {
+        /// The pool's number of fibers, all retired.
+        size: usize,
+    },
     /// The job panicked; its frames were unwound normally.
     Panicked {
         /// The job's label.
@@ -74,6 +83,10 @@ impl fmt::Display for RunError {
                 } else {
                     "outside a safe point: state it held may be left behind"
                 }
+            ),
+            RunError::Retired { size } => write!(
+                f,
+                "all {size} fibers of the pool were retired after stack overflows used up its spare stacks: replace the process, and raise the pool's `stack_size`"
             ),
             RunError::Panicked { label, message } => {
                 write!(f, "job `{label}` panicked: {message}")

@@ -61,7 +61,15 @@
 //! The abandoned frames are **not unwound**: their destructors never run.
 //! Memory they owned leaks; locks they held stay held; `RefCell` borrows stay
 //! borrowed. An overflow therefore must not start inside a critical section
-//! of anything the process uses later. With this crate:
+//! of anything the process uses later. The stack itself is **never reused**:
+//! something may still point into the abandoned frames (a thread of
+//! `std::thread::scope` borrowing a local, a pinned value linked in elsewhere,
+//! a pointer sent through a channel), so it is quarantined, mapped and
+//! untouched for the rest of the process, and the fiber gets a spare stack
+//! ([`PoolConfig::spare_stacks`]; with none left the fiber is retired). Each
+//! quarantined stack keeps the pages its job touched resident: about
+//! `stack_size` (`pool_bench -- quarantine`: 64 KiB per 64 KiB stack). With
+//! this crate:
 //!
 //! * **The allocator: safe with [`FiberSafeAlloc`]** as the global allocator.
 //!   It calls [`check_stack`]`(`[`ALLOC_STACK_MARGIN`]`)` before malloc,

@@ -22,7 +22,7 @@ use crate::highwater;
 use crate::lent::Ledger;
 use crate::registry::Region;
 use crate::signal::{self, Outcome};
-use crate::stack::{self, page_size, FiberStack};
+use crate::stack::{self, page_size, FiberStack, Spares};
 use crate::stats::{Counters, Ended, PoolStats};
 use crate::{aftermath, stall};
 
@@ -40,17 +40,22 @@ struct Inner {
     /// Usable bytes per stack (`cfg.stack_size` page-rounded).
     stack_size: usize,
     slots: Vec<Slot>,
+    /// One ledger of lent resources per stack of the reservation (spares
+    /// included), indexed like the registry's entries.
+    ledgers: Vec<Arc<Ledger>>,
+    /// Stacks not handed out yet, for fibers whose stack was quarantined.
+    spares: Mutex<Spares>,
     admission: Admission,
     counters: Counters,
     /// Jobs started, to pick every `measure_every`-th one.
     started: AtomicU64,
 }
 
-/// One fiber: its stack (absent while a job runs on it) and its ledger of
-/// lent resources. Its registry entry is `region.entry(i)`.
+/// One fiber: its stack, absent while a job runs on it and for good once the
+/// fiber is retired. The stack's registry entry and ledger are found by its
+/// index ([`FiberStack::index`]).
 struct Slot {
     stack: Mutex<Option<FiberStack>>,
-    ledger: Arc<Ledger>,
 }
 
 /// How a job got its fiber ([`FiberPool::run_admitted`]).
@@ -60,15 +65,21 @@ pub struct Admitted {
     pub queued: bool,
 }
 
-/// Gives the slot back to the admission queue, even if `run` unwinds.
+/// Gives the slot back to the admission queue, even if `run` unwinds, or
+/// retires it when it has no stack any more.
 struct Release<'a> {
     admission: &'a Admission,
     slot: usize,
+    retire: bool,
 }
 
 impl Drop for Release<'_> {
     fn drop(&mut self) {
-        self.admission.release(self.slot);
+        if self.retire {
+            self.admission.retire();
+        } else {
+            self.admission.release(self.slot);
+        }
     }
 }
 
@@ -122,7 +133,7 @@ impl FiberPool {
     ///
     /// No job of this pool may overflow its stack inside the system allocator.
     /// That holds when [`FiberSafeAlloc`](crate::FiberSafeAlloc) (or a wrapper
-    /// that calls [`reserve_stack`](crate::reserve_stack) with at least
+    /// that calls [`check_stack`](crate::check_stack) with at least
     /// [`ALLOC_STACK_MARGIN`](crate::ALLOC_STACK_MARGIN) before entering it) is
     /// the global allocator, or when the jobs never allocate. Otherwise an
     /// overflow abandons malloc mid-update: with its arena lock held (every
@@ -133,18 +144,20 @@ impl FiberPool {
         let stack_size = cfg.validate(page_size())?;
         init_process()?;
         signal::prepare_thread();
-        let (layout, stacks) = stack::reserve(cfg.size, stack_size).map_err(ConfigError::Os)?;
+        let (layout, stacks, spares) =
+            stack::reserve(cfg.stacks(), cfg.size, stack_size).map_err(ConfigError::Os)?;
         let slots: Vec<Slot> = stacks
             .into_iter()
             .map(|stack| Slot {
                 stack: Mutex::new(Some(stack)),
-                ledger: Arc::new(Ledger::default()),
             })
             .collect();
-        let ledgers: Vec<*const Ledger> = slots.iter().map(|s| Arc::as_ptr(&s.ledger)).collect();
-        let region = Region::register(layout, &ledgers).map_err(|_| ConfigError::TooManyPools {
-            max: crate::registry::MAX_POOLS,
-        })?;
+        let ledgers: Vec<Arc<Ledger>> = (0..layout.slots).map(|_| Arc::default()).collect();
+        let ledger_ptrs: Vec<*const Ledger> = ledgers.iter().map(Arc::as_ptr).collect();
+        let region =
+            Region::register(layout, &ledger_ptrs).map_err(|_| ConfigError::TooManyPools {
+                max: crate::registry::MAX_POOLS,
+            })?;
         Ok(FiberPool {
             inner: Arc::new(Inner {
                 region,
@@ -152,6 +165,8 @@ impl FiberPool {
                 cfg,
                 stack_size,
                 slots,
+                ledgers,
+                spares: Mutex::new(spares),
                 counters: Counters::default(),
                 started: AtomicU64::new(0),
             }),
@@ -168,14 +183,24 @@ impl FiberPool {
     /// (frames abandoned, [`Lent`](crate::Lent) values handed back), a panic
     /// gives `Panicked`.
     ///
+    /// # After an overflow
+    ///
+    /// An overflow abandons the job's frames without running their destructors,
+    /// and something may still refer to them: a thread started by
+    /// `std::thread::scope` borrowing a local, a pinned value linked into a
+    /// structure elsewhere, a pointer sent through a channel. So the stack is
+    /// never reused: it is quarantined (mapped and untouched for the rest of the
+    /// process, those references keep pointing at the memory they borrowed) and
+    /// the fiber gets a spare stack ([`PoolConfig::spare_stacks`]). With none
+    /// left the fiber is retired, and once all are, `run` returns
+    /// [`RunError::Retired`].
+    ///
     /// # What a job must not do
     ///
-    /// An overflow abandons the job's frames and the stack is reused by the
-    /// next job at once. So a job must not:
     /// - **hand addresses of its stack to other threads** (`std::thread::scope`,
-    ///   a channel carrying `&local`, a raw pointer to a local): after an
-    ///   overflow they would point into another job's frames. `scope` also
-    ///   blocks the worker thread while it waits;
+    ///   a channel carrying `&local`): memory-safe (see above), but an overflow
+    ///   leaves such a thread reading a frame that will never change, and
+    ///   `scope` blocks the worker thread while it waits;
     /// - **block its thread** (`std::thread::sleep`, `std::net`, `std::fs`,
     ///   std `Mutex`/`Condvar` waits, long CPU loops): every coroutine of that
     ///   may worker waits meanwhile ([`jobs_running_longer_than`](crate::jobs_running_longer_than)
@@ -186,7 +211,7 @@ impl FiberPool {
     ///   deep code**: an overflow there leaves it held; reserve stack first
     ///   ([`lock`](crate::lock), [`reserve_stack`](crate::reserve_stack)).
     ///
-    /// The first is not checked (nothing can see a thread borrow a stack
+    /// The first is not detected (nothing can see a thread borrow a stack
     /// address); the rest are reported (stall watchdog, `unsafe_overflows`).
     pub fn run<T, F>(&self, label: &'static str, job: F) -> Result<T, RunError>
     where
@@ -228,9 +253,19 @@ impl FiberPool {
             // A job that runs another job (of this pool or another): the inner run
             // waits, parks and switches like any carrier, so it runs on the carrier's
             // stack, never nested on this fiber's (whose overflow would abandon the
-            // inner run's admission slot and stack for good).
-            return crate::on_carrier(move || self.run_admitted(label, job));
+            // inner run's admission slot and stack for good). This function's own
+            // frame stays small for that: the run itself is `run_here`'s.
+            return crate::on_carrier(move || self.run_here(label, job));
         }
+        self.run_here(label, job)
+    }
+
+    /// [`run_admitted`](Self::run_admitted) from the carrier (off any fiber).
+    fn run_here<T, F>(&self, label: &'static str, job: F) -> (Result<T, RunError>, Option<usize>)
+    where
+        F: FnOnce(Admitted) -> T + Send,
+        T: Send,
+    {
         let inner = &*self.inner;
         let (slot_index, queued) = match inner.admission.acquire(inner.cfg.wait_timeout) {
             Ok(admitted) => admitted,
@@ -243,16 +278,24 @@ impl FiberPool {
                 inner.counters.timed_out();
                 return (Err(RunError::Timeout { waited }), None);
             }
+            Err(Denied::Retired) => {
+                inner.counters.rejected();
+                let size = inner.cfg.size;
+                return (Err(RunError::Retired { size }), None);
+            }
         };
-        let _release = Release {
+        let mut release = Release {
             admission: &inner.admission,
             slot: slot_index,
+            retire: false,
         };
         signal::prepare_thread();
         let slot = &inner.slots[slot_index];
         let stack = lock(&slot.stack)
             .take()
             .expect("a slot handed out by admission holds its stack");
+        let stack_index = stack.index();
+        let ledger = &inner.ledgers[stack_index];
 
         let every = u64::from(inner.cfg.measure_every);
         let measure = every != 0
@@ -264,7 +307,7 @@ impl FiberPool {
             highwater::reset(&stack);
         }
 
-        let entry = inner.region.entry(slot_index);
+        let entry = inner.region.entry(stack_index);
         let mut value: Option<T> = None;
         let out: *mut Option<T> = &mut value;
         let body = move |yielder: &Yielder<(), ()>, (): ()| -> Outcome {
@@ -306,23 +349,30 @@ impl FiberPool {
         entry.end();
         let stack = fiber.into_stack();
 
-        // Measure and give the stack back to the slot before anything that
-        // could panic (an `on_abandon` callback), so the slot stays whole.
+        // Measure and give the slot its stack back before anything that could
+        // panic (an `on_abandon` callback), so the slot stays whole. After an
+        // overflow the stack is quarantined and the slot gets a spare, or is
+        // retired when none is left (see `run`).
         let used = match outcome {
             Outcome::Overflow { .. } => None,
             _ if measure => Some(highwater::measure(&stack)),
             _ => None,
         };
-        *lock(&slot.stack) = Some(stack);
+        let next = match outcome {
+            Outcome::Overflow { .. } => inner.replace(stack),
+            _ => Some(stack),
+        };
+        release.retire = next.is_none();
+        *lock(&slot.stack) = next;
 
         let (ended, result) = match outcome {
             Outcome::Done => {
-                slot.ledger.detach_all();
+                ledger.detach_all();
                 let value = value.expect("a finished job wrote its value");
                 (Ended::Completed, Ok(value))
             }
             Outcome::Panicked(message) => {
-                slot.ledger.detach_all();
+                ledger.detach_all();
                 (Ended::Panicked, Err(RunError::Panicked { label, message }))
             }
             Outcome::Overflow { fault_pc } => {
@@ -333,7 +383,7 @@ impl FiberPool {
                 // panic state (and its hook lock, in the hook) is held whatever struck.
                 let at_safe_point = entry.struck_at_safe_point() && !std::thread::panicking();
                 aftermath::overflowed(at_safe_point, std::thread::panicking());
-                let (_, failed) = slot.ledger.abandon_all();
+                let (_, failed) = ledger.abandon_all();
                 aftermath::second_faults(failed);
                 let err = RunError::StackOverflow {
                     stack_size: inner.stack_size,
@@ -351,12 +401,15 @@ impl FiberPool {
     /// A snapshot of the pool's counters.
     pub fn stats(&self) -> PoolStats {
         let inner = &*self.inner;
-        let (busy, queued) = inner.admission.counts();
+        let (busy, queued, retired) = inner.admission.counts();
+        let spare_stacks = lock(&inner.spares).left();
         let mut stats = PoolStats {
             size: inner.cfg.size,
             stack_size: inner.stack_size,
             busy,
             queued,
+            retired,
+            spare_stacks,
             ..PoolStats::default()
         };
         inner.counters.snapshot(&mut stats);
@@ -379,6 +432,21 @@ impl FiberPool {
 fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
     if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
         std::mem::forget(again);
+    }
+}
+
+impl Inner {
+    /// Quarantines `stack`, which overflowed, and returns a spare for its
+    /// slot, or `None` when none is left (or the OS refused to make its
+    /// guard): the slot is then retired.
+    fn replace(&self, stack: FiberStack) -> Option<FiberStack> {
+        stack::quarantine(stack);
+        aftermath::quarantined();
+        let spare = lock(&self.spares).take().and_then(Result::ok);
+        if spare.is_none() {
+            aftermath::retired();
+        }
+        spare
     }
 }
 

@@ -195,7 +195,14 @@ fn bad_configurations_are_refused_with_what_to_change() {
                 stack_size: 1 << 30,
                 ..PoolConfig::default()
             },
-            "`size` or `stack_size`",
+            "`size`, `spare_stacks` or `stack_size`",
+        ),
+        (
+            PoolConfig {
+                spare_stacks: usize::MAX,
+                ..PoolConfig::default()
+            },
+            "`spare_stacks`",
         ),
         (
             PoolConfig {

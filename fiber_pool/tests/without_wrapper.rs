@@ -64,6 +64,8 @@ fn allocating_overflows(wrapped: bool) {
         FiberPool::new_without_safe_alloc(PoolConfig {
             size: 4,
             stack_size: 16 * 1024,
+            // Every overflowed stack is quarantined: one spare for each.
+            spare_stacks: OVERFLOWS,
             ..PoolConfig::default()
         })
     }
