@@ -7,12 +7,15 @@
 //! or in a check that cannot know what the job holds: the allocator's, the switch to
 //! the carrier's, a `Lent`'s, [`check_stack`](crate::check_stack)), whatever the job
 //! held (a `std::sync` lock, a `Once`/`LazyLock` being initialised, stdout's lock)
-//! may stay held. Those are counted here, with two states that are known to be
+//! may stay held. Those are counted here, with the states that are known to be
 //! broken:
 //! - the thread was *panicking* when the overflow struck: std's panic count on that
 //!   thread never goes back to zero, so the next panic there aborts the process;
-//! - a *second fault*: a resource's abandon callback panicked while the pool was
-//!   cleaning up after an overflow.
+//! - a *second fault*: a resource's abandon callback (or the drop of a value a
+//!   `Lent` left to the pool while unwinding) panicked while the pool was cleaning
+//!   up after the job;
+//! - an unwinding fiber *moved* to another thread inside `on_carrier` (its closure
+//!   waited): two threads' panic counts are wrong for good.
 //!
 //! Every caught overflow also abandons the heap its frames owned (a body being
 //! built, parsed rows): it is never freed. [`Aftermath::abandoned`] counts them, so a
@@ -29,6 +32,7 @@ static SECOND_FAULTS: AtomicU64 = AtomicU64::new(0);
 static ABANDONED: AtomicU64 = AtomicU64::new(0);
 static QUARANTINED: AtomicU64 = AtomicU64::new(0);
 static RETIRED: AtomicU64 = AtomicU64::new(0);
+static MOVED_WHILE_PANICKING: AtomicU64 = AtomicU64::new(0);
 
 /// A snapshot of the process-wide aftermath counters (all pools).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,7 +43,9 @@ pub struct Aftermath {
     /// Overflows that struck while the job was panicking: the thread's panic state is
     /// left behind and a later panic on it aborts. Known broken.
     pub while_panicking: u64,
-    /// Faults while handling an overflow (an abandon callback panicked). Known broken.
+    /// Faults while cleaning up after a job: an abandon callback panicked after
+    /// an overflow, or a value left to the pool by a `Lent` dropped while
+    /// unwinding panicked in its drop. Known broken.
     pub second_faults: u64,
     /// Every caught overflow: jobs whose frames were abandoned, with the heap they
     /// owned (never freed).
@@ -50,12 +56,20 @@ pub struct Aftermath {
     /// Fibers retired (no spare stack was left for them): their pools run with
     /// fewer fibers, and a pool with none left runs nothing. Known broken.
     pub retired: u64,
+    /// Calls of [`on_carrier`](crate::on_carrier) made while unwinding a panic
+    /// that came back on another thread (their closure waited): the thread
+    /// where the panic began counts it for good, the other one wrongly. Known
+    /// broken.
+    pub moved_while_panicking: u64,
 }
 
 impl Aftermath {
     /// Is the process known to be in a broken state (not merely suspect)?
     pub fn is_broken(&self) -> bool {
-        self.while_panicking > 0 || self.second_faults > 0 || self.retired > 0
+        self.while_panicking > 0
+            || self.second_faults > 0
+            || self.retired > 0
+            || self.moved_while_panicking > 0
     }
 }
 
@@ -68,6 +82,7 @@ pub fn aftermath() -> Aftermath {
         abandoned: ABANDONED.load(Ordering::Relaxed),
         quarantined: QUARANTINED.load(Ordering::Relaxed),
         retired: RETIRED.load(Ordering::Relaxed),
+        moved_while_panicking: MOVED_WHILE_PANICKING.load(Ordering::Relaxed),
     }
 }
 
@@ -97,4 +112,10 @@ pub(crate) fn quarantined() {
 /// Records a fiber retired for want of a spare stack.
 pub(crate) fn retired() {
     RETIRED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Records an `on_carrier` call that came back on another thread while its
+/// fiber was unwinding.
+pub(crate) fn moved_while_panicking() {
+    MOVED_WHILE_PANICKING.fetch_add(1, Ordering::Relaxed);
 }

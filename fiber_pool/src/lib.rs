@@ -96,7 +96,14 @@
 //!   Return what to log and log from the carrier after `run`.
 //! * **Panics** on a fiber run the panic hook (which locks stderr) on the
 //!   fiber stack: a panic near the stack limit can overflow inside it. Keep
-//!   panics for bugs.
+//!   panics for bugs. Unwinding runs the job's destructors on the fiber, and
+//!   none may wait on may meanwhile: std's panic count is per thread, so a
+//!   parked unwinding fiber shows a panic to every coroutine of its worker, and
+//!   one resumed elsewhere leaves two threads' counts wrong. [`sleep`] sleeps
+//!   the thread instead while panicking, a [`Lent`] dropped while unwinding
+//!   leaves its value to the pool (dropped on the carrier after the job), and a
+//!   closure given to [`on_carrier`] that waits and comes back on another
+//!   thread is counted broken ([`Aftermath::moved_while_panicking`]).
 //! * **may calls: through [`on_carrier`]** (our sockets, [`sleep`] and the
 //!   MySQL pool do it). A may call made directly on a fiber still works, but
 //!   puts may's frames, and its locks, on the fiber stack.

@@ -367,12 +367,12 @@ impl FiberPool {
 
         let (ended, result) = match outcome {
             Outcome::Done => {
-                ledger.detach_all();
+                aftermath::second_faults(ledger.finish());
                 let value = value.expect("a finished job wrote its value");
                 (Ended::Completed, Ok(value))
             }
             Outcome::Panicked(message) => {
-                ledger.detach_all();
+                aftermath::second_faults(ledger.finish());
                 (Ended::Panicked, Err(RunError::Panicked { label, message }))
             }
             Outcome::Overflow { fault_pc } => {
