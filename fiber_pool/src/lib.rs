@@ -51,7 +51,9 @@
 //! running fiber and the fault is on its guard page, it resets the fiber with
 //! corosensei's `CoroutineTrapHandler` and `run` returns
 //! [`RunError::StackOverflow`]. Any other fault goes to the previous handler,
-//! so real crashes still crash. Each thread that carries fibers gets a 64 KiB
+//! so real crashes still crash; may's own handler (generator's) is skipped,
+//! since it allocates, prints and locks inside the signal handler and hangs
+//! when the fault struck with one of those locks held (see [`signal`]). Each thread that carries fibers gets a 64 KiB
 //! alternate signal stack on its first `run`; a carrier that migrated
 //! mid-job to a worker that never called `run` uses the alternate stack std
 //! gives every thread (8 KiB), which is enough for our handler alone.

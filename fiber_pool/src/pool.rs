@@ -11,7 +11,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
@@ -84,10 +84,9 @@ impl Drop for Release<'_> {
 }
 
 /// Makes may create its first coroutine (which installs generator's own
-/// SIGSEGV handler), then installs ours in front of it.
+/// SIGSEGV handler), and installs ours in front of it (once per process).
 fn init_process() -> Result<(), ConfigError> {
-    static MAY_STARTED: Once = Once::new();
-    MAY_STARTED.call_once(|| {
+    signal::install(|| {
         // may installs its overflow handler when it creates a coroutine. If this is
         // the first one, may starts its threads now, and they inherit our signal
         // mask: block the asynchronous signals for them (see `signal`), then put
@@ -95,8 +94,8 @@ fn init_process() -> Result<(), ConfigError> {
         let old = signal::block_async_signals();
         let _ = may::go!(|| ()).join();
         signal::restore_signal_mask(&old);
-    });
-    signal::install().map_err(ConfigError::Os)
+    })
+    .map_err(ConfigError::Os)
 }
 
 impl FiberPool {
