@@ -149,7 +149,8 @@
 //! assert_eq!(pool.stats().completed, 1);
 //! ```
 //!
-//! Layout: [`config`] (limits), [`error`], `stack` (one reservation of
+//! Layout: [`carrier`] (spawning the may coroutines that carry fibers: `unsafe`,
+//! the spawner's promise), [`config`] (limits), [`error`], `stack` (one reservation of
 //! guarded stacks per pool), [`registry`] (pools by address), [`signal`]
 //! (trap handler, alternate stacks), `admission` (FIFO queue), [`pool`]
 //! (`run`), [`lent`] (resource hand-off), [`alloc`] ([`FiberSafeAlloc`]),

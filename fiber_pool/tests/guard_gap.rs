@@ -85,20 +85,23 @@ fn a_frame_that_jumps_past_the_guard_faults_instead_of_writing_into_the_neighbou
     // The first job gets slot 0 (the free list hands out the lowest slot first),
     // whose top lies just below slot 1's guard.
     let (p, r, d) = (pool.clone(), Arc::clone(&ready), Arc::clone(&done));
-    let parked =
-        fiber_pool::carrier::go(move || p.run("parked", move || parked_with_canary(&r, &d)));
+    let carrier = move || p.run("parked", move || parked_with_canary(&r, &d));
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let parked = unsafe { fiber_pool::carrier::go(carrier) };
     while !ready.load(Ordering::SeqCst) {
         std::thread::yield_now();
     }
     let p = pool.clone();
-    let jumped = fiber_pool::carrier::go(move || {
+    let carrier = move || {
         p.run("jumps", || {
             let guard_end = rsp() - stack_remaining().expect("on a fiber");
             jump_past_the_guard(guard_end);
         })
-    })
-    .join()
-    .unwrap();
+    };
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let jumped = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
     done.store(true, Ordering::SeqCst);
     let changed = parked
         .join()

@@ -65,7 +65,7 @@ fn a_signal_sent_to_a_may_thread_whose_fiber_is_at_its_guard_page_does_not_kill(
     let tid = Arc::new(AtomicI32::new(0));
     let sent = Arc::new(AtomicUsize::new(0));
     let (t, s) = (Arc::clone(&tid), Arc::clone(&sent));
-    let job = fiber_pool::carrier::go(move || {
+    let carrier = move || {
         pool.run("at_the_guard", move || {
             near_the_guard(NEAR, &mut || {
                 // SAFETY: gettid has no preconditions.
@@ -82,7 +82,10 @@ fn a_signal_sent_to_a_may_thread_whose_fiber_is_at_its_guard_page_does_not_kill(
                 stack_remaining().unwrap()
             })
         })
-    });
+    };
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let job = unsafe { fiber_pool::carrier::go(carrier) };
     let deadline = Instant::now() + Duration::from_secs(20);
     while tid.load(Ordering::SeqCst) == 0 {
         assert!(
@@ -139,7 +142,7 @@ thread_local! {
 fn a_lent_kept_in_a_thread_local_panics_outside_its_job_instead_of_racing() {
     let pool = pool(2, 64 * 1024);
     let p = pool.clone();
-    let outcome = fiber_pool::carrier::go(move || {
+    let carrier = move || {
         // One job keeps its Lent in this thread's thread-local...
         p.run("keeps", || {
             KEPT.with(|k| *k.borrow_mut() = Some(Lent::new(7, |_| {})))
@@ -147,9 +150,10 @@ fn a_lent_kept_in_a_thread_local_panics_outside_its_job_instead_of_racing() {
         .unwrap();
         // ...and a later job on the same thread reaches it.
         p.run("reads", || KEPT.with(|k| k.borrow().as_ref().map(|l| **l)))
-    })
-    .join()
-    .unwrap();
+    };
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let outcome = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
     let err = outcome.unwrap_err();
     assert!(
         err.to_string().contains("outside the job that made it"),
@@ -165,7 +169,7 @@ fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() 
     // sleeps and yields there). Every return to the fiber readies the thread it lands
     // on, so the fiber's thread has a 64 KiB alt stack whichever worker that is.
     let pool = pool(1, 64 * 1024);
-    let sizes = fiber_pool::carrier::go(move || {
+    let carrier = move || {
         pool.run("migrates", || {
             let mut sizes = Vec::new();
             for _ in 0..20 {
@@ -181,10 +185,13 @@ fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() 
             }
             sizes
         })
-    })
-    .join()
-    .unwrap()
-    .unwrap();
+    };
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let sizes = unsafe { fiber_pool::carrier::go(carrier) }
+        .join()
+        .unwrap()
+        .unwrap();
     assert!(
         sizes
             .iter()
@@ -201,7 +208,7 @@ fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
     let outer = Arc::new(pool(1, 16 * 1024));
     let inner = Arc::new(pool(1, 16 * 1024));
     let (o, i) = (Arc::clone(&outer), Arc::clone(&inner));
-    let done = fiber_pool::carrier::go(move || {
+    let carrier = move || {
         let mut results = Vec::new();
         for n in 0..50u64 {
             let i = Arc::clone(&i);
@@ -215,9 +222,12 @@ fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
             results.push(got);
         }
         results
-    })
-    .join()
-    .expect("the carrier finished");
+    };
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let done = unsafe { fiber_pool::carrier::go(carrier) }
+        .join()
+        .expect("the carrier finished");
     for (n, got) in done.into_iter().enumerate() {
         assert_eq!(got.expect("outer ran").expect("inner ran"), n as u64 * 2);
     }
@@ -251,12 +261,14 @@ fn a_panic_hook_runs_on_its_own_stack_so_a_panic_near_the_guard_page_is_reported
     // Waited for with a timeout: without the fix the carrier never comes back.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let got = fiber_pool::carrier::go(move || {
+        let carrier = move || {
             p.run("panics", || {
                 near_the_guard(PANIC_NEAR, &mut || -> u32 { panic!("near the guard page") })
             })
-        })
-        .join();
+        };
+        // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+        // borrow, lock guard or stdio lock across its waits.
+        let got = unsafe { fiber_pool::carrier::go(carrier) }.join();
         let _ = tx.send(got);
     });
     // Failures abort: with the hook overflowed on the fiber, std's hook lock stays
@@ -281,4 +293,35 @@ fn a_panic_hook_runs_on_its_own_stack_so_a_panic_near_the_guard_page_is_reported
     if after.is_broken() {
         fail(format!("the aftermath is broken: {after:?}"));
     }
+}
+
+thread_local! {
+    static WHERE: u8 = const { 0 };
+}
+
+/// Why spawning a carrier is `unsafe`: a reference into a thread-local taken
+/// before a wait points into another thread's thread-locals after it (may
+/// resumes every sleeper on its timer thread), where that thread's own
+/// coroutines use the same value. Only the addresses are compared here: holding
+/// a `RefCell` borrow across the wait would be the data race itself.
+#[test]
+fn a_thread_local_reference_taken_before_a_wait_is_another_threads_after_it() {
+    let pool = pool(1, 64 * 1024);
+    let carrier = move || {
+        pool.run("waits", || {
+            let before = WHERE.with(|w| w as *const u8 as usize);
+            fiber_pool::sleep(Duration::from_millis(1));
+            (before, WHERE.with(|w| w as *const u8 as usize))
+        })
+    };
+    // SAFETY: the coroutine compares addresses of thread-locals and holds no borrow
+    // of one across its wait.
+    let (before, after) = unsafe { fiber_pool::carrier::go(carrier) }
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_ne!(
+        before, after,
+        "the job resumed on the thread it waited on; a borrow held across the wait would be safe"
+    );
 }

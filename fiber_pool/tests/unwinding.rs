@@ -69,11 +69,14 @@ fn panicking_per_thread() -> BTreeMap<i32, bool> {
     let handles: Vec<_> = (0..64)
         .map(|_| {
             let seen = Arc::clone(&seen);
-            fiber_pool::carrier::go(move || {
+            let carrier = move || {
                 seen.lock().unwrap().insert(tid(), std::thread::panicking());
                 may::coroutine::sleep(Duration::from_millis(1));
                 seen.lock().unwrap().insert(tid(), std::thread::panicking());
-            })
+            };
+            // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+            // borrow, lock guard or stdio lock across its waits.
+            unsafe { fiber_pool::carrier::go(carrier) }
         })
         .collect();
     for h in handles {
@@ -100,15 +103,16 @@ fn a_drop_that_sleeps_while_unwinding_leaves_no_thread_panicking() {
     let seen: Seen = Arc::default();
     for _ in 0..20 {
         let (p, s) = (pool.clone(), Arc::clone(&seen));
-        let (r, panicking_after) = fiber_pool::carrier::go(move || {
+        let carrier = move || {
             let r = p.run("unwinds", move || -> () {
                 let _d = SleepOnDrop(s);
                 panic!("unwinding through a drop that sleeps")
             });
             (r, std::thread::panicking())
-        })
-        .join()
-        .unwrap();
+        };
+        // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+        // borrow, lock guard or stdio lock across its waits.
+        let (r, panicking_after) = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
         assert!(matches!(r, Err(RunError::Panicked { .. })), "{r:?}");
         assert!(
             !panicking_after,
@@ -149,16 +153,17 @@ fn a_lent_dropped_while_unwinding_is_given_back_after_the_job_not_during() {
     let abandoned = Arc::new(AtomicUsize::new(0));
     for _ in 0..5 {
         let (p, d, a) = (pool.clone(), Arc::clone(&dropped), Arc::clone(&abandoned));
-        let r = fiber_pool::carrier::go(move || {
+        let carrier = move || {
             p.run("unwinds", move || -> () {
                 let _conn = Lent::new(SlowToGiveBack(d), move |_| {
                     a.fetch_add(1, Ordering::SeqCst);
                 });
                 panic!("unwinding through a Lent")
             })
-        })
-        .join()
-        .unwrap();
+        };
+        // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+        // borrow, lock guard or stdio lock across its waits.
+        let r = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
         assert!(matches!(r, Err(RunError::Panicked { .. })), "{r:?}");
     }
     assert_eq!(dropped.load(Ordering::SeqCst), 5, "each value dropped once");
@@ -186,14 +191,15 @@ fn an_unwinding_fiber_that_moves_thread_inside_on_carrier_is_counted_broken() {
     let pool = pool();
     assert!(!fiber_pool::aftermath().is_broken());
     let p = pool.clone();
-    let r = fiber_pool::carrier::go(move || {
+    let carrier = move || {
         p.run("unwinds", || -> () {
             let _w = WaitsOnTheCarrier;
             panic!("unwinding through a drop that waits on the carrier")
         })
-    })
-    .join()
-    .unwrap();
+    };
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let r = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
     assert!(matches!(r, Err(RunError::Panicked { .. })), "{r:?}");
     // A may sleep resumes on may's timer thread: always another thread.
     let after = fiber_pool::aftermath();
