@@ -338,6 +338,9 @@ impl FiberPool {
         // function returns.
         let mut fiber: Coroutine<(), (), Outcome, FiberStack> =
             unsafe { Coroutine::with_stack_unchecked(stack, body) };
+        // A may thread blocks the asynchronous signals for good (`prepare_thread`);
+        // any other thread only while its fiber runs (see `signal`).
+        let masked = (!may::coroutine::is_coroutine()).then(signal::BlockedWhileRunning::block);
         entry.begin(fiber.trap_handler(), label);
         stall::enter(label);
         let outcome = match fiber.resume(()) {
@@ -346,6 +349,7 @@ impl FiberPool {
         };
         stall::leave();
         entry.end();
+        drop(masked);
         let stack = fiber.into_stack();
 
         // Measure and give the slot its stack back before anything that could

@@ -348,8 +348,9 @@ thread_local! {
 /// AVX-512 state), and the kernel then kills the process with SIGSEGV. Blocked here,
 /// a process-directed signal goes to a thread that does not block it (the main
 /// thread, or a signal-handling thread of the application); a signal sent to one may
-/// thread with `tgkill` stays pending. Threads that call `run` outside may (a plain
-/// thread) are left alone: they may be the ones meant to receive them.
+/// thread with `tgkill` stays pending. A thread that calls `run` outside may (a
+/// plain thread) blocks them only while its fiber runs, and gets its own mask back
+/// when `run` returns: it may be the one meant to receive them.
 pub const BLOCKED_ON_MAY_THREADS: [libc::c_int; 11] = [
     libc::SIGHUP,
     libc::SIGINT,
@@ -377,6 +378,24 @@ pub(crate) fn block_async_signals() -> libc::sigset_t {
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
         old
+    }
+}
+
+/// [`BLOCKED_ON_MAY_THREADS`] blocked on a thread that is not a may worker while
+/// it runs a fiber, and its own mask back afterwards (such a thread may be the
+/// one meant to receive those signals, between its runs).
+pub(crate) struct BlockedWhileRunning(libc::sigset_t);
+
+impl BlockedWhileRunning {
+    /// Blocks the signals on the calling thread until the value is dropped.
+    pub(crate) fn block() -> BlockedWhileRunning {
+        BlockedWhileRunning(block_async_signals())
+    }
+}
+
+impl Drop for BlockedWhileRunning {
+    fn drop(&mut self) {
+        restore_signal_mask(&self.0);
     }
 }
 

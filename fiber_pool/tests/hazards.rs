@@ -325,3 +325,38 @@ fn a_thread_local_reference_taken_before_a_wait_is_another_threads_after_it() {
         "the job resumed on the thread it waited on; a borrow held across the wait would be safe"
     );
 }
+
+/// The calling thread's blocked-signal mask, from procfs.
+fn blocked_signals() -> u64 {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigBlk:"))
+        .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn a_plain_thread_blocks_async_signals_while_it_runs_a_fiber_and_only_then() {
+    // A thread that is not a may worker calls `run` itself: while its fiber runs, a
+    // signal delivered there would find the fiber's stack pointer near its guard
+    // (no room for the kernel's frame: the process dies by SIGSEGV).
+    let pool = pool(1, 64 * 1024);
+    let (before, during, after) = std::thread::spawn(move || {
+        let before = blocked_signals();
+        let during = pool.run("plain_thread", blocked_signals).unwrap();
+        (before, during, blocked_signals())
+    })
+    .join()
+    .unwrap();
+    for sig in fiber_pool::signal::BLOCKED_ON_MAY_THREADS {
+        let bit = 1u64 << (sig - 1);
+        assert_eq!(before & bit, 0, "signal {sig} blocked before: {before:x}");
+        assert_ne!(
+            during & bit,
+            0,
+            "signal {sig} not blocked in the job: {during:x}"
+        );
+    }
+    assert_eq!(after, before, "the thread's own mask is back after run");
+}
