@@ -176,6 +176,15 @@ impl<T: Send + 'static> Lent<T> {
     /// Wraps `value`; if the current fiber overflows while this `Lent` is
     /// alive, `on_abandon(value)` runs (once) on the carrier after the fiber is
     /// gone.
+    ///
+    /// "Given back" means not lost, not consistent: the overflow may have struck
+    /// in the middle of one of the value's own `&mut` methods (a connection
+    /// half-way through writing a command), so `on_abandon` should discard the
+    /// value's state rather than reuse it (close the connection, give its permit
+    /// back). A value whose methods rely on drop guards for memory safety while
+    /// they run (std's slice sorts and `BinaryHeap` move elements through a
+    /// guard that writes them back) may, abandoned mid-method, hold a duplicated
+    /// element: do not keep such values in a `Lent` while calling those methods.
     pub fn new(value: T, on_abandon: impl FnOnce(T) + Send + 'static) -> Lent<T> {
         Lent::registered(Some(value), Box::new(on_abandon))
     }
