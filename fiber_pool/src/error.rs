@@ -35,7 +35,7 @@ pub enum RunError {
         /// state the job held (a lock, a `Once`/`LazyLock` being initialised) may be
         /// left behind.
         at_safe_point: bool,
-        /// The address of the instruction that touched the guard page (the
+        /// The address of the instruction that touched the guard (the
         /// interrupted context's instruction pointer). In a position-independent
         /// binary, subtract the executable's load address (its first mapping in
         /// `/proc/self/maps`) before giving it to `addr2line -f -C -i -e <binary>`.

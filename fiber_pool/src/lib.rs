@@ -48,15 +48,16 @@
 //!
 //! The SIGSEGV/SIGBUS handler ([`signal`], installed once after may's own)
 //! looks the faulting thread's stack pointer up in the registry; if it is a
-//! running fiber and the fault is on its guard page, it resets the fiber with
+//! running fiber and the fault is on its guard, it resets the fiber with
 //! corosensei's `CoroutineTrapHandler` and `run` returns
 //! [`RunError::StackOverflow`]. Any other fault goes to the previous handler,
 //! so real crashes still crash; may's own handler (generator's) is skipped,
 //! since it allocates, prints and locks inside the signal handler and hangs
-//! when the fault struck with one of those locks held (see [`signal`]). Each thread that carries fibers gets a 64 KiB
-//! alternate signal stack on its first `run`; a carrier that migrated
-//! mid-job to a worker that never called `run` uses the alternate stack std
-//! gives every thread (8 KiB), which is enough for our handler alone.
+//! when the fault struck with one of those locks held (see [`signal`]). Every
+//! switch onto a fiber readies its thread once: a 64 KiB alternate signal
+//! stack; a fiber that made a may call directly (not through [`on_carrier`])
+//! and came back on another thread uses the alternate stack std gives every
+//! thread (8 KiB), which is enough for our handler alone.
 //!
 //! # What is and is not safe after a caught overflow
 //!
@@ -77,12 +78,16 @@
 //!   It calls [`check_stack`]`(`[`ALLOC_STACK_MARGIN`]`)` before malloc,
 //!   free and realloc, so the overflow happens at the call, never with
 //!   glibc's arena lock held (without it, test `without_wrapper` hangs a
-//!   child in `__lll_lock_wait_private` in `__libc_malloc` every time).
-//!   Not covered: libc functions that call malloc themselves (`getaddrinfo`,
-//!   the `printf`/`fopen` family, `dlopen`, the first use of a thread-local
-//!   with a destructor on a thread) — keep them off fibers.
+//!   child in `__lll_lock_wait_private` in `__libc_malloc`);
+//!   [`FiberPool::new`] refuses to start without it. Not covered: libc
+//!   functions that call malloc themselves (`getaddrinfo`, so std's DNS
+//!   lookups; the `printf`/`fopen` family, `dlopen`, the first use of a
+//!   thread-local with a destructor on a thread): an overflow inside them
+//!   abandons malloc mid-update as if there were no wrapper. Keep them off
+//!   fibers.
 //! * **Resources** (database connections): hand them to a [`Lent`]; they are
-//!   given back through its `on_abandon`. `Lent` checks
+//!   given back through its `on_abandon` (not lost; not necessarily
+//!   consistent: see [`Lent::new`]). `Lent` checks
 //!   [`LENT_STACK_MARGIN`](lent::LENT_STACK_MARGIN) before taking its lock.
 //! * **A std `Mutex`/`RwLock` in your code: call
 //!   [`reserve_stack`]`(n)` before locking**, with `n` at least the stack the
@@ -115,13 +120,19 @@
 //!   and is counted apart (`RunError::StackOverflow::at_safe_point`,
 //!   `PoolStats::unsafe_overflows`, [`aftermath()`]). That includes the checks
 //!   that cannot know what the job holds: the allocator's, the switch to the
-//!   carrier's, a `Lent`'s, [`check_stack`]. The states known to be broken (an
-//!   overflow while panicking, a panicking `on_abandon`) are counted too. [`jobs_running_longer_than`] shows a
-//!   thread held by a job (for a stall watchdog).
-//! * **Signals**: asynchronous signals are blocked on may's threads (see
+//!   carrier's, a `Lent`'s, [`check_stack`]. The states known to be broken
+//!   are counted too ([`Aftermath::is_broken`]: an overflow while panicking, a
+//!   panicking `on_abandon`, a retired fiber, an unwinding fiber moved to
+//!   another thread). [`jobs_running_longer_than`] shows a thread held by a
+//!   job (for a stall watchdog).
+//! * **Signals**: asynchronous signals are blocked on may's threads, and on
+//!   any other thread while its fiber runs (see
 //!   [`signal::BLOCKED_ON_MAY_THREADS`]), so none is delivered on a fiber
-//!   stack near its guard page; every thread gets a 64 KiB alternate signal
-//!   stack before a fiber runs on it.
+//!   stack near its guard; every thread gets a 64 KiB alternate signal stack
+//!   before a fiber runs on it.
+//! * **Spawning carriers is `unsafe`** ([`carrier`]): a may coroutine moves
+//!   between threads at its waits, so its spawner promises that it, and the
+//!   jobs it runs, hold no thread-local borrow or lock guard across one.
 //!
 //! This is the limit of trap-based recovery (corosensei's
 //! `setup_trap_handler` contract asks that a trapping coroutine touch no
@@ -139,12 +150,13 @@
 //!
 //! let pool = FiberPool::new(PoolConfig { size: 4, ..PoolConfig::default() }).unwrap();
 //! let p = pool.clone();
-//! let answer = may::go!(move || p.run("answer", || {
+//! // The caller: a may coroutine, as an HTTP connection's would be.
+//! let caller = move || p.run("answer", || {
 //!     fiber_pool::sleep(std::time::Duration::from_millis(1)); // may, on the carrier
 //!     40 + 2
-//! }))
-//! .join()
-//! .unwrap();
+//! });
+//! // SAFETY: it holds no thread-local borrow or lock guard across its sleep.
+//! let answer = unsafe { fiber_pool::carrier::go(caller) }.join().unwrap();
 //! assert_eq!(answer.unwrap(), 42);
 //! assert_eq!(pool.stats().completed, 1);
 //! ```
@@ -198,7 +210,7 @@ pub fn on_fiber() -> bool {
     stack_remaining().is_some()
 }
 
-/// Bytes left on the current fiber's stack above its guard page, from the
+/// Bytes left on the current fiber's stack above its guard, from the
 /// stack pointer; `None` when not on a fiber.
 pub fn stack_remaining() -> Option<usize> {
     let sp = stack_pointer();
@@ -300,12 +312,12 @@ pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Touches the guard page of the fiber we run on: the signal handler resets
+/// Touches the guard of the fiber we run on: the signal handler resets
 /// the fiber and this never returns.
 #[cold]
 #[inline(never)]
 fn overflow_now(guard_end: usize) -> ! {
-    // SAFETY: `guard_end - 1` is the top byte of the guard page (PROT_NONE)
+    // SAFETY: `guard_end - 1` is the top byte of the guard (PROT_NONE)
     // of the stack the caller runs on, found running in the registry; reading
     // it faults, and our handler turns exactly that fault into the fiber's
     // reset. An asm read (not `read_volatile`, a separate function in debug
@@ -318,7 +330,7 @@ fn overflow_now(guard_end: usize) -> ! {
             options(nostack, readonly, preserves_flags),
         );
     }
-    // The guard page was readable: the registry is wrong. No panic (we may
+    // The guard was readable: the registry is wrong. No panic (we may
     // be inside the global allocator).
     std::process::abort()
 }

@@ -7,7 +7,7 @@
 //! stopped (see STACK_SIZES.md). corosensei's `Yielder::on_parent_stack` runs a
 //! closure on the stack that resumed the coroutine, below the frames of
 //! [`FiberPool::run`](crate::FiberPool::run): the carrier's may stack, which is sized
-//! for may and never overflows into a fiber's guard page. The fiber is parked there
+//! for may and never overflows into a fiber's guard. The fiber is parked there
 //! meanwhile, exactly as if it had called a function.
 //!
 //! Measured (release, `fiber_pool/examples/on_carrier_bench.rs`): the round trip costs

@@ -100,7 +100,8 @@ fn init_process() -> Result<(), ConfigError> {
 
 impl FiberPool {
     /// Creates the pool: reserves `size` stacks of `stack_size` usable bytes
-    /// plus a guard page each, in one mapping (address space only; pages are
+    /// plus a guard of [`GUARD_SIZE`](crate::config::GUARD_SIZE) each, and
+    /// `spare_stacks` more, in one mapping (address space only; pages are
     /// committed when touched), registers it, and installs the overflow
     /// handler once per process.
     ///

@@ -2,10 +2,10 @@
 //! its chaining to the previous handler, and per-thread alternate signal
 //! stacks.
 //!
-//! When a job touches its guard page the kernel delivers SIGSEGV on the
+//! When a job touches its guard the kernel delivers SIGSEGV on the
 //! thread's alternate signal stack (the fiber stack itself is exhausted). The
 //! handler looks the stack pointer up in the [registry](crate::registry); if it
-//! is a running fiber and the fault is on its guard page, corosensei's
+//! is a running fiber and the fault is on its guard, corosensei's
 //! `CoroutineTrapHandler` rewrites the interrupted registers so that, when the
 //! handler returns, the fiber's stack is reset and it returns
 //! `Outcome::Overflow` to the carrier's `resume`, with the address of the
