@@ -406,7 +406,11 @@ impl FiberPool {
     pub fn stats(&self) -> PoolStats {
         let inner = &*self.inner;
         let (busy, queued, retired) = inner.admission.counts();
-        let spare_stacks = lock(&inner.spares).left();
+        // `stats` runs on fibers too (a /stats route): an overflow must not strike
+        // with the spares' lock held (the next overflow's carrier would wait on it
+        // for ever). `counts` above reserves far more already; this lock keeps its
+        // own reserve so that it does not depend on that order.
+        let spare_stacks = crate::lock(&inner.spares).left();
         let mut stats = PoolStats {
             size: inner.cfg.size,
             stack_size: inner.stack_size,

@@ -125,7 +125,7 @@ pub(crate) struct TooManyPools;
 /// dropped. Owns the pool's entries.
 pub(crate) struct Region {
     node: &'static Node,
-    /// The entries, from `Box::into_raw` (so that the pointer published in the
+    /// The entries, from `Box::leak` (so that the pointer published in the
     /// node and this one are the same, never invalidated by a move of a `Box`);
     /// freed in `drop`, after the node is unpublished.
     entries: NonNull<[StackEntry]>,
