@@ -7,7 +7,10 @@
 //! belongs to, while that thread's other coroutines use it too:
 //! - a borrow of a `thread_local!` value: the `RefCell` (or `Cell`) it points
 //!   to is the first thread's, and both threads now touch it without
-//!   synchronisation;
+//!   synchronisation. In an optimised build even a fresh access after the wait,
+//!   in a function that accessed the same thread-local before it, may reach the
+//!   first thread's value: the compiler treats a thread-local's address as
+//!   constant within a function (test `hazards` shows the move of threads);
 //! - a std `MutexGuard` or `RwLock` guard (`!Send`: unlocked on another thread
 //!   than it was locked on), a `StdoutLock` or `StderrLock` (the lock's
 //!   reentrancy count is a plain counter that the owning thread's coroutines
@@ -48,7 +51,8 @@ pub use may::coroutine::JoinHandle;
 /// across a may wait (may I/O, `may::coroutine::sleep` or `yield_now`, a
 /// `may::sync` wait, and the calls of this crate that wait through them:
 /// [`sleep`](crate::sleep), [`net`](crate::net), `run` when it queues for a fiber):
-/// no borrow of a `thread_local!` value, no std lock guard, no
+/// no borrow of a `thread_local!` value (nor an access to one after the wait in a
+/// function that accessed it before), no std lock guard, no
 /// `StdoutLock`/`StderrLock`, no other `!Send` value tied to its thread. See the
 /// module documentation for why each is a data race.
 pub unsafe fn spawn<F, T>(name: &str, stack_bytes: Option<usize>, f: F) -> io::Result<JoinHandle<T>>
