@@ -48,7 +48,10 @@ fn every_built_in_route_fits_the_default_stack_with_4x_headroom() {
         .copied()
         .filter(|p| !p.starts_with("/deep") || *p == "/deep?depth=10&frame=256")
         .collect();
-    let rows = fiber_pool::carrier::go(move || measure(&state, &probes))
+    let probe = move || measure(&state, &probes);
+    // SAFETY: the probes run the routes' handlers on fibers, which hold no
+    // thread-bound state across a wait (see `server::spawn`).
+    let rows = unsafe { fiber_pool::carrier::go(probe) }
         .join()
         .unwrap()
         .unwrap();
@@ -247,7 +250,7 @@ fn a_connection_held_by_an_overflowing_fiber_is_closed_not_leaked() {
     for i in 0..30 {
         let db = app.state.db.clone();
         let fibers = fibers.clone();
-        let outcome = fiber_pool::carrier::go(move || {
+        let holds_db = move || {
             fibers.run("holds_db", || {
                 let mut conn = db
                     .checkout()
@@ -257,9 +260,9 @@ fn a_connection_held_by_an_overflowing_fiber_is_closed_not_leaked() {
                 // Deeper than 32 KiB while the checkout is held.
                 fiberstack::app::deep::level(400, 1024)
             })
-        })
-        .join()
-        .unwrap();
+        };
+        // SAFETY: a checkout and a query: no thread-bound state across a wait.
+        let outcome = unsafe { fiber_pool::carrier::go(holds_db) }.join().unwrap();
         assert!(
             matches!(outcome, Err(RunError::StackOverflow { .. })),
             "{outcome:?}"
@@ -346,9 +349,9 @@ fn run_with_stack_left(
     left: usize,
 ) -> Option<Overflow> {
     let (pool, state, target) = (pool.clone(), Arc::clone(&app.state), target.to_string());
-    fiber_pool::carrier::go(move || overflow_on_carrier(&state, &pool, &target, left))
-        .join()
-        .unwrap()
+    let overflow = move || overflow_on_carrier(&state, &pool, &target, left);
+    // SAFETY: a route's handler on a fiber: no thread-bound state across a wait.
+    unsafe { fiber_pool::carrier::go(overflow) }.join().unwrap()
 }
 
 /// An overflow provoked by [`overflow_on_carrier`]: where it struck.
@@ -498,7 +501,7 @@ fn sweep(
         rng ^= rng >> 27;
         (rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as usize % below
     };
-    fiber_pool::carrier::go(move || {
+    let sweep = move || {
         let mut swept = Swept::default();
         while swept.overflows < wanted {
             let stack = 8 * 1024 + 64 * next((32 - 8) * 1024 / 64 + 1);
@@ -515,9 +518,10 @@ fn sweep(
             progress.fetch_add(1, Ordering::SeqCst);
         }
         swept
-    })
-    .join()
-    .unwrap()
+    };
+    // SAFETY: routes' handlers on fibers, and the sweep's own lock taken and dropped
+    // between them: no thread-bound state across a wait.
+    unsafe { fiber_pool::carrier::go(sweep) }.join().unwrap()
 }
 
 /// Resolves the faulting instructions to their functions; asserts that none is in may,

@@ -470,7 +470,7 @@ impl Pool {
 
     /// [`Pool::checkout`] waiting at most `wait` for a connection.
     pub fn checkout_within(&self, wait: Duration) -> Result<fiber_pool::Lent<PooledConn>> {
-        fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
+        fiber_pool::check_stack(CHECKOUT_STACK_MARGIN);
         fiber_pool::Lent::acquire(|| self.get_timeout(wait), PooledConn::discard)
     }
 
@@ -480,7 +480,7 @@ impl Pool {
     /// [`Error::PoolTimeout`]), and the checkout carries the deadline for its connect
     /// and its queries ([`PooledConn::set_deadline`]).
     pub fn checkout_until(&self, deadline: Instant) -> Result<fiber_pool::Lent<PooledConn>> {
-        fiber_pool::reserve_stack(CHECKOUT_STACK_MARGIN);
+        fiber_pool::check_stack(CHECKOUT_STACK_MARGIN);
         fiber_pool::Lent::acquire(|| self.get_until(deadline), PooledConn::discard)
     }
 

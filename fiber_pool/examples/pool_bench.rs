@@ -1,10 +1,17 @@
 //! Figures for the README: the cost of `pool.run` for an empty job against
 //! a bare may coroutine spawn + join, the cost of `FiberSafeAlloc` against
 //! the plain system allocator (on and off fibers, with 1 and 16 pools
-//! alive), and the resident memory of 10,000 idle fibers with 64 KiB stacks.
+//! alive), and the address space, resident memory and mappings of 10,000 idle
+//! fibers with 64 KiB stacks.
 //!
 //! Run with: `cargo run --release -p fiber_pool --example pool_bench`
-//! (`-- alloc` for the allocator figures only, `-- run` for `pool.run` only).
+//! (`-- alloc` for the allocator figures only, `-- run` for `pool.run` only,
+//! `-- memory` for the 10,000 fibers only, `-- quarantine` for what stacks
+//! quarantined after overflows keep).
+
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::time::{Duration, Instant};
@@ -39,6 +46,21 @@ fn rss_kib() -> usize {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("procfs is mounted");
     let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
     pages * 4
+}
+
+/// Address space of this process, in KiB.
+fn vm_kib() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("procfs is mounted");
+    let pages: usize = statm.split_whitespace().next().unwrap().parse().unwrap();
+    pages * 4
+}
+
+/// Mappings (VMAs) of this process.
+fn mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .expect("procfs is mounted")
+        .lines()
+        .count()
 }
 
 /// Allocation pairs per timed batch.
@@ -152,6 +174,23 @@ fn main() {
         run_costs(&[0, 16]);
         return;
     }
+    if what == "memory" {
+        return memory();
+    }
+    if what == "quarantine" {
+        // may's threads and the handlers first, so that they are not counted.
+        drop(
+            FiberPool::new(PoolConfig {
+                size: 1,
+                ..PoolConfig::default()
+            })
+            .unwrap(),
+        );
+        for stack_kib in [64, 128] {
+            quarantine(stack_kib);
+        }
+        return;
+    }
     let spawn = per_op(|| may::go!(|| ()).join().unwrap());
     println!("may::go! spawn + join, empty:            {spawn:>9.2?} (median of {RUNS} x {OPS}, from a coroutine)");
     let start = Instant::now();
@@ -163,7 +202,12 @@ fn main() {
         start.elapsed() / OPS
     );
     run_costs(&[0, 1, 16]);
+    memory();
+}
 
+/// Address space, resident memory and mappings of 10,000 fibers, before and after
+/// each ran one small job.
+fn memory() {
     // The same 10,000 sleeping coroutines without a pool first, so that may's
     // own memory (its cache of finished coroutines, timers) is in the baseline.
     let bare: Vec<_> = (0..10_000)
@@ -172,14 +216,14 @@ fn main() {
     for h in bare {
         h.join().unwrap();
     }
-    let before = rss_kib();
+    let (before, vm_before, maps_before) = (rss_kib(), vm_kib(), mappings());
     let pool = FiberPool::new(PoolConfig {
         size: 10_000,
         stack_size: 64 * 1024,
         ..PoolConfig::default()
     })
     .unwrap();
-    let created = rss_kib();
+    let (created, vm_created, maps_created) = (rss_kib(), vm_kib(), mappings());
     // Use every fiber once, all at the same time (each job sleeps), so that
     // each stack has been touched by a small job.
     let handles: Vec<_> = (0..10_000)
@@ -198,11 +242,60 @@ fn main() {
     assert_eq!(pool.stats().completed, 10_000);
     let used = rss_kib();
     println!(
-        "10,000 fibers x 64 KiB: address space {} MiB; RSS +{} KiB after creation, +{} KiB after each ran one small job (peak stack {} B)",
-        10_000 * (64 + 4) / 1024,
+        "10,000 fibers x 64 KiB, guards of {} KiB: address space +{} MiB, mappings +{}; RSS +{} KiB after creation, +{} KiB after each ran one small job (peak stack {} B)",
+        fiber_pool::config::GUARD_SIZE / 1024,
+        vm_created.saturating_sub(vm_before) / 1024,
+        maps_created.saturating_sub(maps_before),
         created.saturating_sub(before),
         used.saturating_sub(before),
         pool.stats().peak_stack_bytes,
+    );
+}
+
+/// Recurses with 1 KiB frames until the stack runs out.
+#[inline(never)]
+#[allow(unconditional_recursion)]
+fn recurse(depth: u64) -> u64 {
+    let mut buf = [0u8; 1024];
+    buf[depth as usize % 1024] = depth as u8;
+    let buf = std::hint::black_box(buf);
+    recurse(depth + 1) + u64::from(buf[0])
+}
+
+/// Address space, resident memory and mappings that `PoolConfig::spare_stacks`
+/// (the default) overflows leave behind in quarantine, with `stack_kib` stacks.
+fn quarantine(stack_kib: usize) {
+    let spares = PoolConfig::default().spare_stacks;
+    let (vm_before, rss_before, maps_before) = (vm_kib(), rss_kib(), mappings());
+    let pool = FiberPool::new(PoolConfig {
+        size: 4,
+        stack_size: stack_kib * 1024,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let (vm_created, rss_created, maps_created) = (vm_kib(), rss_kib(), mappings());
+    let p = pool.clone();
+    may::go!(move || {
+        for _ in 0..spares {
+            assert!(p.run("deep", || recurse(0)).is_err());
+        }
+    })
+    .join()
+    .unwrap();
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.overflows, stats.spare_stacks, stats.retired),
+        (spares as u64, 0, 0)
+    );
+    let (rss_after, maps_after) = (rss_kib(), mappings());
+    println!(
+        "4 fibers x {stack_kib} KiB, {spares} spare stacks: address space +{} MiB, mappings +{}, RSS +{} KiB at creation; after {spares} overflows RSS +{} KiB ({} KiB per quarantined stack), mappings +{}",
+        vm_created.saturating_sub(vm_before) / 1024,
+        maps_created.saturating_sub(maps_before),
+        rss_created.saturating_sub(rss_before),
+        rss_after.saturating_sub(rss_created),
+        rss_after.saturating_sub(rss_created) / spares,
+        maps_after.saturating_sub(maps_created),
     );
 }
 

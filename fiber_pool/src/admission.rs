@@ -1,6 +1,8 @@
 //! FIFO admission to the pool's N fiber slots: a free list, a bounded queue of
 //! waiting callers, and direct hand-off from a finishing job to the oldest
-//! waiter (so a newcomer cannot overtake the queue).
+//! waiter (so a newcomer cannot overtake the queue). A slot whose fiber was
+//! retired (no spare stack left after an overflow) is never handed out again;
+//! once every slot is retired, callers are told so at once.
 //!
 //! The lock is a std `Mutex` held only for a few pushes and pops, never across
 //! a yield; waiting parks the calling may coroutine (or thread) on a may
@@ -15,6 +17,8 @@ use may::coroutine::ParkError;
 use may::sync::Blocker;
 
 const NO_SLOT: usize = usize::MAX;
+/// Handed to waiters when the last slot was retired.
+const RETIRED: usize = usize::MAX - 1;
 
 /// Why a caller got no slot.
 pub(crate) enum Denied {
@@ -22,6 +26,8 @@ pub(crate) enum Denied {
     Busy,
     /// The wait timed out after this long.
     Timeout(Duration),
+    /// Every slot was retired: none will ever be free.
+    Retired,
 }
 
 struct Waiter {
@@ -33,6 +39,8 @@ struct Waiter {
 struct State {
     free: Vec<usize>,
     waiters: VecDeque<Arc<Waiter>>,
+    /// Slots taken out of use for good.
+    retired: usize,
 }
 
 pub(crate) struct Admission {
@@ -48,6 +56,7 @@ impl Admission {
                 // Reversed so that slot 0 is handed out first.
                 free: (0..size).rev().collect(),
                 waiters: VecDeque::new(),
+                retired: 0,
             }),
             size,
             queue,
@@ -68,6 +77,9 @@ impl Admission {
             let mut state = self.lock();
             if let Some(slot) = state.free.pop() {
                 return Ok((slot, false));
+            }
+            if state.retired == self.size {
+                return Err(Denied::Retired);
             }
             if state.waiters.len() >= self.queue {
                 return Err(Denied::Busy);
@@ -92,16 +104,18 @@ impl Admission {
                 ),
                 None => waiter.blocker.park(None).is_err(),
             };
-            let slot = waiter.slot.load(Ordering::Acquire);
-            if slot != NO_SLOT {
-                return Ok((slot, true));
+            match waiter.slot.load(Ordering::Acquire) {
+                NO_SLOT => {}
+                RETIRED => return Err(Denied::Retired),
+                slot => return Ok((slot, true)),
             }
             if give_up {
                 let mut state = self.lock();
-                // `release` hands over under the lock: check once more.
-                let slot = waiter.slot.load(Ordering::Acquire);
-                if slot != NO_SLOT {
-                    return Ok((slot, true));
+                // `release` and `retire` hand over under the lock: check once more.
+                match waiter.slot.load(Ordering::Acquire) {
+                    NO_SLOT => {}
+                    RETIRED => return Err(Denied::Retired),
+                    slot => return Ok((slot, true)),
                 }
                 state.waiters.retain(|w| !Arc::ptr_eq(w, &waiter));
                 return Err(Denied::Timeout(start.elapsed()));
@@ -122,9 +136,25 @@ impl Admission {
         }
     }
 
-    /// (busy slots, waiting callers).
-    pub(crate) fn counts(&self) -> (usize, usize) {
+    /// Takes a slot handed out to the caller out of use for good. When it was
+    /// the last one, every waiter is told that no slot will come.
+    pub(crate) fn retire(&self) {
+        let mut state = self.lock();
+        state.retired += 1;
+        if state.retired == self.size {
+            let waiters = std::mem::take(&mut state.waiters);
+            drop(state);
+            for waiter in waiters {
+                waiter.slot.store(RETIRED, Ordering::Release);
+                waiter.blocker.unpark();
+            }
+        }
+    }
+
+    /// (busy slots, waiting callers, retired slots).
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
         let state = self.lock();
-        (self.size - state.free.len(), state.waiters.len())
+        let busy = self.size - state.retired - state.free.len();
+        (busy, state.waiters.len(), state.retired)
     }
 }

@@ -1,19 +1,41 @@
-//! Spawning may coroutines (the *carriers* that fibers run on) behind a safe API.
+//! Spawning may coroutines (the *carriers* that fibers run on).
 //!
-//! may's `coroutine::spawn` is `unsafe` because a coroutine is not a thread: it may move
-//! between worker threads after any yield, so a thread-local read before a yield and
-//! after it can see two different threads' values, and a blocking std call stalls every
-//! coroutine on its worker. Every crate of ours but this one forbids unsafe code, so
-//! this is the one place that spawns, and the contract is written here once.
+//! A may coroutine is not a thread: whenever it waits (may I/O, a sleep, a
+//! `may::sync` wait, a yield) may may resume it on another worker thread, and
+//! every sleeper is resumed on may's timer thread. Code that holds thread-bound
+//! state across such a wait then uses it from another thread than the one it
+//! belongs to, while that thread's other coroutines use it too:
+//! - a borrow of a `thread_local!` value: the `RefCell` (or `Cell`) it points
+//!   to is the first thread's, and both threads now touch it without
+//!   synchronisation. In an optimised build even a fresh access after the wait,
+//!   in a function that accessed the same thread-local before it, may reach the
+//!   first thread's value: the compiler treats a thread-local's address as
+//!   constant within a function (test `hazards` shows the move of threads);
+//! - a std `MutexGuard` or `RwLock` guard (`!Send`: unlocked on another thread
+//!   than it was locked on), a `StdoutLock` or `StderrLock` (the lock's
+//!   reentrancy count is a plain counter that the owning thread's coroutines
+//!   keep touching while another thread touches it through the guard).
 //!
-//! Contract for the closures passed here (the callers in this workspace keep it):
-//! - no thread-local state is held across a yield (may I/O, `coroutine::sleep`,
-//!   `may::sync` waits, or [`crate::FiberPool::run`]);
-//! - blocking std calls are avoided, or accepted as stalling that worker.
+//! These are data races, undefined behaviour, reachable from safe code (a safe
+//! closure, a safe may sleep). So spawning a coroutine is `unsafe`, as may's own
+//! `spawn` is: the spawner promises what the coroutine's code will not do, for
+//! that code and for every job it runs through [`FiberPool::run`](crate::FiberPool::run)
+//! (a job runs inside its carrier and waits with it).
 //!
-//! Breaking the contract gives wrong values or slowness, not memory unsafety, for the
-//! std and may APIs we use: std's own thread-locals (panic count, stdout lock owner)
-//! are only used between yields.
+//! Two more hazards are not undefined behaviour but are the spawner's to avoid:
+//! waiting in a destructor while a panic unwinds (std's panic count is per
+//! thread: see [`on_carrier`](crate::on_carrier)), and blocking std calls (std
+//! I/O, `std::thread::sleep`, std `Condvar` waits), which stall every coroutine
+//! of that worker until they return.
+//!
+//! ```compile_fail,E0133
+//! // Spawning needs the caller's promise: an `unsafe` block.
+//! let _ = fiber_pool::carrier::go(|| ());
+//! ```
+//!
+//! ```compile_fail,E0133
+//! let _ = fiber_pool::carrier::spawn("carrier", None, || ());
+//! ```
 
 use std::io;
 
@@ -21,7 +43,19 @@ pub use may::coroutine::JoinHandle;
 
 /// Spawn a may coroutine running `f`, with `stack_bytes` of may stack (rounded up to
 /// whole 8-byte words; `None` keeps may's configured default).
-pub fn spawn<F, T>(name: &str, stack_bytes: Option<usize>, f: F) -> io::Result<JoinHandle<T>>
+///
+/// # Safety
+///
+/// Neither `f` nor anything it runs (the jobs it runs through
+/// [`FiberPool::run`](crate::FiberPool::run) included) may hold thread-bound state
+/// across a may wait (may I/O, `may::coroutine::sleep` or `yield_now`, a
+/// `may::sync` wait, and the calls of this crate that wait through them:
+/// [`sleep`](crate::sleep), [`net`](crate::net), `run` when it queues for a fiber):
+/// no borrow of a `thread_local!` value (nor an access to one after the wait in a
+/// function that accessed it before), no std lock guard, no
+/// `StdoutLock`/`StderrLock`, no other `!Send` value tied to its thread. See the
+/// module documentation for why each is a data race.
+pub unsafe fn spawn<F, T>(name: &str, stack_bytes: Option<usize>, f: F) -> io::Result<JoinHandle<T>>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -30,20 +64,26 @@ where
     if let Some(bytes) = stack_bytes {
         builder = builder.stack_size(bytes.div_ceil(8));
     }
-    // SAFETY: may's spawn is unsafe only for the thread-local and blocking caveats
-    // in the module docs; they are conditions on `f`'s behaviour that callers keep,
-    // and breaking them is a logic error (wrong thread-local value, stalled worker),
-    // not undefined behaviour in the code we run inside coroutines.
+    // SAFETY: may's spawn asks that the coroutine not use thread-local state
+    // across its waits (and that its stack suffice, which is may's own
+    // overflow check); our caller promises the first (this function's `#
+    // Safety`).
     unsafe { builder.spawn(f) }
 }
 
 /// Spawn with may's default stack and a generic name: the `go!` of our crates.
-pub fn go<F, T>(f: F) -> JoinHandle<T>
+///
+/// # Safety
+///
+/// As for [`spawn`]: `f` and what it runs hold no thread-bound state across a may
+/// wait.
+pub unsafe fn go<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
     // may's Builder::spawn only fails when the OS refuses a stack mapping, which is
     // out of memory: there is nothing better to do than to stop.
-    spawn("fiberstack", None, f).expect("may could not allocate a coroutine stack")
+    // SAFETY: our caller's promise, passed on (`spawn`'s contract is ours).
+    unsafe { spawn("fiberstack", None, f) }.expect("may could not allocate a coroutine stack")
 }

@@ -15,14 +15,30 @@ pub const MAX_STACK_SIZE: usize = 1 << 30;
 pub const MAX_TOTAL_STACK: usize = 1 << 40;
 /// The longest admission queue.
 pub const MAX_QUEUE: usize = 1 << 24;
+/// Bytes of `PROT_NONE` guard below each fiber stack (a whole number of pages).
+///
+/// A guard only catches a frame whose first access lands inside it. Rust code
+/// touches every page of a frame larger than one page (stack probes), so for
+/// Rust one page would do. C code need not: `alloca`, a variable-length array,
+/// or a big frame compiled without `-fstack-clash-protection` moves the stack
+/// pointer down by the whole amount before it writes, and would skip a small
+/// guard and write into the neighbouring slot's live frames. glibc caps its own
+/// stack allocations at 64 KiB (`__MAX_ALLOCA_CUTOFF`); twice that leaves room for
+/// the rest of such a frame. A jump larger than this (C code of the job's own
+/// with an unbounded VLA) is not caught: keep such code off fibers.
+///
+/// Cost: address space only (the guard is never touched, so it is neither
+/// committed nor resident), and no extra mapping: one `mprotect` per slot
+/// whatever its size.
+pub const GUARD_SIZE: usize = 128 * 1024;
 
 /// How a [`FiberPool`](crate::FiberPool) is sized.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolConfig {
     /// Number of fibers (N): at most this many jobs run at once.
     pub size: usize,
-    /// Usable stack bytes per fiber, rounded up to whole pages. A guard page
-    /// is added below it.
+    /// Usable stack bytes per fiber, rounded up to whole pages. A guard of
+    /// [`GUARD_SIZE`] is added below it.
     pub stack_size: usize,
     /// How many callers may wait for a fiber; one more gets `RunError::Busy`.
     pub queue: usize,
@@ -33,6 +49,18 @@ pub struct PoolConfig {
     /// 1 = every job. Measuring costs a `madvise` before and a `mincore` plus
     /// a scan of one page after the job, and re-faults the pages it uses.
     pub measure_every: u32,
+    /// How many overflows the pool absorbs. A stack that overflowed is never
+    /// used again (see [`FiberPool::run`](crate::FiberPool::run): something may
+    /// still refer to its abandoned frames): it is quarantined, mapped and
+    /// untouched for the rest of the process, and its fiber gets one of these
+    /// spare stacks. With no spare left, the fiber is retired: the pool runs
+    /// with one fiber fewer (`PoolStats::retired`), and the process should be
+    /// replaced ([`Aftermath::is_broken`](crate::Aftermath::is_broken)).
+    ///
+    /// Cost: a spare is address space only (`stack_size` plus the guard) until
+    /// it is used; a quarantined stack keeps the pages its job touched resident
+    /// (an overflowed job touched nearly all of them: about `stack_size` each).
+    pub spare_stacks: usize,
 }
 
 impl Default for PoolConfig {
@@ -45,6 +73,9 @@ impl Default for PoolConfig {
     /// unmeasured empty job (`pool_bench` example). Every 16th cost a server
     /// 0.25 us of a 7-8 us `/hello` (3%, docs/PROFILE.md); every 64th costs
     /// 0.06 us and still takes hundreds of samples a second under load.
+    /// 256 spare stacks: 256 overflows keep at most 16 MiB of quarantined
+    /// 64 KiB stacks resident (`pool_bench -- quarantine` measures it), and
+    /// overflows are bugs to fix long before that many.
     fn default() -> Self {
         PoolConfig {
             size: 100,
@@ -52,6 +83,7 @@ impl Default for PoolConfig {
             queue: 1024,
             wait_timeout: Some(Duration::from_secs(30)),
             measure_every: 64,
+            spare_stacks: 256,
         }
     }
 }
@@ -80,7 +112,8 @@ pub enum ConfigError {
         /// The requested size in bytes.
         stack_size: usize,
     },
-    /// `size` x `stack_size` is above [`MAX_TOTAL_STACK`].
+    /// (`size` + `spare_stacks`) x (`stack_size` + [`GUARD_SIZE`]) is above
+    /// [`MAX_TOTAL_STACK`].
     TooMuchAddressSpace {
         /// Bytes of address space the pool would reserve.
         total: usize,
@@ -95,9 +128,20 @@ pub enum ConfigError {
         /// [`MAX_POOLS`](crate::registry::MAX_POOLS).
         max: usize,
     },
+    /// [`FiberSafeAlloc`](crate::FiberSafeAlloc) is not the process's global
+    /// allocator: an overflow could strike inside the system allocator, with its
+    /// lock held (the process hangs) or its thread cache half-updated. The
+    /// binary (each test and example file is one) must declare
+    /// [`SAFE_ALLOC_DECLARATION`].
+    SafeAllocMissing,
     /// The OS refused to map the stacks or install the signal handler.
     Os(std::io::Error),
 }
+
+/// The declaration [`ConfigError::SafeAllocMissing`] asks for, as it is written in
+/// the binary's main file.
+pub const SAFE_ALLOC_DECLARATION: &str =
+    "#[global_allocator] static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;";
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -117,7 +161,7 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::TooMuchAddressSpace { total } => write!(
                 f,
-                "the pool would reserve {total} bytes of stacks: lower `size` or `stack_size` so that their product is at most {MAX_TOTAL_STACK}"
+                "the pool would reserve {total} bytes of stacks: lower `size`, `spare_stacks` or `stack_size` so that (size + spare_stacks) x (stack_size + GUARD_SIZE) is at most {MAX_TOTAL_STACK}"
             ),
             ConfigError::QueueTooLong { queue } => write!(
                 f,
@@ -126,6 +170,13 @@ impl fmt::Display for ConfigError {
             ConfigError::TooManyPools { max } => write!(
                 f,
                 "more than {max} fiber pools alive at once: share pools instead of creating one per task"
+            ),
+            ConfigError::SafeAllocMissing => write!(
+                f,
+                "fiber_pool::FiberSafeAlloc is not the global allocator, so a stack overflow \
+                 could strike inside malloc and hang or corrupt the heap: add this line to the \
+                 binary's main file (each test and example file that creates a pool is a binary \
+                 of its own): {SAFE_ALLOC_DECLARATION}"
             ),
             ConfigError::Os(e) => write!(f, "creating the fiber pool failed: {e}"),
         }
@@ -142,6 +193,11 @@ impl std::error::Error for ConfigError {
 }
 
 impl PoolConfig {
+    /// Stacks the pool reserves: one per fiber, plus the spares.
+    pub(crate) fn stacks(&self) -> usize {
+        self.size.saturating_add(self.spare_stacks)
+    }
+
     /// Checks the configuration; returns the usable stack size rounded up to
     /// whole pages.
     pub(crate) fn validate(&self, page: usize) -> Result<usize, ConfigError> {
@@ -163,7 +219,7 @@ impl PoolConfig {
             });
         }
         let rounded = self.stack_size.div_ceil(page) * page;
-        let total = (rounded + page).saturating_mul(self.size);
+        let total = (rounded + GUARD_SIZE).saturating_mul(self.stacks());
         if total > MAX_TOTAL_STACK {
             return Err(ConfigError::TooMuchAddressSpace { total });
         }

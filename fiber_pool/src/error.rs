@@ -27,16 +27,28 @@ pub enum RunError {
         stack_size: usize,
         /// The job's label.
         label: &'static str,
-        /// The overflow struck at a safe point ([`reserve_stack`](crate::reserve_stack),
-        /// which `lock`, `Lent` and the allocator call), holding nothing. When false
-        /// it struck in the job's own code, and state that code held (a lock, a
-        /// `Once`/`LazyLock` being initialised) may be left behind.
+        /// The overflow struck at a safe point: a [`reserve_stack`](crate::reserve_stack)
+        /// or [`lock`](crate::lock) call, whose caller declares that the job holds
+        /// nothing there. When false it struck anywhere else: in the job's own code,
+        /// or in a check that cannot know what the job holds (the allocator's, the
+        /// switch to the carrier's, a `Lent`'s, [`check_stack`](crate::check_stack));
+        /// state the job held (a lock, a `Once`/`LazyLock` being initialised) may be
+        /// left behind.
         at_safe_point: bool,
-        /// The address of the instruction that touched the guard page (the
+        /// The address of the instruction that touched the guard (the
         /// interrupted context's instruction pointer). In a position-independent
         /// binary, subtract the executable's load address (its first mapping in
         /// `/proc/self/maps`) before giving it to `addr2line -f -C -i -e <binary>`.
         fault_pc: usize,
+    },
+    /// Every fiber of the pool was retired: each overflowed once more than
+    /// the pool had spare stacks for (see
+    /// [`PoolConfig::spare_stacks`](crate::PoolConfig::spare_stacks)). The job
+    /// did not run, and no job of this pool will; the process should be
+    /// replaced.
+    Retired {
+        /// The pool's number of fibers, all retired.
+        size: usize,
     },
     /// The job panicked; its frames were unwound normally.
     Panicked {
@@ -69,8 +81,12 @@ impl fmt::Display for RunError {
                 if *at_safe_point {
                     "at a safe point, holding nothing"
                 } else {
-                    "inside its own code: state it held may be left behind"
+                    "outside a safe point: state it held may be left behind"
                 }
+            ),
+            RunError::Retired { size } => write!(
+                f,
+                "all {size} fibers of the pool were retired after stack overflows used up its spare stacks: replace the process, and raise the pool's `stack_size`"
             ),
             RunError::Panicked { label, message } => {
                 write!(f, "job `{label}` panicked: {message}")

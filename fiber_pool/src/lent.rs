@@ -23,7 +23,9 @@
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
+use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -46,38 +48,58 @@ const _: () = assert!(LENT_STACK_MARGIN >= crate::alloc::ALLOC_STACK_MARGIN + 20
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Something that can hand its value to its abandon callback.
-trait Abandon: Send + Sync {
+/// A registered `Lent`'s cell, as its ledger sees it.
+trait Registered: Send + Sync {
+    /// After an overflow: hands the value to its abandon callback.
     fn abandon(&self);
+    /// Drops the value if its `Lent` was dropped while unwinding (and left the
+    /// value to the pool); tells whether it was.
+    fn release_if_unwound(&self) -> bool;
 }
 
 /// A pool slot's register of lent values; lives beside the slot, outside the
 /// fiber stack.
 #[derive(Default)]
 pub(crate) struct Ledger {
-    entries: Mutex<Vec<(u64, Arc<dyn Abandon>)>>,
+    entries: Mutex<Vec<(u64, Arc<dyn Registered>)>>,
 }
 
 impl Ledger {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Arc<dyn Abandon>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Arc<dyn Registered>)>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// After a normal end of the job: forget the registrations (any `Lent`
-    /// still alive, e.g. forgotten, keeps its value).
-    pub(crate) fn detach_all(&self) {
-        self.lock().clear();
+    /// After the job ended (returned or panicked), on the carrier: drops the
+    /// values that `Lent`s dropped while unwinding left here, newest first, and
+    /// forgets the other registrations (a `Lent` still alive, e.g. forgotten,
+    /// keeps its value). Returns how many of those drops panicked.
+    pub(crate) fn finish(&self) -> usize {
+        let entries = std::mem::take(&mut *self.lock());
+        let mut failed = 0;
+        for (_, cell) in entries.into_iter().rev() {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                cell.release_if_unwound();
+            }));
+            failed += usize::from(r.is_err());
+        }
+        failed
     }
 
     /// After an overflow: give every registered value to its callback, newest
-    /// first. A panicking callback does not keep the others from running.
-    /// Returns how many there were, and how many callbacks panicked.
+    /// first (a value that a `Lent` dropped while unwinding left here is
+    /// dropped instead, as that `Lent` meant). A panicking callback does not
+    /// keep the others from running. Returns how many there were, and how many
+    /// callbacks panicked.
     pub(crate) fn abandon_all(&self) -> (usize, usize) {
         let entries = std::mem::take(&mut *self.lock());
         let n = entries.len();
         let mut failed = 0;
         for (_, cell) in entries.into_iter().rev() {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cell.abandon()));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if !cell.release_if_unwound() {
+                    cell.abandon();
+                }
+            }));
             failed += usize::from(r.is_err());
         }
         (n, failed)
@@ -92,20 +114,25 @@ struct LentCell<T> {
     /// Set by the first of `abandon` and the `Lent`'s drop (or `into_inner`);
     /// only that one touches the `UnsafeCell`s afterwards.
     claimed: AtomicBool,
+    /// Set by the `Lent`'s drop while unwinding: the value is left to the
+    /// ledger, which drops it after the job (`release_if_unwound`).
+    unwound: AtomicBool,
 }
 
 // SAFETY: the cell is touched by its `Lent` (which is !Send and !Sync, and
 // checks on every access that it runs in the job that made it, see `home`) or,
-// after that job was abandoned by an overflow, by the carrier calling
-// `abandon`, never both: the abandoned job never runs again, a `Lent` reached
-// from elsewhere panics before touching the cell, and its drop touches the
-// cell only if it wins `claimed` against `abandon`. The value moves to the
-// callback, so it must be `Send`.
+// after that job ended, by the carrier: `abandon` after an overflow abandoned
+// the job, `release_if_unwound` after the `Lent`'s drop set `unwound` (its last
+// touch of the cell). Never both at once: the abandoned job never runs again, a
+// `Lent` reached from elsewhere panics before touching the cell, and every taker
+// of the value (the `Lent`'s drop or `into_inner`, `abandon`,
+// `release_if_unwound`) touches it only if it wins `claimed`. The value moves to
+// the carrier's thread, so it must be `Send`.
 unsafe impl<T: Send> Send for LentCell<T> {}
 // SAFETY: as above; there is no concurrent access to the `UnsafeCell`s.
 unsafe impl<T: Send> Sync for LentCell<T> {}
 
-impl<T: Send> Abandon for LentCell<T> {
+impl<T: Send> Registered for LentCell<T> {
     fn abandon(&self) {
         if self.claimed.swap(true, Ordering::AcqRel) {
             return; // dropped meanwhile, by a `Lent` kept past its job
@@ -116,6 +143,19 @@ impl<T: Send> Abandon for LentCell<T> {
         if let (Some(value), Some(f)) = (value, f) {
             f(value);
         }
+    }
+
+    fn release_if_unwound(&self) -> bool {
+        if !self.unwound.load(Ordering::Acquire) {
+            return false;
+        }
+        if !self.claimed.swap(true, Ordering::AcqRel) {
+            // SAFETY: called by the carrier after the job ended (see the `Send`
+            // impl: the `Lent` is gone, it set `unwound` in its drop), and we won
+            // `claimed`: nobody else accesses the cell.
+            drop(unsafe { (*self.value.get()).take() });
+        }
+        true
     }
 }
 
@@ -136,6 +176,15 @@ impl<T: Send + 'static> Lent<T> {
     /// Wraps `value`; if the current fiber overflows while this `Lent` is
     /// alive, `on_abandon(value)` runs (once) on the carrier after the fiber is
     /// gone.
+    ///
+    /// "Given back" means not lost, not consistent: the overflow may have struck
+    /// in the middle of one of the value's own `&mut` methods (a connection
+    /// half-way through writing a command), so `on_abandon` should discard the
+    /// value's state rather than reuse it (close the connection, give its permit
+    /// back). A value whose methods rely on drop guards for memory safety while
+    /// they run (std's slice sorts and `BinaryHeap` move elements through a
+    /// guard that writes them back) may, abandoned mid-method, hold a duplicated
+    /// element: do not keep such values in a `Lent` while calling those methods.
     pub fn new(value: T, on_abandon: impl FnOnce(T) + Send + 'static) -> Lent<T> {
         Lent::registered(Some(value), Box::new(on_abandon))
     }
@@ -152,12 +201,13 @@ impl<T: Send + 'static> Lent<T> {
             value: UnsafeCell::new(value),
             on_abandon: UnsafeCell::new(Some(on_abandon)),
             claimed: AtomicBool::new(false),
+            unwound: AtomicBool::new(false),
         });
         let registration = ledger.map(|ledger| {
             let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
             ledger
                 .lock()
-                .push((id, Arc::clone(&cell) as Arc<dyn Abandon>));
+                .push((id, Arc::clone(&cell) as Arc<dyn Registered>));
             (ledger, id)
         });
         Lent {
@@ -169,15 +219,33 @@ impl<T: Send + 'static> Lent<T> {
     }
 
     /// Takes the value out; it is no longer handed back on an overflow.
-    pub fn into_inner(mut self) -> T {
+    ///
+    /// An overflow can strike until the value is in the caller's hands, and the
+    /// value must be with its owner at every moment: in the ledger (an overflow
+    /// hands it to `on_abandon`) or returned. So the deregistration, the take
+    /// and the drop of the `Lent`'s own parts run on the carrier's stack, where
+    /// no fiber overflow strikes, after the switch's own check (an overflow there
+    /// still finds the value registered); the `Lent`'s `Drop`, whose checks would
+    /// come after the take, does not run.
+    pub fn into_inner(self) -> T {
         self.check_home();
-        self.deregister();
-        assert!(
-            !self.cell.claimed.swap(true, Ordering::AcqRel),
-            "the value of this Lent was given back after its fiber overflowed"
-        );
-        // SAFETY: we won `claimed`: `abandon` will not touch the cell.
-        unsafe { (*self.cell.value.get()).take() }.expect("a Lent holds its value until dropped")
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped and never used again: each field that
+        // owns something is read out exactly once here (`home` and `_local` own
+        // nothing).
+        let (cell, registration) =
+            unsafe { (ptr::read(&this.cell), ptr::read(&this.registration)) };
+        crate::on_carrier(move || {
+            if let Some((ledger, id)) = registration {
+                ledger.lock().retain(|(i, _)| *i != id);
+            }
+            assert!(
+                !cell.claimed.swap(true, Ordering::AcqRel),
+                "the value of this Lent was given back after its fiber overflowed"
+            );
+            // SAFETY: we won `claimed`: `abandon` will not touch the cell.
+            unsafe { (*cell.value.get()).take() }.expect("a Lent holds its value until dropped")
+        })
     }
 
     /// Panics unless we run in the job that made this `Lent` (see the module docs).
@@ -188,13 +256,6 @@ impl<T: Send + 'static> Lent<T> {
                 "a Lent was used outside the job that made it (kept in a thread-local?): \
                  its value may be handed to on_abandon at any time"
             );
-        }
-    }
-
-    fn deregister(&mut self) {
-        if let Some((ledger, id)) = self.registration.take() {
-            check_margin();
-            ledger.lock().retain(|(i, _)| *i != id);
         }
     }
 }
@@ -221,8 +282,16 @@ impl<T: Send + 'static> DerefMut for Lent<T> {
 
 impl<T: Send + 'static> Drop for Lent<T> {
     fn drop(&mut self) {
-        // Overflow here, at a safe point, while the value is still registered
-        // (an overflow then hands it to on_abandon), rather than below.
+        if self.registration.is_some() && std::thread::panicking() {
+            // Unwinding: no carrier, no ledger lock. The value's drop (a
+            // connection's give-back) may wait, and an unwinding fiber must not
+            // park (see `on_carrier`): the value stays registered, and the pool
+            // drops it on the carrier once the job has ended.
+            self.cell.unwound.store(true, Ordering::Release);
+            return;
+        }
+        // Overflow here, while the value is still registered (an overflow then
+        // hands it to on_abandon), rather than below.
         check_margin();
         let registration = self.registration.take();
         let cell = &self.cell;
@@ -302,7 +371,8 @@ fn current_home() -> Option<(usize, u64)> {
 }
 
 /// Treats "less than LENT_STACK_MARGIN bytes left" as an overflow, before
-/// the ledger's lock is taken.
+/// the ledger's lock is taken. Not a safe point: a `Lent` is made and dropped
+/// wherever its job is, critical sections included.
 fn check_margin() {
-    crate::reserve_stack(LENT_STACK_MARGIN);
+    crate::check_stack(LENT_STACK_MARGIN);
 }

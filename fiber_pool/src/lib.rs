@@ -16,7 +16,8 @@
 //! # A pool's stacks
 //!
 //! All N stacks of a pool are ONE reservation (`mmap` with `MAP_NORESERVE`:
-//! address space only), cut into slots of `stride = page + stack_size`:
+//! address space only), cut into slots of
+//! `stride = `[`GUARD_SIZE`](config::GUARD_SIZE)` + stack_size`:
 //!
 //! ```text
 //!   high addresses
@@ -31,9 +32,10 @@
 //!  │ committed, costs no  │    usable part: `stack_size` bytes, page-rounded
 //!  │ memory               │
 //!  ├──────────────────────┤ ◄─ guard_end; `reserve_stack(n)` overflows when
-//!  │ guard page PROT_NONE │    fewer than n bytes are left above it
+//!  │ guard, PROT_NONE,    │    fewer than n bytes are left above it
+//!  │ GUARD_SIZE (128 KiB) │
 //!  └──────────────────────┘ ◄─ start = bottom of slot 0 (touching the guard
-//!   low addresses               page raises SIGSEGV → StackOverflow)
+//!   low addresses               raises SIGSEGV → StackOverflow)
 //! ```
 //!
 //! Because the layout is regular, "which fiber owns this address" is
@@ -46,31 +48,46 @@
 //!
 //! The SIGSEGV/SIGBUS handler ([`signal`], installed once after may's own)
 //! looks the faulting thread's stack pointer up in the registry; if it is a
-//! running fiber and the fault is on its guard page, it resets the fiber with
+//! running fiber and the fault is on its guard, it resets the fiber with
 //! corosensei's `CoroutineTrapHandler` and `run` returns
 //! [`RunError::StackOverflow`]. Any other fault goes to the previous handler,
-//! so real crashes still crash. Each thread that carries fibers gets a 64 KiB
-//! alternate signal stack on its first `run`; a carrier that migrated
-//! mid-job to a worker that never called `run` uses the alternate stack std
-//! gives every thread (8 KiB), which is enough for our handler alone.
+//! so real crashes still crash; may's own handler (generator's) is skipped,
+//! since it allocates, prints and locks inside the signal handler and hangs
+//! when the fault struck with one of those locks held (see [`signal`]). Every
+//! switch onto a fiber readies its thread once: a 64 KiB alternate signal
+//! stack; a fiber that made a may call directly (not through [`on_carrier`])
+//! and came back on another thread uses the alternate stack std gives every
+//! thread (8 KiB), which is enough for our handler alone.
 //!
 //! # What is and is not safe after a caught overflow
 //!
 //! The abandoned frames are **not unwound**: their destructors never run.
 //! Memory they owned leaks; locks they held stay held; `RefCell` borrows stay
 //! borrowed. An overflow therefore must not start inside a critical section
-//! of anything the process uses later. With this crate:
+//! of anything the process uses later. The stack itself is **never reused**:
+//! something may still point into the abandoned frames (a thread of
+//! `std::thread::scope` borrowing a local, a pinned value linked in elsewhere,
+//! a pointer sent through a channel), so it is quarantined, mapped and
+//! untouched for the rest of the process, and the fiber gets a spare stack
+//! ([`PoolConfig::spare_stacks`]; with none left the fiber is retired). Each
+//! quarantined stack keeps the pages its job touched resident: about
+//! `stack_size` (`pool_bench -- quarantine`: 64 KiB per 64 KiB stack). With
+//! this crate:
 //!
 //! * **The allocator: safe with [`FiberSafeAlloc`]** as the global allocator.
-//!   It calls [`reserve_stack`]`(`[`ALLOC_STACK_MARGIN`]`)` before malloc,
+//!   It calls [`check_stack`]`(`[`ALLOC_STACK_MARGIN`]`)` before malloc,
 //!   free and realloc, so the overflow happens at the call, never with
 //!   glibc's arena lock held (without it, test `without_wrapper` hangs a
-//!   child in `__lll_lock_wait_private` in `__libc_malloc` every time).
-//!   Not covered: libc functions that call malloc themselves (`getaddrinfo`,
-//!   the `printf`/`fopen` family, `dlopen`, the first use of a thread-local
-//!   with a destructor on a thread) — keep them off fibers.
+//!   child in `__lll_lock_wait_private` in `__libc_malloc`);
+//!   [`FiberPool::new`] refuses to start without it. Not covered: libc
+//!   functions that call malloc themselves (`getaddrinfo`, so std's DNS
+//!   lookups; the `printf`/`fopen` family, `dlopen`, the first use of a
+//!   thread-local with a destructor on a thread): an overflow inside them
+//!   abandons malloc mid-update as if there were no wrapper. Keep them off
+//!   fibers.
 //! * **Resources** (database connections): hand them to a [`Lent`]; they are
-//!   given back through its `on_abandon`. `Lent` checks
+//!   given back through its `on_abandon` (not lost; not necessarily
+//!   consistent: see [`Lent::new`]). `Lent` checks
 //!   [`LENT_STACK_MARGIN`](lent::LENT_STACK_MARGIN) before taking its lock.
 //! * **A std `Mutex`/`RwLock` in your code: call
 //!   [`reserve_stack`]`(n)` before locking**, with `n` at least the stack the
@@ -86,21 +103,36 @@
 //!   Return what to log and log from the carrier after `run`.
 //! * **Panics** on a fiber run the panic hook (which locks stderr) on the
 //!   fiber stack: a panic near the stack limit can overflow inside it. Keep
-//!   panics for bugs.
+//!   panics for bugs. Unwinding runs the job's destructors on the fiber, and
+//!   none may wait on may meanwhile: std's panic count is per thread, so a
+//!   parked unwinding fiber shows a panic to every coroutine of its worker, and
+//!   one resumed elsewhere leaves two threads' counts wrong. [`sleep`] sleeps
+//!   the thread instead while panicking, a [`Lent`] dropped while unwinding
+//!   leaves its value to the pool (dropped on the carrier after the job), and a
+//!   closure given to [`on_carrier`] that waits and comes back on another
+//!   thread is counted broken ([`Aftermath::moved_while_panicking`]).
 //! * **may calls: through [`on_carrier`]** (our sockets, [`sleep`] and the
 //!   MySQL pool do it). A may call made directly on a fiber still works, but
 //!   puts may's frames, and its locks, on the fiber stack.
 //! * **What is left behind is counted.** An overflow at a safe point
-//!   ([`reserve_stack`], so [`lock`], `Lent` and the allocator) held nothing;
-//!   one anywhere else struck in the job's own code and is counted apart
-//!   (`RunError::StackOverflow::at_safe_point`, `PoolStats::unsafe_overflows`,
-//!   [`aftermath()`]), with the states known to be broken (an overflow while
-//!   panicking, a panicking `on_abandon`). [`jobs_running_longer_than`] shows a
-//!   thread held by a job (for a stall watchdog).
-//! * **Signals**: asynchronous signals are blocked on may's threads (see
+//!   ([`reserve_stack`] or [`lock`], whose caller declares that the job holds
+//!   nothing there) held nothing; one anywhere else may have held something
+//!   and is counted apart (`RunError::StackOverflow::at_safe_point`,
+//!   `PoolStats::unsafe_overflows`, [`aftermath()`]). That includes the checks
+//!   that cannot know what the job holds: the allocator's, the switch to the
+//!   carrier's, a `Lent`'s, [`check_stack`]. The states known to be broken
+//!   are counted too ([`Aftermath::is_broken`]: an overflow while panicking, a
+//!   panicking `on_abandon`, a retired fiber, an unwinding fiber moved to
+//!   another thread). [`jobs_running_longer_than`] shows a thread held by a
+//!   job (for a stall watchdog).
+//! * **Signals**: asynchronous signals are blocked on may's threads, and on
+//!   any other thread while its fiber runs (see
 //!   [`signal::BLOCKED_ON_MAY_THREADS`]), so none is delivered on a fiber
-//!   stack near its guard page; every thread gets a 64 KiB alternate signal
-//!   stack before a fiber runs on it.
+//!   stack near its guard; every thread gets a 64 KiB alternate signal stack
+//!   before a fiber runs on it.
+//! * **Spawning carriers is `unsafe`** ([`carrier`]): a may coroutine moves
+//!   between threads at its waits, so its spawner promises that it, and the
+//!   jobs it runs, hold no thread-local borrow or lock guard across one.
 //!
 //! This is the limit of trap-based recovery (corosensei's
 //! `setup_trap_handler` contract asks that a trapping coroutine touch no
@@ -112,19 +144,25 @@
 //! ```
 //! use fiber_pool::{FiberPool, PoolConfig};
 //!
+//! // Every binary that creates a pool declares it (`FiberPool::new` checks).
+//! #[global_allocator]
+//! static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+//!
 //! let pool = FiberPool::new(PoolConfig { size: 4, ..PoolConfig::default() }).unwrap();
 //! let p = pool.clone();
-//! let answer = may::go!(move || p.run("answer", || {
+//! // The caller: a may coroutine, as an HTTP connection's would be.
+//! let caller = move || p.run("answer", || {
 //!     fiber_pool::sleep(std::time::Duration::from_millis(1)); // may, on the carrier
 //!     40 + 2
-//! }))
-//! .join()
-//! .unwrap();
+//! });
+//! // SAFETY: it holds no thread-local borrow or lock guard across its sleep.
+//! let answer = unsafe { fiber_pool::carrier::go(caller) }.join().unwrap();
 //! assert_eq!(answer.unwrap(), 42);
 //! assert_eq!(pool.stats().completed, 1);
 //! ```
 //!
-//! Layout: [`config`] (limits), [`error`], `stack` (one reservation of
+//! Layout: [`carrier`] (spawning the may coroutines that carry fibers: `unsafe`,
+//! the spawner's promise), [`config`] (limits), [`error`], `stack` (one reservation of
 //! guarded stacks per pool), [`registry`] (pools by address), [`signal`]
 //! (trap handler, alternate stacks), `admission` (FIFO queue), [`pool`]
 //! (`run`), [`lent`] (resource hand-off), [`alloc`] ([`FiberSafeAlloc`]),
@@ -172,7 +210,7 @@ pub fn on_fiber() -> bool {
     stack_remaining().is_some()
 }
 
-/// Bytes left on the current fiber's stack above its guard page, from the
+/// Bytes left on the current fiber's stack above its guard, from the
 /// stack pointer; `None` when not on a fiber.
 pub fn stack_remaining() -> Option<usize> {
     let sp = stack_pointer();
@@ -181,16 +219,23 @@ pub fn stack_remaining() -> Option<usize> {
 }
 
 /// Makes sure the current fiber has at least `bytes` of stack left, by
-/// overflowing *now* if it has not: the job ends with
-/// [`RunError::StackOverflow`] at this call, a safe point where the caller
-/// holds no lock it is about to take, instead of deep inside the code that
-/// was going to run out (an allocator, a critical section). With enough
-/// stack it returns at once; off a fiber it does nothing.
+/// overflowing *now* if it has not, and declares this call a **safe point**:
+/// the job ends with [`RunError::StackOverflow`] at this call, reported
+/// `at_safe_point`, instead of deep inside the code that was going to run out
+/// (an allocator, a critical section). With enough stack it returns at once;
+/// off a fiber it does nothing.
+///
+/// The declaration is the caller's: call it where the job holds nothing that an
+/// overflow would leave behind (no lock, no `RefCell` borrow, no
+/// `Once`/`LazyLock` initialisation, no stdout or stderr lock), typically just
+/// before taking a lock. Code that cannot know what its callers hold (a logger,
+/// a library's internals) calls [`check_stack`] instead, which overflows the same
+/// way but claims nothing.
 ///
 /// Cost: reading the stack pointer and walking the registry, one node per
 /// live pool (about three loads each) and a division: a few nanoseconds
 /// (see the `pool_bench` example). It neither locks nor allocates, so it is
-/// usable from a global allocator ([`FiberSafeAlloc`] calls it).
+/// usable from a global allocator ([`FiberSafeAlloc`] calls [`check_stack`]).
 ///
 /// Call it before taking a lock on a fiber, with `bytes` at least the stack
 /// the critical section needs:
@@ -205,17 +250,44 @@ pub fn stack_remaining() -> Option<usize> {
 pub fn reserve_stack(bytes: usize) {
     let sp = stack_pointer();
     if let Some(entry) = registry::StackEntry::find_running(sp) {
-        reserve_on(entry, sp, bytes);
+        reserve_on(entry, sp, bytes, SafePoint::Declared);
     }
 }
 
-/// [`reserve_stack`] for a caller that found the fiber's entry (at stack pointer
-/// `sp`) already.
+/// [`reserve_stack`] without the declaration: overflows now if fewer than
+/// `bytes` are left, and such an overflow counts as outside a safe point
+/// (`at_safe_point: false`, [`PoolStats::unsafe_overflows`],
+/// [`Aftermath::outside_safe_point`]), since the caller does not know what the job
+/// holds. [`FiberSafeAlloc`], [`on_carrier`] and [`Lent`] check this way: an
+/// allocation, a may call or a `Lent`'s drop happen anywhere, critical sections
+/// included.
 #[inline]
-pub(crate) fn reserve_on(entry: &registry::StackEntry, sp: usize, bytes: usize) {
+pub fn check_stack(bytes: usize) {
+    let sp = stack_pointer();
+    if let Some(entry) = registry::StackEntry::find_running(sp) {
+        reserve_on(entry, sp, bytes, SafePoint::Unknown);
+    }
+}
+
+/// Whether a stack check's caller declared a safe point ([`reserve_stack`]) or
+/// does not know ([`check_stack`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SafePoint {
+    /// The caller's job holds nothing an overflow would leave behind.
+    Declared,
+    /// The caller cannot tell.
+    Unknown,
+}
+
+/// [`reserve_stack`] or [`check_stack`] for a caller that found the fiber's entry
+/// (at stack pointer `sp`) already.
+#[inline]
+pub(crate) fn reserve_on(entry: &registry::StackEntry, sp: usize, bytes: usize, at: SafePoint) {
     let guard_end = entry.guard_end();
     if sp.saturating_sub(guard_end) < bytes {
-        entry.mark_safe_point();
+        if at == SafePoint::Declared {
+            entry.mark_safe_point();
+        }
         overflow_now(guard_end);
     }
 }
@@ -228,22 +300,24 @@ pub(crate) fn reserve_on(entry: &registry::StackEntry, sp: usize, bytes: usize) 
 pub const LOCK_STACK_MARGIN: usize = 8 * 1024;
 
 /// Locks `m` from code that may run on a fiber: first [`reserve_stack`]s
-/// [`LOCK_STACK_MARGIN`], so that an overflow strikes here, holding nothing,
-/// and never inside the critical section (abandoned frames are not unwound,
-/// so a guard they hold would never unlock, and every later locker would
-/// wait for ever). A poisoned mutex is recovered: our critical sections keep
-/// their data consistent at every step.
+/// [`LOCK_STACK_MARGIN`], so that an overflow strikes here and never inside the
+/// critical section (abandoned frames are not unwound, so a guard they hold
+/// would never unlock, and every later locker would wait for ever). Like
+/// `reserve_stack`, the call declares a safe point: take it holding nothing
+/// else (no other lock: nested, an overflow here leaves the outer one held and
+/// is still reported at a safe point). A poisoned mutex is recovered: our
+/// critical sections keep their data consistent at every step.
 pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     reserve_stack(LOCK_STACK_MARGIN);
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Touches the guard page of the fiber we run on: the signal handler resets
+/// Touches the guard of the fiber we run on: the signal handler resets
 /// the fiber and this never returns.
 #[cold]
 #[inline(never)]
 fn overflow_now(guard_end: usize) -> ! {
-    // SAFETY: `guard_end - 1` is the top byte of the guard page (PROT_NONE)
+    // SAFETY: `guard_end - 1` is the top byte of the guard (PROT_NONE)
     // of the stack the caller runs on, found running in the registry; reading
     // it faults, and our handler turns exactly that fault into the fiber's
     // reset. An asm read (not `read_volatile`, a separate function in debug
@@ -256,7 +330,7 @@ fn overflow_now(guard_end: usize) -> ! {
             options(nostack, readonly, preserves_flags),
         );
     }
-    // The guard page was readable: the registry is wrong. No panic (we may
+    // The guard was readable: the registry is wrong. No panic (we may
     // be inside the global allocator).
     std::process::abort()
 }

@@ -259,8 +259,14 @@ impl Drop for CarrierStream {
 mod tests {
     use super::*;
 
-    fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-        crate::carrier::go(f).join().unwrap()
+    /// Runs `f` in a coroutine and waits for it.
+    ///
+    /// # Safety
+    ///
+    /// As for [`crate::carrier::go`]: `f` holds no thread-bound state across a wait.
+    unsafe fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        // SAFETY: our caller's promise, passed on.
+        unsafe { crate::carrier::go(f) }.join().unwrap()
     }
 
     #[test]
@@ -297,13 +303,15 @@ mod tests {
             let (mut s, _) = listener.accept().unwrap();
             s.write_all(b"hello").unwrap();
         });
-        let got = in_coroutine(move || {
+        let carrier = move || {
             use std::io::Read;
             let mut s = connect(&addr, Duration::from_secs(2)).unwrap();
             let mut buf = String::new();
             s.read_to_string(&mut buf).unwrap();
             buf
-        });
+        };
+        // SAFETY: the closure connects and reads: no thread-bound state across a wait.
+        let got = unsafe { in_coroutine(carrier) };
         server.join().unwrap();
         assert_eq!(got, "hello");
     }
@@ -314,7 +322,9 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        let err = in_coroutine(move || connect(&addr, Duration::from_secs(2)).unwrap_err());
+        // SAFETY: the closure only connects: no thread-bound state across a wait.
+        let err =
+            unsafe { in_coroutine(move || connect(&addr, Duration::from_secs(2)).unwrap_err()) };
         assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
     }
 
@@ -334,7 +344,9 @@ mod tests {
             })
             .collect();
         let started = Instant::now();
-        let err = in_coroutine(move || connect(&addr, Duration::from_millis(300)).unwrap_err());
+        let carrier = move || connect(&addr, Duration::from_millis(300)).unwrap_err();
+        // SAFETY: the closure only connects: no thread-bound state across a wait.
+        let err = unsafe { in_coroutine(carrier) };
         let took = started.elapsed();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
         assert!(err.to_string().contains("300ms"), "{err}");
@@ -352,11 +364,14 @@ mod tests {
         };
         let handles: Vec<_> = (0..50)
             .map(|_| {
-                crate::carrier::go(move || {
+                let carrier = move || {
                     (0..40)
                         .filter(|_| connect(&addr, Duration::from_secs(2)).is_err())
                         .count()
-                })
+                };
+                // SAFETY: the coroutine only connects: it holds no thread-bound
+                // state across a wait.
+                unsafe { crate::carrier::go(carrier) }
             })
             .collect();
         let refused: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();

@@ -7,7 +7,7 @@
 //! stopped (see STACK_SIZES.md). corosensei's `Yielder::on_parent_stack` runs a
 //! closure on the stack that resumed the coroutine, below the frames of
 //! [`FiberPool::run`](crate::FiberPool::run): the carrier's may stack, which is sized
-//! for may and never overflows into a fiber's guard page. The fiber is parked there
+//! for may and never overflows into a fiber's guard. The fiber is parked there
 //! meanwhile, exactly as if it had called a function.
 //!
 //! Measured (release, `fiber_pool/examples/on_carrier_bench.rs`): the round trip costs
@@ -39,6 +39,17 @@ pub const SWITCH_STACK_MARGIN: usize = 1024;
 ///
 /// `f` must be `Send` (corosensei's rule: it keeps a fiber's references out of the
 /// carrier's code); capture `&mut` to sockets and buffers, not fiber-only types.
+///
+/// **While the thread is panicking `f` must not wait** (may I/O, `may::sync`, a may
+/// sleep: use [`sleep`], which does not park then). std's panic count is per
+/// thread: parked, the unwinding fiber shows a panic in progress to every
+/// coroutine of its worker, and resumed on another thread (may's timer thread
+/// after a sleep) it leaves both threads' counts wrong for good. The pool's own
+/// destructors keep this: a [`Lent`](crate::Lent) dropped while unwinding leaves its
+/// value to the pool, which drops it after the job; a
+/// [`CarrierStream`](crate::net::CarrierStream)'s drop does not wait. When `f`
+/// comes back on another thread than it left while panicking, the process is
+/// counted broken ([`Aftermath::moved_while_panicking`](crate::Aftermath::moved_while_panicking)).
 #[inline]
 pub fn on_carrier<R, F>(f: F) -> R
 where
@@ -58,14 +69,22 @@ where
     // Unoptimised builds copy the closure and the result through each frame.
     let copies = if cfg!(debug_assertions) { 3 } else { 1 };
     let moved = copies * (std::mem::size_of::<F>() + std::mem::size_of::<R>());
-    crate::reserve_on(entry, sp, SWITCH_STACK_MARGIN + moved);
+    // Not a safe point: may calls are made with locks held too.
+    crate::reserve_on(
+        entry,
+        sp,
+        SWITCH_STACK_MARGIN + moved,
+        crate::SafePoint::Unknown,
+    );
     let label = entry.label();
+    // Rare (a destructor run by unwinding): the thread, to tell whether `f` moved.
+    let unwinding_on = std::thread::panicking().then(current_thread);
     // SAFETY: the yielder was recorded by the coroutine whose stack we are running on
     // (our stack pointer is in that entry's stack and the entry is running), at its
     // start, and is cleared before that coroutine ends; the coroutine is alive and
     // running (it is us), so the yielder it was passed is valid for this call.
     let yielder = unsafe { &*yielder };
-    yielder.on_parent_stack(move || {
+    let r = yielder.on_parent_stack(move || {
         stall::leave();
         // Back to the fiber, even if `f` panics: the thread holds the job again,
         // possibly another thread than before (may moved the carrier).
@@ -78,11 +97,31 @@ where
         }
         let _back = Back(label);
         f()
-    })
+    });
+    if unwinding_on.is_some_and(|thread| thread != current_thread()) {
+        crate::aftermath::moved_while_panicking();
+    }
+    r
+}
+
+/// The calling thread, cheaply (no system call).
+fn current_thread() -> libc::pthread_t {
+    // SAFETY: pthread_self has no preconditions and always succeeds.
+    unsafe { libc::pthread_self() }
 }
 
 /// `may::coroutine::sleep` on the carrier's stack (a plain thread sleep off may).
+///
+/// While the thread is panicking (a destructor that sleeps, run by unwinding)
+/// it sleeps the thread instead, without parking the carrier: std's panic count
+/// is per thread, so every coroutine that ran on this worker meanwhile would see
+/// a panic in progress, and may resumes a sleeper on its timer thread, so the
+/// unwinding would finish there, leaving this thread's count stuck at 1 and
+/// wrapping the other's. The worker's other coroutines wait for the sleep.
 pub fn sleep(d: Duration) {
+    if std::thread::panicking() {
+        return on_carrier(|| std::thread::sleep(d));
+    }
     on_carrier(|| may::coroutine::sleep(d));
 }
 

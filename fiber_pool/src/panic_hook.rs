@@ -62,7 +62,7 @@ fn off_fiber(hook: &(dyn Fn(&PanicHookInfo<'_>) + Send + Sync), info: &PanicHook
     // The switch's own frames are on the fiber: overflow here rather than inside it
     // (while panicking that is still an overflow with the hook lock held, and the
     // aftermath counts it as broken).
-    crate::reserve_stack(crate::SWITCH_STACK_MARGIN);
+    crate::check_stack(crate::SWITCH_STACK_MARGIN);
     HOOK_STACK.with(|cell| {
         match cell
             .get()

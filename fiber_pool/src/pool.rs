@@ -11,7 +11,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
@@ -22,7 +22,7 @@ use crate::highwater;
 use crate::lent::Ledger;
 use crate::registry::Region;
 use crate::signal::{self, Outcome};
-use crate::stack::{self, page_size, FiberStack};
+use crate::stack::{self, page_size, FiberStack, Spares};
 use crate::stats::{Counters, Ended, PoolStats};
 use crate::{aftermath, stall};
 
@@ -40,17 +40,22 @@ struct Inner {
     /// Usable bytes per stack (`cfg.stack_size` page-rounded).
     stack_size: usize,
     slots: Vec<Slot>,
+    /// One ledger of lent resources per stack of the reservation (spares
+    /// included), indexed like the registry's entries.
+    ledgers: Vec<Arc<Ledger>>,
+    /// Stacks not handed out yet, for fibers whose stack was quarantined.
+    spares: Mutex<Spares>,
     admission: Admission,
     counters: Counters,
     /// Jobs started, to pick every `measure_every`-th one.
     started: AtomicU64,
 }
 
-/// One fiber: its stack (absent while a job runs on it) and its ledger of
-/// lent resources. Its registry entry is `region.entry(i)`.
+/// One fiber: its stack, absent while a job runs on it and for good once the
+/// fiber is retired. The stack's registry entry and ledger are found by its
+/// index ([`FiberStack::index`]).
 struct Slot {
     stack: Mutex<Option<FiberStack>>,
-    ledger: Arc<Ledger>,
 }
 
 /// How a job got its fiber ([`FiberPool::run_admitted`]).
@@ -60,23 +65,28 @@ pub struct Admitted {
     pub queued: bool,
 }
 
-/// Gives the slot back to the admission queue, even if `run` unwinds.
+/// Gives the slot back to the admission queue, even if `run` unwinds, or
+/// retires it when it has no stack any more.
 struct Release<'a> {
     admission: &'a Admission,
     slot: usize,
+    retire: bool,
 }
 
 impl Drop for Release<'_> {
     fn drop(&mut self) {
-        self.admission.release(self.slot);
+        if self.retire {
+            self.admission.retire();
+        } else {
+            self.admission.release(self.slot);
+        }
     }
 }
 
 /// Makes may create its first coroutine (which installs generator's own
-/// SIGSEGV handler), then installs ours in front of it.
+/// SIGSEGV handler), and installs ours in front of it (once per process).
 fn init_process() -> Result<(), ConfigError> {
-    static MAY_STARTED: Once = Once::new();
-    MAY_STARTED.call_once(|| {
+    signal::install(|| {
         // may installs its overflow handler when it creates a coroutine. If this is
         // the first one, may starts its threads now, and they inherit our signal
         // mask: block the asynchronous signals for them (see `signal`), then put
@@ -84,31 +94,70 @@ fn init_process() -> Result<(), ConfigError> {
         let old = signal::block_async_signals();
         let _ = may::go!(|| ()).join();
         signal::restore_signal_mask(&old);
-    });
-    signal::install().map_err(ConfigError::Os)
+    })
+    .map_err(ConfigError::Os)
 }
 
 impl FiberPool {
     /// Creates the pool: reserves `size` stacks of `stack_size` usable bytes
-    /// plus a guard page each, in one mapping (address space only; pages are
+    /// plus a guard of [`GUARD_SIZE`](crate::config::GUARD_SIZE) each, and
+    /// `spare_stacks` more, in one mapping (address space only; pages are
     /// committed when touched), registers it, and installs the overflow
     /// handler once per process.
+    ///
+    /// Refuses with [`ConfigError::SafeAllocMissing`] unless
+    /// [`FiberSafeAlloc`](crate::FiberSafeAlloc) is the process's global
+    /// allocator (one probe allocation tells). The binary declares it:
+    ///
+    /// ```
+    /// #[global_allocator]
+    /// static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+    ///
+    /// let pool = fiber_pool::FiberPool::new(fiber_pool::PoolConfig::default()).unwrap();
+    /// assert_eq!(pool.stats().size, 100);
+    /// ```
     pub fn new(cfg: PoolConfig) -> Result<FiberPool, ConfigError> {
+        if !crate::alloc::is_global() {
+            return Err(ConfigError::SafeAllocMissing);
+        }
+        // SAFETY: FiberSafeAlloc is the global allocator (checked above), which is
+        // the contract of `new_without_safe_alloc`.
+        unsafe { FiberPool::new_without_safe_alloc(cfg) }
+    }
+
+    /// [`new`](Self::new) without its check of the global allocator: for a
+    /// process whose allocator is made overflow-safe some other way, and for the
+    /// test that shows what happens without it (`tests/without_wrapper.rs`).
+    ///
+    /// # Safety
+    ///
+    /// No job of this pool may overflow its stack inside the system allocator.
+    /// That holds when [`FiberSafeAlloc`](crate::FiberSafeAlloc) (or a wrapper
+    /// that calls [`check_stack`](crate::check_stack) with at least
+    /// [`ALLOC_STACK_MARGIN`](crate::ALLOC_STACK_MARGIN) before entering it) is
+    /// the global allocator, or when the jobs never allocate. Otherwise an
+    /// overflow abandons malloc mid-update: with its arena lock held (every
+    /// later allocation on it waits for ever) or with a thread cache
+    /// half-updated (glibc's invariants broken: a later allocation faults or
+    /// corrupts the heap).
+    pub unsafe fn new_without_safe_alloc(cfg: PoolConfig) -> Result<FiberPool, ConfigError> {
         let stack_size = cfg.validate(page_size())?;
         init_process()?;
         signal::prepare_thread();
-        let (layout, stacks) = stack::reserve(cfg.size, stack_size).map_err(ConfigError::Os)?;
+        let (layout, stacks, spares) =
+            stack::reserve(cfg.stacks(), cfg.size, stack_size).map_err(ConfigError::Os)?;
         let slots: Vec<Slot> = stacks
             .into_iter()
             .map(|stack| Slot {
                 stack: Mutex::new(Some(stack)),
-                ledger: Arc::new(Ledger::default()),
             })
             .collect();
-        let ledgers: Vec<*const Ledger> = slots.iter().map(|s| Arc::as_ptr(&s.ledger)).collect();
-        let region = Region::register(layout, &ledgers).map_err(|_| ConfigError::TooManyPools {
-            max: crate::registry::MAX_POOLS,
-        })?;
+        let ledgers: Vec<Arc<Ledger>> = (0..layout.slots).map(|_| Arc::default()).collect();
+        let ledger_ptrs: Vec<*const Ledger> = ledgers.iter().map(Arc::as_ptr).collect();
+        let region =
+            Region::register(layout, &ledger_ptrs).map_err(|_| ConfigError::TooManyPools {
+                max: crate::registry::MAX_POOLS,
+            })?;
         Ok(FiberPool {
             inner: Arc::new(Inner {
                 region,
@@ -116,6 +165,8 @@ impl FiberPool {
                 cfg,
                 stack_size,
                 slots,
+                ledgers,
+                spares: Mutex::new(spares),
                 counters: Counters::default(),
                 started: AtomicU64::new(0),
             }),
@@ -132,14 +183,24 @@ impl FiberPool {
     /// (frames abandoned, [`Lent`](crate::Lent) values handed back), a panic
     /// gives `Panicked`.
     ///
+    /// # After an overflow
+    ///
+    /// An overflow abandons the job's frames without running their destructors,
+    /// and something may still refer to them: a thread started by
+    /// `std::thread::scope` borrowing a local, a pinned value linked into a
+    /// structure elsewhere, a pointer sent through a channel. So the stack is
+    /// never reused: it is quarantined (mapped and untouched for the rest of the
+    /// process, those references keep pointing at the memory they borrowed) and
+    /// the fiber gets a spare stack ([`PoolConfig::spare_stacks`]). With none
+    /// left the fiber is retired, and once all are, `run` returns
+    /// [`RunError::Retired`].
+    ///
     /// # What a job must not do
     ///
-    /// An overflow abandons the job's frames and the stack is reused by the
-    /// next job at once. So a job must not:
     /// - **hand addresses of its stack to other threads** (`std::thread::scope`,
-    ///   a channel carrying `&local`, a raw pointer to a local): after an
-    ///   overflow they would point into another job's frames. `scope` also
-    ///   blocks the worker thread while it waits;
+    ///   a channel carrying `&local`): memory-safe (see above), but an overflow
+    ///   leaves such a thread reading a frame that will never change, and
+    ///   `scope` blocks the worker thread while it waits;
     /// - **block its thread** (`std::thread::sleep`, `std::net`, `std::fs`,
     ///   std `Mutex`/`Condvar` waits, long CPU loops): every coroutine of that
     ///   may worker waits meanwhile ([`jobs_running_longer_than`](crate::jobs_running_longer_than)
@@ -150,7 +211,7 @@ impl FiberPool {
     ///   deep code**: an overflow there leaves it held; reserve stack first
     ///   ([`lock`](crate::lock), [`reserve_stack`](crate::reserve_stack)).
     ///
-    /// The first is not checked (nothing can see a thread borrow a stack
+    /// The first is not detected (nothing can see a thread borrow a stack
     /// address); the rest are reported (stall watchdog, `unsafe_overflows`).
     pub fn run<T, F>(&self, label: &'static str, job: F) -> Result<T, RunError>
     where
@@ -192,9 +253,19 @@ impl FiberPool {
             // A job that runs another job (of this pool or another): the inner run
             // waits, parks and switches like any carrier, so it runs on the carrier's
             // stack, never nested on this fiber's (whose overflow would abandon the
-            // inner run's admission slot and stack for good).
-            return crate::on_carrier(move || self.run_admitted(label, job));
+            // inner run's admission slot and stack for good). This function's own
+            // frame stays small for that: the run itself is `run_here`'s.
+            return crate::on_carrier(move || self.run_here(label, job));
         }
+        self.run_here(label, job)
+    }
+
+    /// [`run_admitted`](Self::run_admitted) from the carrier (off any fiber).
+    fn run_here<T, F>(&self, label: &'static str, job: F) -> (Result<T, RunError>, Option<usize>)
+    where
+        F: FnOnce(Admitted) -> T + Send,
+        T: Send,
+    {
         let inner = &*self.inner;
         let (slot_index, queued) = match inner.admission.acquire(inner.cfg.wait_timeout) {
             Ok(admitted) => admitted,
@@ -207,16 +278,24 @@ impl FiberPool {
                 inner.counters.timed_out();
                 return (Err(RunError::Timeout { waited }), None);
             }
+            Err(Denied::Retired) => {
+                inner.counters.rejected();
+                let size = inner.cfg.size;
+                return (Err(RunError::Retired { size }), None);
+            }
         };
-        let _release = Release {
+        let mut release = Release {
             admission: &inner.admission,
             slot: slot_index,
+            retire: false,
         };
         signal::prepare_thread();
         let slot = &inner.slots[slot_index];
         let stack = lock(&slot.stack)
             .take()
             .expect("a slot handed out by admission holds its stack");
+        let stack_index = stack.index();
+        let ledger = &inner.ledgers[stack_index];
 
         let every = u64::from(inner.cfg.measure_every);
         let measure = every != 0
@@ -228,7 +307,7 @@ impl FiberPool {
             highwater::reset(&stack);
         }
 
-        let entry = inner.region.entry(slot_index);
+        let entry = inner.region.entry(stack_index);
         let mut value: Option<T> = None;
         let out: *mut Option<T> = &mut value;
         let body = move |yielder: &Yielder<(), ()>, (): ()| -> Outcome {
@@ -243,7 +322,11 @@ impl FiberPool {
                     unsafe { out.write(Some(v)) };
                     Outcome::Done
                 }
-                Err(payload) => Outcome::Panicked(crate::error::panic_message(&*payload)),
+                Err(payload) => {
+                    let message = crate::error::panic_message(&*payload);
+                    drop_payload(payload);
+                    Outcome::Panicked(message)
+                }
             };
             entry.set_yielder(std::ptr::null());
             outcome
@@ -256,6 +339,9 @@ impl FiberPool {
         // function returns.
         let mut fiber: Coroutine<(), (), Outcome, FiberStack> =
             unsafe { Coroutine::with_stack_unchecked(stack, body) };
+        // A may thread blocks the asynchronous signals for good (`prepare_thread`);
+        // any other thread only while its fiber runs (see `signal`).
+        let masked = (!may::coroutine::is_coroutine()).then(signal::BlockedWhileRunning::block);
         entry.begin(fiber.trap_handler(), label);
         stall::enter(label);
         let outcome = match fiber.resume(()) {
@@ -264,25 +350,33 @@ impl FiberPool {
         };
         stall::leave();
         entry.end();
+        drop(masked);
         let stack = fiber.into_stack();
 
-        // Measure and give the stack back to the slot before anything that
-        // could panic (an `on_abandon` callback), so the slot stays whole.
+        // Measure and give the slot its stack back before anything that could
+        // panic (an `on_abandon` callback), so the slot stays whole. After an
+        // overflow the stack is quarantined and the slot gets a spare, or is
+        // retired when none is left (see `run`).
         let used = match outcome {
             Outcome::Overflow { .. } => None,
             _ if measure => Some(highwater::measure(&stack)),
             _ => None,
         };
-        *lock(&slot.stack) = Some(stack);
+        let next = match outcome {
+            Outcome::Overflow { .. } => inner.replace(stack),
+            _ => Some(stack),
+        };
+        release.retire = next.is_none();
+        *lock(&slot.stack) = next;
 
         let (ended, result) = match outcome {
             Outcome::Done => {
-                slot.ledger.detach_all();
+                aftermath::second_faults(ledger.finish());
                 let value = value.expect("a finished job wrote its value");
                 (Ended::Completed, Ok(value))
             }
             Outcome::Panicked(message) => {
-                slot.ledger.detach_all();
+                aftermath::second_faults(ledger.finish());
                 (Ended::Panicked, Err(RunError::Panicked { label, message }))
             }
             Outcome::Overflow { fault_pc } => {
@@ -293,7 +387,7 @@ impl FiberPool {
                 // panic state (and its hook lock, in the hook) is held whatever struck.
                 let at_safe_point = entry.struck_at_safe_point() && !std::thread::panicking();
                 aftermath::overflowed(at_safe_point, std::thread::panicking());
-                let (_, failed) = slot.ledger.abandon_all();
+                let (_, failed) = ledger.abandon_all();
                 aftermath::second_faults(failed);
                 let err = RunError::StackOverflow {
                     stack_size: inner.stack_size,
@@ -311,12 +405,19 @@ impl FiberPool {
     /// A snapshot of the pool's counters.
     pub fn stats(&self) -> PoolStats {
         let inner = &*self.inner;
-        let (busy, queued) = inner.admission.counts();
+        let (busy, queued, retired) = inner.admission.counts();
+        // `stats` runs on fibers too (a /stats route): an overflow must not strike
+        // with the spares' lock held (the next overflow's carrier would wait on it
+        // for ever). `counts` above reserves far more already; this lock keeps its
+        // own reserve so that it does not depend on that order.
+        let spare_stacks = crate::lock(&inner.spares).left();
         let mut stats = PoolStats {
             size: inner.cfg.size,
             stack_size: inner.stack_size,
             busy,
             queued,
+            retired,
+            spare_stacks,
             ..PoolStats::default()
         };
         inner.counters.snapshot(&mut stats);
@@ -327,6 +428,33 @@ impl FiberPool {
     /// rounded size is in `stats().stack_size`).
     pub fn config(&self) -> &PoolConfig {
         &self.inner.cfg
+    }
+}
+
+/// Drops a caught panic's payload inside the fiber's body, where nothing may
+/// unwind: a panic escaping the body would unwind `run` past the code that gives
+/// the slot its stack back and marks it idle, and every later job on that slot
+/// would fail. The payload's own drop may panic (`panic_any` of a value whose
+/// `Drop` panics): that panic is caught, and its payload forgotten (leaked)
+/// rather than dropped in turn, since it could panic again.
+fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}
+
+impl Inner {
+    /// Quarantines `stack`, which overflowed, and returns a spare for its
+    /// slot, or `None` when none is left (or the OS refused to make its
+    /// guard): the slot is then retired.
+    fn replace(&self, stack: FiberStack) -> Option<FiberStack> {
+        stack::quarantine(stack);
+        aftermath::quarantined();
+        let spare = lock(&self.spares).take().and_then(Result::ok);
+        if spare.is_none() {
+            aftermath::retired();
+        }
+        spare
     }
 }
 

@@ -24,7 +24,7 @@
 //! created or dropped, and neither happens while a fiber of that pool runs.
 
 use std::cell::UnsafeCell;
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use corosensei::trap::CoroutineTrapHandler;
@@ -39,9 +39,9 @@ use crate::stack::Layout;
 pub struct StackEntry {
     /// A fiber is running (or suspended inside may I/O) on this stack.
     running: AtomicBool,
-    /// Lowest address of the slot (start of the guard page).
+    /// Lowest address of the slot (start of the guard).
     bottom: usize,
-    /// First usable address (end of the guard page).
+    /// First usable address (end of the guard).
     guard_end: usize,
     /// The slot's ledger of lent resources; lives as long as the pool.
     ledger: *const Ledger,
@@ -125,8 +125,17 @@ pub(crate) struct TooManyPools;
 /// dropped. Owns the pool's entries.
 pub(crate) struct Region {
     node: &'static Node,
-    entries: Box<[StackEntry]>,
+    /// The entries, from `Box::leak` (so that the pointer published in the
+    /// node and this one are the same, never invalidated by a move of a `Box`);
+    /// freed in `drop`, after the node is unpublished.
+    entries: NonNull<[StackEntry]>,
 }
+
+// SAFETY: `Region` owns its entries like a `Box<[StackEntry]>` would, and
+// `StackEntry` is `Send` and `Sync`; the node is a `&'static` of atomics.
+unsafe impl Send for Region {}
+// SAFETY: as above: shared access hands out `&StackEntry` only.
+unsafe impl Sync for Region {}
 
 impl Region {
     /// Publishes a pool's stacks; `ledgers[i]` is slot i's ledger (kept
@@ -167,11 +176,19 @@ impl Region {
         // The node is claimed by us and its counter is odd: readers skip it.
         let seq = node.seq.load(Ordering::Relaxed);
         debug_assert!(seq % 2 == 1);
+        // The writer's half of the seqlock: a reader whose field loads see the
+        // stores below synchronises with this fence (through its own acquire
+        // fence), so its second load of the counter sees the odd value (or
+        // later) and it retries. Without it, nothing orders the previous
+        // pool's odd store (made on another thread) before these stores for
+        // that reader, which could then take a mix of two pools' fields for one.
+        fence(Ordering::Release);
+        let entries = NonNull::from(Box::leak(entries));
         node.start.store(layout.start, Ordering::Relaxed);
         node.end.store(layout.end(), Ordering::Relaxed);
         node.stride.store(layout.stride, Ordering::Relaxed);
         node.entries
-            .store(entries.as_ptr().cast_mut(), Ordering::Relaxed);
+            .store(entries.as_ptr().cast::<StackEntry>(), Ordering::Relaxed);
         // Release: a reader that sees the even value sees the fields above.
         node.seq.store(seq.wrapping_add(1), Ordering::Release);
         Ok(Region { node, entries })
@@ -179,14 +196,21 @@ impl Region {
 
     /// Slot `i`'s entry.
     pub(crate) fn entry(&self, i: usize) -> &StackEntry {
-        &self.entries[i]
+        // SAFETY: `entries` is the leaked box of `register`, alive until `drop`
+        // (which needs `&mut self`), and only ever read through shared references.
+        unsafe { &self.entries.as_ref()[i] }
+    }
+
+    fn entries(&self) -> &[StackEntry] {
+        // SAFETY: as in `entry`.
+        unsafe { self.entries.as_ref() }
     }
 }
 
 impl Drop for Region {
     fn drop(&mut self) {
         debug_assert!(self
-            .entries
+            .entries()
             .iter()
             .all(|e| !e.running.load(Ordering::Relaxed)));
         let node = self.node;
@@ -200,14 +224,17 @@ impl Drop for Region {
         node.end.store(0, Ordering::Relaxed);
         node.entries.store(ptr::null_mut(), Ordering::Relaxed);
         node.claimed.store(false, Ordering::Release);
-        // `entries` is freed after this. A reader that validated this node
-        // before the counter went odd, and found its address inside, is
-        // running on one of this pool's stacks, which cannot be: the pool is
-        // being dropped, so no fiber of it runs.
+        // A reader that validated this node before the counter went odd, and
+        // found its address inside, is running on one of this pool's stacks,
+        // which cannot be: the pool is being dropped, so no fiber of it runs.
+        // SAFETY: `entries` came from `Box::leak` in `register` and is freed
+        // once, here; the node no longer publishes it, and no reference from
+        // `entry` outlives `&self`.
+        drop(unsafe { Box::from_raw(self.entries.as_ptr()) });
     }
 }
 
-/// The entry of the slot whose stack (guard page included) contains `addr`,
+/// The entry of the slot whose stack (guard included) contains `addr`,
 /// whether or not a fiber runs on it. Lock-free and allocation-free: callable
 /// from a signal handler and from the global allocator.
 ///
@@ -257,7 +284,7 @@ fn find(addr: usize) -> Option<&'static StackEntry> {
 }
 
 impl StackEntry {
-    /// The running entry whose stack (guard page included) contains `addr`.
+    /// The running entry whose stack (guard included) contains `addr`.
     /// Lock-free and allocation-free: callable from a signal handler. See
     /// [`find`] for how long the reference may be used.
     #[inline]
@@ -319,8 +346,8 @@ impl StackEntry {
     }
 
     /// Is a fault at `fault_addr`, with the stack pointer at `sp` (inside this
-    /// stack), an overflow: a touch of the guard page, or the stack pointer
-    /// itself inside the guard page?
+    /// stack), an overflow: a touch of the guard, or the stack pointer itself
+    /// inside the guard?
     pub(crate) fn is_overflow(&self, fault_addr: usize, sp: usize) -> bool {
         let guard = self.bottom..self.guard_end;
         guard.contains(&fault_addr) || guard.contains(&sp)
@@ -338,7 +365,7 @@ impl StackEntry {
         unsafe { (*self.trap.get()).clone() }
     }
 
-    /// First usable byte of the stack (above the guard page).
+    /// First usable byte of the stack (above the guard).
     #[inline]
     pub(crate) fn guard_end(&self) -> usize {
         self.guard_end

@@ -2,28 +2,32 @@
 //! its chaining to the previous handler, and per-thread alternate signal
 //! stacks.
 //!
-//! When a job touches its guard page the kernel delivers SIGSEGV on the
+//! When a job touches its guard the kernel delivers SIGSEGV on the
 //! thread's alternate signal stack (the fiber stack itself is exhausted). The
 //! handler looks the stack pointer up in the [registry](crate::registry); if it
-//! is a running fiber and the fault is on its guard page, corosensei's
+//! is a running fiber and the fault is on its guard, corosensei's
 //! `CoroutineTrapHandler` rewrites the interrupted registers so that, when the
 //! handler returns, the fiber's stack is reset and it returns
 //! `Outcome::Overflow` to the carrier's `resume`, with the address of the
 //! instruction that faulted (read from the interrupted context, so that tests
 //! can resolve it to the function it was in). The abandoned frames are
 //! not unwound. Every other fault goes to the handler that was installed
-//! before ours (may's generator prints its message and re-raises; the default
-//! action kills the process with SIGSEGV), so real crashes still crash.
+//! before ours, except may's own (generator's), which is not async-signal-safe
+//! and is skipped when we saw it installed (see `install`): then one line of
+//! ours says what faulted, and the fault goes where generator would pass it
+//! (std's handler, or the default action, which kills the process with the
+//! signal). Real crashes still crash, and promptly.
 //!
 //! The handler only does async-signal-safe work: atomic loads over the
-//! registry, a write of a few words onto the faulting fiber's own stack, and
-//! `sigaction` or a call of the previous handler.
+//! registry, a write of a few words onto the faulting fiber's own stack, a
+//! `write(2)` of a line from its own stack, and `sigaction` or a call of the
+//! previous handler.
 
 use std::cell::UnsafeCell;
 use std::io;
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Once;
 
 use crate::registry::StackEntry;
@@ -62,11 +66,25 @@ static PREV_BUS: Previous = Previous(UnsafeCell::new(MaybeUninit::uninit()));
 static INSTALL: Once = Once::new();
 /// errno of a failed installation, 0 when it succeeded.
 static INSTALL_ERRNO: AtomicI32 = AtomicI32::new(0);
+/// may's own handler (generator's) was seen being installed and is skipped:
+/// the previous handlers are the ones it would itself have passed faults to.
+static SKIPS_MAYS: AtomicBool = AtomicBool::new(false);
 
-/// Installs the handler for SIGSEGV and SIGBUS once per process. Call it
-/// after may has created its first coroutine, so that may's own handler is
-/// the previous one and ours sees faults first.
-pub(crate) fn install() -> io::Result<()> {
+/// Installs the handler for SIGSEGV and SIGBUS once per process, around
+/// `start_may`, which makes may create its first coroutine (generator installs
+/// its own handler then; ours goes in front of it).
+///
+/// When generator's handler appears during `start_may`, it is not chained to:
+/// for a fault outside its guard pages it captures a backtrace, prints it and
+/// takes a mutex, inside the signal handler, and a fault that struck with
+/// malloc's or stdout's lock held (heap corruption found inside malloc) then
+/// waits for that lock for ever instead of crashing (test `foreign_fault`).
+/// Faults that are not ours go to the handler that was there before it (std's,
+/// which reports a main-thread overflow, or the default action), which is
+/// where generator passes them itself, after one line of our own
+/// ([`report_fatal`]). When may was started before the first pool, its
+/// handler cannot be told apart from any other and is chained to as it is.
+pub(crate) fn install(start_may: impl FnOnce()) -> io::Result<()> {
     INSTALL.call_once(|| {
         let fail = || {
             let err = io::Error::last_os_error()
@@ -74,13 +92,30 @@ pub(crate) fn install() -> io::Result<()> {
                 .unwrap_or(libc::EINVAL);
             INSTALL_ERRNO.store(err, Ordering::Relaxed);
         };
-        for (sig, prev) in [(libc::SIGSEGV, &PREV_SEGV), (libc::SIGBUS, &PREV_BUS)] {
+        let signals = [(libc::SIGSEGV, &PREV_SEGV), (libc::SIGBUS, &PREV_BUS)];
+        let mut before = [MaybeUninit::<libc::sigaction>::uninit(); 2];
+        for ((sig, _), before) in signals.iter().zip(&mut before) {
+            // SAFETY: queries the current action into a local.
+            if unsafe { libc::sigaction(*sig, ptr::null(), before.as_mut_ptr()) } != 0 {
+                return fail();
+            }
+        }
+        start_may();
+        for ((sig, prev), before) in signals.into_iter().zip(before) {
             // SAFETY: `prev` is written before the handler that reads it is
-            // installed; the new action is fully initialised (zeroed is a
-            // valid `sigaction`, then the fields we need).
+            // installed; `before` was filled by sigaction above; the new action
+            // is fully initialised (zeroed is a valid `sigaction`, then the
+            // fields we need).
             unsafe {
-                if libc::sigaction(sig, ptr::null(), (*prev.0.get()).as_mut_ptr()) != 0 {
+                let prev = &mut *prev.0.get();
+                if libc::sigaction(sig, ptr::null(), prev.as_mut_ptr()) != 0 {
                     return fail();
+                }
+                let before = before.assume_init();
+                if prev.assume_init_ref().sa_sigaction != before.sa_sigaction {
+                    // Installed by may's first coroutine: generator's.
+                    prev.write(before);
+                    SKIPS_MAYS.store(true, Ordering::Relaxed);
                 }
                 let mut action: libc::sigaction = std::mem::zeroed();
                 action.sa_sigaction = handler as *const () as libc::sighandler_t;
@@ -139,8 +174,50 @@ unsafe extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: 
             }
         }
     }
+    if SKIPS_MAYS.load(Ordering::Relaxed) {
+        report_fatal(sig, fault, sp, fault_pc);
+    }
     // SAFETY: forwarding the kernel's own arguments.
     unsafe { chain(sig, info, ctx) }
+}
+
+/// Writes one line about a fault that is not a fiber's overflow to stderr, with
+/// `write(2)` from a buffer on this stack (async-signal-safe: no allocation, no
+/// lock), in place of the report of may's handler, which is skipped.
+fn report_fatal(sig: libc::c_int, fault: usize, sp: usize, pc: usize) {
+    let mut line = [0u8; 256];
+    let mut len = 0;
+    let mut put = |bytes: &[u8]| {
+        let n = bytes.len().min(line.len() - len);
+        line[len..len + n].copy_from_slice(&bytes[..n]);
+        len += n;
+    };
+    put(if sig == libc::SIGBUS {
+        b"\nfiber_pool: SIGBUS"
+    } else {
+        b"\nfiber_pool: SIGSEGV"
+    });
+    for (what, value) in [
+        (&b" at address "[..], fault),
+        (b", instruction ", pc),
+        (b", stack pointer ", sp),
+    ] {
+        put(what);
+        put(&hex(value));
+    }
+    put(b": not a fiber's stack overflow (near the stack pointer: a may coroutine's or a thread's)\n");
+    // SAFETY: writes `len` initialised bytes of `line` to fd 2; async-signal-safe.
+    unsafe { libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), len) };
+}
+
+/// `value` as `0x` and 16 hexadecimal digits.
+fn hex(value: usize) -> [u8; 18] {
+    let mut out = *b"0x0000000000000000";
+    for (i, digit) in out[2..].iter_mut().enumerate() {
+        let nibble = (value >> (60 - 4 * i)) & 0xf;
+        *digit = b"0123456789abcdef"[nibble];
+    }
+    out
 }
 
 /// Passes a fault that is not ours to the previous handler.
@@ -271,8 +348,9 @@ thread_local! {
 /// AVX-512 state), and the kernel then kills the process with SIGSEGV. Blocked here,
 /// a process-directed signal goes to a thread that does not block it (the main
 /// thread, or a signal-handling thread of the application); a signal sent to one may
-/// thread with `tgkill` stays pending. Threads that call `run` outside may (a plain
-/// thread) are left alone: they may be the ones meant to receive them.
+/// thread with `tgkill` stays pending. A thread that calls `run` outside may (a
+/// plain thread) blocks them only while its fiber runs, and gets its own mask back
+/// when `run` returns: it may be the one meant to receive them.
 pub const BLOCKED_ON_MAY_THREADS: [libc::c_int; 11] = [
     libc::SIGHUP,
     libc::SIGINT,
@@ -300,6 +378,24 @@ pub(crate) fn block_async_signals() -> libc::sigset_t {
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
         old
+    }
+}
+
+/// [`BLOCKED_ON_MAY_THREADS`] blocked on a thread that is not a may worker while
+/// it runs a fiber, and its own mask back afterwards (such a thread may be the
+/// one meant to receive those signals, between its runs).
+pub(crate) struct BlockedWhileRunning(libc::sigset_t);
+
+impl BlockedWhileRunning {
+    /// Blocks the signals on the calling thread until the value is dropped.
+    pub(crate) fn block() -> BlockedWhileRunning {
+        BlockedWhileRunning(block_async_signals())
+    }
+}
+
+impl Drop for BlockedWhileRunning {
+    fn drop(&mut self) {
+        restore_signal_mask(&self.0);
     }
 }
 

@@ -16,9 +16,15 @@ pub struct PoolStats {
     pub busy: usize,
     /// Callers waiting for a fiber now.
     pub queued: usize,
+    /// Fibers retired: one of their stacks overflowed when no spare stack was
+    /// left to replace it. `size - retired` fibers still run jobs.
+    pub retired: usize,
+    /// Spare stacks left to replace stacks quarantined after overflows
+    /// ([`PoolConfig::spare_stacks`](crate::PoolConfig::spare_stacks) at first).
+    pub spare_stacks: usize,
     /// Jobs that returned a value.
     pub completed: u64,
-    /// Calls refused with `Busy`.
+    /// Calls refused with `Busy` (or `Retired`).
     pub rejected: u64,
     /// Calls that gave up waiting (`Timeout`).
     pub timed_out: u64,

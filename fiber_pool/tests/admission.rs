@@ -2,6 +2,10 @@
 //! most N, a full queue says Busy at once, a long wait says Timeout, waiters
 //! are served in FIFO order.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -191,7 +195,14 @@ fn bad_configurations_are_refused_with_what_to_change() {
                 stack_size: 1 << 30,
                 ..PoolConfig::default()
             },
-            "`size` or `stack_size`",
+            "`size`, `spare_stacks` or `stack_size`",
+        ),
+        (
+            PoolConfig {
+                spare_stacks: usize::MAX,
+                ..PoolConfig::default()
+            },
+            "`spare_stacks`",
         ),
         (
             PoolConfig {

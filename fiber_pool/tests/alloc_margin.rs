@@ -11,6 +11,10 @@
 //! arena, contention with other threads). What the allocator used is the
 //! job's high-water mark minus that depth.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -4,6 +4,10 @@
 //! Measured by painting an alternate stack of our own, overflowing, and
 //! finding the lowest byte the kernel and the handler changed.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 mod common;
 
 use fiber_pool::{FiberPool, PoolConfig, RunError};

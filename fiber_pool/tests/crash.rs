@@ -2,6 +2,10 @@
 //! Each test re-runs itself as a child process (see `common::child_mode`): the
 //! child crashes, the test asserts on the child's signal and output.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 mod common;
 
 use std::os::unix::process::ExitStatusExt;

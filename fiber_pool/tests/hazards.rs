@@ -3,6 +3,10 @@
 //! a thread-local past its job, and the alternate signal stack of a worker that never
 //! called `run`.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -61,7 +65,7 @@ fn a_signal_sent_to_a_may_thread_whose_fiber_is_at_its_guard_page_does_not_kill(
     let tid = Arc::new(AtomicI32::new(0));
     let sent = Arc::new(AtomicUsize::new(0));
     let (t, s) = (Arc::clone(&tid), Arc::clone(&sent));
-    let job = fiber_pool::carrier::go(move || {
+    let carrier = move || {
         pool.run("at_the_guard", move || {
             near_the_guard(NEAR, &mut || {
                 // SAFETY: gettid has no preconditions.
@@ -78,7 +82,10 @@ fn a_signal_sent_to_a_may_thread_whose_fiber_is_at_its_guard_page_does_not_kill(
                 stack_remaining().unwrap()
             })
         })
-    });
+    };
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let job = unsafe { fiber_pool::carrier::go(carrier) };
     let deadline = Instant::now() + Duration::from_secs(20);
     while tid.load(Ordering::SeqCst) == 0 {
         assert!(
@@ -135,7 +142,7 @@ thread_local! {
 fn a_lent_kept_in_a_thread_local_panics_outside_its_job_instead_of_racing() {
     let pool = pool(2, 64 * 1024);
     let p = pool.clone();
-    let outcome = fiber_pool::carrier::go(move || {
+    let carrier = move || {
         // One job keeps its Lent in this thread's thread-local...
         p.run("keeps", || {
             KEPT.with(|k| *k.borrow_mut() = Some(Lent::new(7, |_| {})))
@@ -143,9 +150,10 @@ fn a_lent_kept_in_a_thread_local_panics_outside_its_job_instead_of_racing() {
         .unwrap();
         // ...and a later job on the same thread reaches it.
         p.run("reads", || KEPT.with(|k| k.borrow().as_ref().map(|l| **l)))
-    })
-    .join()
-    .unwrap();
+    };
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let outcome = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
     let err = outcome.unwrap_err();
     assert!(
         err.to_string().contains("outside the job that made it"),
@@ -161,7 +169,7 @@ fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() 
     // sleeps and yields there). Every return to the fiber readies the thread it lands
     // on, so the fiber's thread has a 64 KiB alt stack whichever worker that is.
     let pool = pool(1, 64 * 1024);
-    let sizes = fiber_pool::carrier::go(move || {
+    let carrier = move || {
         pool.run("migrates", || {
             let mut sizes = Vec::new();
             for _ in 0..20 {
@@ -177,10 +185,13 @@ fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() 
             }
             sizes
         })
-    })
-    .join()
-    .unwrap()
-    .unwrap();
+    };
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let sizes = unsafe { fiber_pool::carrier::go(carrier) }
+        .join()
+        .unwrap()
+        .unwrap();
     assert!(
         sizes
             .iter()
@@ -197,7 +208,7 @@ fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
     let outer = Arc::new(pool(1, 16 * 1024));
     let inner = Arc::new(pool(1, 16 * 1024));
     let (o, i) = (Arc::clone(&outer), Arc::clone(&inner));
-    let done = fiber_pool::carrier::go(move || {
+    let carrier = move || {
         let mut results = Vec::new();
         for n in 0..50u64 {
             let i = Arc::clone(&i);
@@ -211,9 +222,12 @@ fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
             results.push(got);
         }
         results
-    })
-    .join()
-    .expect("the carrier finished");
+    };
+    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+    // borrow, lock guard or stdio lock across its waits.
+    let done = unsafe { fiber_pool::carrier::go(carrier) }
+        .join()
+        .expect("the carrier finished");
     for (n, got) in done.into_iter().enumerate() {
         assert_eq!(got.expect("outer ran").expect("inner ran"), n as u64 * 2);
     }
@@ -247,12 +261,14 @@ fn a_panic_hook_runs_on_its_own_stack_so_a_panic_near_the_guard_page_is_reported
     // Waited for with a timeout: without the fix the carrier never comes back.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let got = fiber_pool::carrier::go(move || {
+        let carrier = move || {
             p.run("panics", || {
                 near_the_guard(PANIC_NEAR, &mut || -> u32 { panic!("near the guard page") })
             })
-        })
-        .join();
+        };
+        // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
+        // borrow, lock guard or stdio lock across its waits.
+        let got = unsafe { fiber_pool::carrier::go(carrier) }.join();
         let _ = tx.send(got);
     });
     // Failures abort: with the hook overflowed on the fiber, std's hook lock stays
@@ -277,4 +293,71 @@ fn a_panic_hook_runs_on_its_own_stack_so_a_panic_near_the_guard_page_is_reported
     if after.is_broken() {
         fail(format!("the aftermath is broken: {after:?}"));
     }
+}
+
+/// Why spawning a carrier is `unsafe`: a job that waits resumes on another thread
+/// (may resumes every sleeper on its timer thread), so thread-bound state it held
+/// across the wait (a `thread_local!` borrow, a lock guard) is used from a thread
+/// it does not belong to while its own thread's coroutines use it too. (In an
+/// optimised build even a fresh access to a thread-local after the wait may reach
+/// the first thread's: the compiler treats a thread-local's address as constant
+/// within a function.) Only thread ids are compared here: holding a borrow across
+/// the wait would be the data race itself.
+#[test]
+fn a_job_that_waits_resumes_on_another_thread() {
+    let pool = pool(1, 64 * 1024);
+    let carrier = move || {
+        pool.run("waits", || {
+            // SAFETY: gettid has no preconditions.
+            let before = unsafe { libc::gettid() };
+            fiber_pool::sleep(Duration::from_millis(1));
+            // SAFETY: as above.
+            (before, unsafe { libc::gettid() })
+        })
+    };
+    // SAFETY: the coroutine compares thread ids and holds no thread-bound state
+    // across its wait.
+    let (before, after) = unsafe { fiber_pool::carrier::go(carrier) }
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_ne!(
+        before, after,
+        "the job resumed on the thread it waited on; state held across the wait would be safe"
+    );
+}
+
+/// The calling thread's blocked-signal mask, from procfs.
+fn blocked_signals() -> u64 {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigBlk:"))
+        .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn a_plain_thread_blocks_async_signals_while_it_runs_a_fiber_and_only_then() {
+    // A thread that is not a may worker calls `run` itself: while its fiber runs, a
+    // signal delivered there would find the fiber's stack pointer near its guard
+    // (no room for the kernel's frame: the process dies by SIGSEGV).
+    let pool = pool(1, 64 * 1024);
+    let (before, during, after) = std::thread::spawn(move || {
+        let before = blocked_signals();
+        let during = pool.run("plain_thread", blocked_signals).unwrap();
+        (before, during, blocked_signals())
+    })
+    .join()
+    .unwrap();
+    for sig in fiber_pool::signal::BLOCKED_ON_MAY_THREADS {
+        let bit = 1u64 << (sig - 1);
+        assert_eq!(before & bit, 0, "signal {sig} blocked before: {before:x}");
+        assert_ne!(
+            during & bit,
+            0,
+            "signal {sig} not blocked in the job: {during:x}"
+        );
+    }
+    assert_eq!(after, before, "the thread's own mask is back after run");
 }

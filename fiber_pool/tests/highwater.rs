@@ -1,6 +1,10 @@
 //! Stack high-water marks: a shallow job reports less than a deep one, and a
 //! job that uses X KiB more stack reports X more, within a page.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 use fiber_pool::{FiberPool, PoolConfig};
 
 const PAGE: usize = 4096;

@@ -3,6 +3,10 @@
 //! that slot's overflow hands it back), overflows are counted by the right
 //! pool, and pools dropped and created again reuse registry nodes.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 mod common;
 
 use std::collections::BTreeSet;

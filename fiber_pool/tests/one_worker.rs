@@ -1,6 +1,10 @@
 //! The waves test with a single may worker thread (own test binary: may reads
 //! its worker count once per process).
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 mod common;
 
 #[test]

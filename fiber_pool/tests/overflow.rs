@@ -1,6 +1,10 @@
 //! A stack overflow becomes `RunError::StackOverflow` and a panic
 //! `RunError::Panicked`; the fiber works again afterwards.
 
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
 use fiber_pool::{FiberPool, PoolConfig, RunError};
 
 mod common;
@@ -66,4 +70,40 @@ fn a_panic_is_an_error_and_the_pool_goes_on() {
     .unwrap();
     let stats = pool.stats();
     assert_eq!((stats.panics, stats.completed), (1, 1));
+}
+
+/// A panic payload whose own drop panics.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("the payload's drop panics too");
+    }
+}
+
+#[test]
+fn a_panic_whose_payload_panics_when_dropped_leaves_the_slot_whole() {
+    let pool = FiberPool::new(PoolConfig {
+        size: 1,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let p = pool.clone();
+    let (first, second) = may::go!(move || {
+        let first = p.run("bomb", || std::panic::panic_any(Bomb));
+        (first, p.run("after", || 7))
+    })
+    .join()
+    .expect("run returns an error for the bomb instead of unwinding into its caller");
+    assert!(
+        matches!(&first, Err(RunError::Panicked { label: "bomb", .. })),
+        "{first:?}"
+    );
+    assert_eq!(second.expect("the only fiber works again"), 7);
+    let stats = pool.stats();
+    assert_eq!((stats.panics, stats.completed, stats.busy), (1, 1, 0));
+    assert!(
+        fiber_pool::jobs_running_longer_than(std::time::Duration::ZERO).is_empty(),
+        "no thread is left marked as running a job"
+    );
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
-use fiber_pool::{FiberPool, FiberSafeAlloc, PoolConfig, RunError};
+use fiber_pool::config::SAFE_ALLOC_DECLARATION;
+use fiber_pool::{ConfigError, FiberPool, FiberSafeAlloc, PoolConfig, RunError};
 
 const OVERFLOWS: usize = 2000;
 const NAME: &str = "without_the_wrapper_an_allocating_overflow_can_hang";
@@ -56,11 +57,18 @@ fn padded<const PAD: usize, A: GlobalAlloc>(a: &A, depth: usize) -> usize {
 /// `FiberSafeAlloc` (`wrapped`) or the plain `System` allocator.
 fn allocating_overflows(wrapped: bool) {
     may::config().set_workers(2);
-    let pool = FiberPool::new(PoolConfig {
-        size: 4,
-        stack_size: 16 * 1024,
-        ..PoolConfig::default()
-    })
+    // SAFETY: none in the `System` mode: overflowing inside malloc is the hazard
+    // this child shows (in a process of its own, killed if it hangs). In the
+    // `wrapped` mode every allocation of the jobs goes through FiberSafeAlloc.
+    let pool = unsafe {
+        FiberPool::new_without_safe_alloc(PoolConfig {
+            size: 4,
+            stack_size: 16 * 1024,
+            // Every overflowed stack is quarantined: one spare for each.
+            spare_stacks: OVERFLOWS,
+            ..PoolConfig::default()
+        })
+    }
     .unwrap();
     let handles: Vec<_> = (0..4)
         .map(|_| {
@@ -139,4 +147,23 @@ fn without_the_wrapper_an_allocating_overflow_can_hang() {
         hung > 0,
         "through System none of 2 children hung: the hazard did not show (not deterministic?)"
     );
+}
+
+/// This binary keeps the system allocator, so `FiberPool::new` refuses, and says
+/// which line to add; calling `FiberSafeAlloc` directly (as the child's wrapped
+/// mode does) does not fool its check, which asks whether the global allocator
+/// served its own probe.
+#[test]
+fn without_the_wrapper_new_refuses_and_names_the_line_to_add() {
+    let layout = Layout::from_size_align(64, 8).unwrap();
+    // SAFETY: a non-zero size; freed at once with the same layout.
+    unsafe { FiberSafeAlloc.dealloc(FiberSafeAlloc.alloc(layout), layout) };
+    let err = match FiberPool::new(PoolConfig::default()) {
+        Err(e) => e,
+        Ok(_) => panic!("a pool was created without FiberSafeAlloc as the global allocator"),
+    };
+    assert!(matches!(err, ConfigError::SafeAllocMissing), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(SAFE_ALLOC_DECLARATION), "{text}");
+    assert!(text.contains("#[global_allocator]"), "{text}");
 }

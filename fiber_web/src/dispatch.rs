@@ -275,9 +275,10 @@ fn fiber_error(
                 "The server is fine and kept serving: the overflow struck at a safe point, \
                  holding nothing"
             } else {
-                "The overflow struck inside the handler's own code: state it held (a lock, \
-                 a Once/LazyLock being initialised) may be left behind; the stall \
-                 watchdog reports any thread that hangs on it"
+                "The overflow struck where the handler may have held state (a lock, a \
+                 Once/LazyLock being initialised) that is now left behind: this process \
+                 asks to be replaced, and the stall watchdog reports any thread that hangs \
+                 on it meanwhile"
             };
             Response::error(
                 500,

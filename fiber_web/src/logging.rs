@@ -98,8 +98,9 @@ impl Log for FiberSafe {
 
     fn log(&self, record: &Record) {
         if self.0.matches(record) {
-            // Does nothing off a fiber; on one, overflows here, holding nothing.
-            fiber_pool::reserve_stack(LOG_STACK_MARGIN);
+            // Does nothing off a fiber; on one, overflows here, before the logger locks
+            // anything (whatever the caller holds: it counts as outside a safe point).
+            fiber_pool::check_stack(LOG_STACK_MARGIN);
             self.0.log(record);
         }
     }

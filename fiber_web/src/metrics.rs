@@ -66,6 +66,11 @@ pub struct Stacks {
     pub overflows: u64,
     /// Of those, overflows that struck outside a safe point.
     pub unsafe_overflows: u64,
+    /// Stacks kept for fibers whose own stack overflowed (each overflowed stack is
+    /// quarantined, never reused).
+    pub spare_stacks: u64,
+    /// Fibers retired because no spare was left for them.
+    pub retired: u64,
     /// What caught overflows left behind in this process.
     pub aftermath: Aftermath,
 }
@@ -81,6 +86,12 @@ pub struct Aftermath {
     pub second_faults: u64,
     /// Every caught overflow: jobs whose frames (and their heap) were abandoned.
     pub abandoned: u64,
+    /// Overflowed stacks kept mapped and never reused.
+    pub quarantined: u64,
+    /// Fibers retired for want of a spare stack (known broken when all are).
+    pub retired: u64,
+    /// Unwinding fibers that came back on another thread (known broken).
+    pub moved_while_panicking: u64,
 }
 
 /// One route's runs on the workers.
@@ -158,11 +169,16 @@ impl Workers {
                 peak_stack_bytes: s.peak_stack_bytes as u64,
                 overflows: s.overflows,
                 unsafe_overflows: s.unsafe_overflows,
+                spare_stacks: s.spare_stacks as u64,
+                retired: s.retired as u64,
                 aftermath: Aftermath {
                     outside_safe_point: a.outside_safe_point,
                     while_panicking: a.while_panicking,
                     second_faults: a.second_faults,
                     abandoned: a.abandoned,
+                    quarantined: a.quarantined,
+                    retired: a.retired,
+                    moved_while_panicking: a.moved_while_panicking,
                 },
             }),
             routes,
@@ -418,6 +434,18 @@ impl Exposition {
             self.single(name, kind, help, value as f64);
         }
         if let Some(s) = &w.stacks {
+            let a = &s.aftermath;
+            let stacks: [(&str, Kind, &str, u64); 6] = [
+                ("fiberstack_fiber_spare_stacks", Gauge, "Spare stacks left for fibers whose stack overflowed (each overflowed stack is quarantined).", s.spare_stacks),
+                ("fiberstack_fibers_retired", Gauge, "Fibers retired because no spare stack was left for them.", s.retired),
+                ("fiberstack_overflows_quarantined_total", Counter, "Overflowed stacks kept mapped and never reused.", a.quarantined),
+                ("fiberstack_overflows_unsafe_total", Counter, "Caught overflows that struck outside a safe point (the process asks to be replaced).", a.outside_safe_point),
+                ("fiberstack_overflows_abandoned_total", Counter, "Caught overflows: jobs whose frames and their heap were abandoned.", a.abandoned),
+                ("fiberstack_overflows_broken_total", Counter, "Overflows that left the process known broken (while panicking, a second fault, an unwinding fiber that moved thread).", a.while_panicking + a.second_faults + a.moved_while_panicking),
+            ];
+            for (name, kind, help, value) in stacks {
+                self.single(name, kind, help, value as f64);
+            }
             self.single(
                 "fiberstack_fiber_stack_size_bytes",
                 Gauge,

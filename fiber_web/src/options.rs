@@ -350,14 +350,21 @@ impl Options {
         out
     }
 
-    /// The fiber pool these options ask for.
+    /// The fiber pool these options ask for. Every overflowed stack is quarantined
+    /// (never reused: something may still point into its abandoned frames) and its
+    /// fiber takes a spare: the pool keeps as many spares as overflows the watchdog
+    /// lets this process take (`--overflow-limit`), at least the pool's default;
+    /// spares are address space only until used.
     pub fn pool_config(&self) -> fiber_pool::PoolConfig {
+        let defaults = fiber_pool::PoolConfig::default();
+        let limit = usize::try_from(self.watchdog.overflow_limit).unwrap_or(usize::MAX);
         fiber_pool::PoolConfig {
             size: self.fibers,
             stack_size: self.stack_size,
             queue: self.queue,
             wait_timeout: Some(self.fiber_wait),
-            ..fiber_pool::PoolConfig::default()
+            spare_stacks: defaults.spare_stacks.max(limit),
+            ..defaults
         }
     }
 }

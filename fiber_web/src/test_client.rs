@@ -138,12 +138,13 @@ impl<S: Send + Sync + 'static> TestRequest<'_, S> {
 
     /// Run the request through the app on a fiber and return what a client would
     /// receive (a HEAD, 204 or 304 without a body).
+    #[allow(unsafe_code)]
     pub fn send(self) -> TestResponse {
         let TestRequest { client, mut req } = self;
         let routed = Arc::clone(&client.routed);
         let head = req.method == "HEAD";
         // The server calls the app from a may coroutine (a connection's); so do we.
-        let ran = fiber_pool::carrier::go(move || {
+        let run = move || {
             let started = Instant::now();
             let outcome = routed.route(&mut req, None, started);
             let (resp, label, _) = outcome.expect("with no peer, a request always runs");
@@ -151,8 +152,10 @@ impl<S: Send + Sync + 'static> TestRequest<'_, S> {
                 .stats()
                 .request(label, resp.status, started.elapsed());
             resp
-        })
-        .join();
+        };
+        // SAFETY: the request is routed as a connection's coroutine routes it (see
+        // `server::spawn`): no thread-local and no std guard is held across a wait.
+        let ran = unsafe { fiber_pool::carrier::go(run) }.join();
         let resp = match ran {
             Ok(resp) => resp,
             Err(panic) => std::panic::resume_unwind(panic),

@@ -1,9 +1,11 @@
 //! The stall watchdog: one thread per worker process that notices a request holding
 //! its worker thread (running its own code instead of going back to may), logs it
 //! once with its route, counts it per route for `/stats`, and asks for this process
-//! to be replaced when a stall passes `--stall-limit`, a caught overflow left the
-//! process in a known-broken state, or `--overflow-limit` overflows have abandoned
-//! their frames' heap (never freed: only a fresh process gives it back).
+//! to be replaced when a stall passes `--stall-limit`, when any caught overflow
+//! struck outside a safe point (what it held is unknown: the replacement is asked for
+//! on suspicion, before anything hangs), when one left the process in a known-broken
+//! state, or when `--overflow-limit` overflows have abandoned their frames' heap
+//! (never freed: only a fresh process gives it back).
 //!
 //! A fiber holds its may worker thread from the moment it is resumed until it goes
 //! back to its carrier (every may call of ours does, through `fiber_pool::on_carrier`).
@@ -169,6 +171,19 @@ impl Watch {
                 );
             }
         }
+        if aftermath.outside_safe_point > 0 {
+            // On suspicion, before anything hangs: what such an overflow held (a lock,
+            // a Once) is unknown, and a fresh process starts clean. The supervisor
+            // starts the replacement first, so no connection is refused.
+            self.ask(
+                "unsafe-overflow",
+                &format!(
+                    "{} stack overflow(s) struck outside a safe point: what they held (a \
+                     lock, a Once/LazyLock being initialised) may be left behind",
+                    aftermath.outside_safe_point
+                ),
+            );
+        }
         if aftermath.is_broken() {
             self.ask(
                 "broken",
@@ -279,16 +294,25 @@ mod tests {
         w.look(&[], broken);
         w.look(&[], broken);
         assert_eq!(asked.lock().unwrap().len(), 1);
-        // A stall after an overflow outside a safe point is a reason too.
+        // An overflow outside a safe point is a reason at once, before any stall; a
+        // stall after it is one more (once each).
         let (mut w, asked) = watch();
         let suspect = Aftermath {
             outside_safe_point: 1,
             ..Aftermath::default()
         };
         w.look(&[], suspect);
-        assert!(asked.lock().unwrap().is_empty());
+        w.look(&[], suspect);
+        {
+            let asked = asked.lock().unwrap();
+            assert_eq!(asked.len(), 1, "{asked:?}");
+            assert!(asked[0].contains("outside a safe point"), "{asked:?}");
+        }
         w.look(&[job("unit_after", 150, 1)], suspect);
-        assert!(asked.lock().unwrap()[0].contains("outside a safe point"));
+        w.look(&[job("unit_after", 150, 1)], suspect);
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 2, "{asked:?}");
+        assert!(asked[1].contains("route unit_after stalls"), "{asked:?}");
     }
 
     #[test]

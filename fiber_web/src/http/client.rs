@@ -287,7 +287,7 @@ impl HttpClient {
 
     fn put_idle(&self, addr: SocketAddr, stream: Lent<CarrierStream>) {
         // Stack for the few frames between taking the stream out and the carrier.
-        fiber_pool::reserve_stack(fiber_pool::lent::LENT_STACK_MARGIN);
+        fiber_pool::check_stack(fiber_pool::lent::LENT_STACK_MARGIN);
         let stream = stream.into_inner();
         fiber_pool::on_carrier(move || {
             let mut idle = fiber_pool::lock(&self.idle);

@@ -69,6 +69,7 @@ impl Sweeper {
     /// once the accept loop has ended ([`Sweeper::close`]) and no connection is left.
     /// (A stopping server still serves what waited in its backlog: those connections
     /// need the sweeper too.)
+    #[allow(unsafe_code)]
     pub fn start(stop: Arc<Stop>) -> std::io::Result<Arc<Sweeper>> {
         let sweeper = Arc::new(Sweeper {
             epoch: Instant::now(),
@@ -77,13 +78,16 @@ impl Sweeper {
             closed: AtomicBool::new(false),
         });
         let sweeping = Arc::clone(&sweeper);
-        fiber_pool::carrier::spawn("idle-sweeper", None, move || loop {
+        let sweep = move || loop {
             may::coroutine::sleep(TICK);
             sweeping.sweep(stop.is_stopping());
             if sweeping.closed.load(Ordering::Acquire) && stop.connections() == 0 {
                 break;
             }
-        })?;
+        };
+        // SAFETY: its only wait is the sleep, and `sweep` takes and drops its lock
+        // between two sleeps; no thread-local.
+        unsafe { fiber_pool::carrier::spawn("idle-sweeper", None, sweep) }?;
         Ok(sweeper)
     }
 

@@ -1,0 +1,159 @@
+//! After an overflow something may still refer to the abandoned frames (here a
+//! thread started by `std::thread::scope`, which borrows a local of the job and
+//! was never joined): the stack is never reused, so that reference keeps
+//! reading the memory it borrowed. A fiber whose stack overflowed gets a spare
+//! stack; with none left it is retired, and a pool with every fiber retired
+//! says so.
+
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::recurse;
+use fiber_pool::{FiberPool, PoolConfig, RunError};
+
+const STACK: usize = 64 * 1024;
+const MAGIC: u64 = 0x5afe_57ac_c0de_0001;
+
+/// What the watching thread saw, outside every fiber stack.
+#[derive(Default)]
+struct Watch {
+    /// Loads of the borrowed local so far.
+    looks: AtomicU64,
+    /// The local held something else than `MAGIC` at some look.
+    changed: AtomicBool,
+    stop: AtomicBool,
+    exited: AtomicBool,
+}
+
+/// Spins (on the test thread) until `cond` holds; panics after 10 s.
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Overwrites most of the stack it runs on with a pattern.
+#[inline(never)]
+fn paint_the_stack() -> u8 {
+    let mut paint = [0x55u8; 48 * 1024];
+    std::hint::black_box(&mut paint);
+    paint[100]
+}
+
+#[test]
+fn a_local_borrowed_by_another_thread_stays_valid_after_its_job_overflows() {
+    let pool = FiberPool::new(PoolConfig {
+        size: 1,
+        stack_size: STACK,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let watch = Arc::new(Watch::default());
+    let (p, w) = (pool.clone(), Arc::clone(&watch));
+    let first = may::go!(move || p.run("lends", move || {
+        let local = AtomicU64::new(MAGIC);
+        std::thread::scope(|s| {
+            let (local, w) = (&local, &w);
+            s.spawn(move || {
+                while !w.stop.load(Ordering::SeqCst) {
+                    if local.load(Ordering::SeqCst) != MAGIC {
+                        w.changed.store(true, Ordering::SeqCst);
+                    }
+                    w.looks.fetch_add(1, Ordering::SeqCst);
+                }
+                w.exited.store(true, Ordering::SeqCst);
+            });
+            while w.looks.load(Ordering::SeqCst) == 0 {
+                std::hint::spin_loop();
+            }
+            // Overflows with the scope still open: the thread is never joined.
+            recurse(0)
+        })
+    }))
+    .join()
+    .unwrap();
+    assert!(
+        matches!(first, Err(RunError::StackOverflow { .. })),
+        "{first:?}"
+    );
+    // The only fiber runs again; on the overflowed stack it would overwrite the
+    // frame that `local` lives in.
+    let p = pool.clone();
+    let painted = may::go!(move || p.run("paints", paint_the_stack))
+        .join()
+        .unwrap();
+    assert_eq!(painted.unwrap(), 0x55);
+    // Let the watcher look again, well after the paint.
+    let looked = watch.looks.load(Ordering::SeqCst);
+    wait_until("the watcher to look again", || {
+        watch.looks.load(Ordering::SeqCst) > looked + 1000
+    });
+    watch.stop.store(true, Ordering::SeqCst);
+    wait_until("the watcher to stop", || {
+        watch.exited.load(Ordering::SeqCst)
+    });
+    assert!(
+        !watch.changed.load(Ordering::SeqCst),
+        "the borrowed local changed under the thread borrowing it: its stack was reused"
+    );
+    let stats = pool.stats();
+    assert_eq!(stats.spare_stacks, PoolConfig::default().spare_stacks - 1);
+    assert_eq!(fiber_pool::aftermath().quarantined, 1);
+}
+
+#[test]
+fn without_spare_stacks_overflowed_fibers_retire_and_then_the_pool_says_so() {
+    let pool = FiberPool::new(PoolConfig {
+        size: 2,
+        stack_size: 16 * 1024,
+        spare_stacks: 1,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let p = pool.clone();
+    let results = may::go!(move || {
+        let mut results = Vec::new();
+        for _ in 0..3 {
+            results.push(p.run("deep", || recurse(0)).map(|_| ()));
+            results.push(p.run("fine", || ()));
+        }
+        results.push(p.run("after", || ()));
+        results
+    })
+    .join()
+    .unwrap();
+    // 1st overflow: the spare replaces the stack. 2nd and 3rd: no spare left,
+    // the fiber retires. Then no fiber is left.
+    let overflowed = |r: &Result<(), RunError>| matches!(r, Err(RunError::StackOverflow { .. }));
+    assert!(overflowed(&results[0]) && results[1].is_ok(), "{results:?}");
+    assert!(overflowed(&results[2]) && results[3].is_ok(), "{results:?}");
+    assert!(overflowed(&results[4]), "{results:?}");
+    for r in &results[5..] {
+        assert_eq!(r, &Err(RunError::Retired { size: 2 }), "{results:?}");
+    }
+    let stats = pool.stats();
+    assert_eq!(
+        (
+            stats.retired,
+            stats.spare_stacks,
+            stats.busy,
+            stats.overflows
+        ),
+        (2, 0, 0, 3)
+    );
+    let after = fiber_pool::aftermath();
+    assert_eq!((after.quarantined, after.retired), (3, 2));
+    assert!(after.is_broken(), "{after:?}");
+}
