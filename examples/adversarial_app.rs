@@ -8,6 +8,18 @@
 //!   blocks its worker thread on the `Once`.
 //! - `/print?depth=N`: recurses N levels, printing a line at each (std's stdout lock is
 //!   held when the overflow strikes inside `println!`).
+//! - `/may_mutex?depth=N`: the same with a `may::sync::Mutex`: later lockers park for
+//!   ever instead of blocking a thread.
+//! - `/refcell?depth=N`: borrows a thread-local `RefCell`, then recurses: the borrow
+//!   is left standing on that thread.
+//! - `/alloc_locked?depth=N`: locks a std Mutex, recurses until under 1 KiB of stack is
+//!   left, then allocates: the allocator's stack check overflows with the lock held.
+//! - `/skip_guard`: recurses to near the end of the stack, then skips 8 KiB down as C's
+//!   `alloca` does, past a one-page guard; the wide guard catches it.
+//! - `/bomb`: panics with a payload whose own drop panics.
+//!
+//! With `?depth=1` each route does its work without breaking anything (what a later
+//! request, on a fresh worker, should get); `/lazy` has no such form.
 //! - `/thread_sleep`: `std::thread::sleep` for 3 s (a blocking std call).
 //! - `/busy`: a 3 s CPU loop.
 //! - `/sleep?sleep=S`: `select sleep(S)` on MySQL (`DATABASE_URL`), the load's route.
@@ -42,6 +54,18 @@ struct State {
 
 static COUNTER: Mutex<u64> = Mutex::new(0);
 
+static MAY_COUNTER: LazyLock<may::sync::Mutex<u64>> = LazyLock::new(|| may::sync::Mutex::new(0));
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Stack left when `/alloc_locked` allocates: less than the allocator checks for.
+const ALLOC_AT: usize = 1024;
+/// How far `/skip_guard` moves the stack pointer at once: more than a page, as a C
+/// frame with a big VLA does.
+const SKIP: usize = 8 * 1024;
+
 /// A value whose initializer recurses too deep: it overflows the first time.
 static TABLE: LazyLock<u64> = LazyLock::new(|| recurse(TOO_DEEP));
 
@@ -74,6 +98,74 @@ fn mutex(_: &State, req: &Request) -> Response {
     let mut count = COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     *count += recurse(depth(req));
     Response::text(200, format!("{}\n", *count))
+}
+
+fn may_mutex(_: &State, req: &Request) -> Response {
+    let mut count = MAY_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
+    *count += recurse(depth(req));
+    Response::text(200, format!("{}\n", *count))
+}
+
+fn refcell(_: &State, req: &Request) -> Response {
+    let n = depth(req);
+    SCRATCH.with(|scratch| {
+        let mut held = scratch.borrow_mut();
+        held.push(recurse(n) as u8);
+        Response::text(200, format!("{}\n", held.len()))
+    })
+}
+
+/// Recurses until under `left` bytes of stack remain, then allocates `bytes`.
+fn allocate_near_the_end(left: usize) -> usize {
+    let frame = black_box([0u8; 128]);
+    if fiber_pool::stack_remaining().is_some_and(|r| r < left) {
+        return black_box(vec![frame[0]; 64]).len();
+    }
+    black_box(allocate_near_the_end(left)) + usize::from(frame[127])
+}
+
+fn alloc_locked(_: &State, req: &Request) -> Response {
+    let mut count = COUNTER.lock().unwrap_or_else(|e| e.into_inner());
+    let grown = if req.query_param("depth").is_some() {
+        vec![0u8; 64].len()
+    } else {
+        allocate_near_the_end(ALLOC_AT)
+    };
+    *count += grown as u64;
+    Response::text(200, format!("{}\n", *count))
+}
+
+/// Recurses until under `SKIP` bytes remain, then skips `SKIP` down.
+fn skip_near_the_end() -> u64 {
+    let frame = black_box([0u8; 128]);
+    if fiber_pool::stack_remaining().is_some_and(|r| r < SKIP) {
+        fiber_pool::testing::skip_down(SKIP);
+        return 0;
+    }
+    black_box(skip_near_the_end()) + u64::from(frame[127])
+}
+
+fn skip_guard(_: &State, req: &Request) -> Response {
+    if req.query_param("depth").is_some() {
+        return Response::text(200, "stayed on the stack\n");
+    }
+    Response::text(200, format!("{}\n", skip_near_the_end()))
+}
+
+/// A panic payload that panics again when dropped.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("the payload's own drop panics");
+    }
+}
+
+fn bomb(_: &State, req: &Request) -> Response {
+    if req.query_param("depth").is_none() {
+        std::panic::panic_any(Bomb);
+    }
+    Response::text(200, "defused\n")
 }
 
 fn lazy(_: &State, _: &Request) -> Response {
@@ -142,6 +234,16 @@ fn main() -> Result<(), fiber_web::Error> {
                 .named("mutex")
                 .get("/lazy", lazy)
                 .named("lazy")
+                .get("/may_mutex", may_mutex)
+                .named("may_mutex")
+                .get("/refcell", refcell)
+                .named("refcell")
+                .get("/alloc_locked", alloc_locked)
+                .named("alloc_locked")
+                .get("/skip_guard", skip_guard)
+                .named("skip_guard")
+                .get("/bomb", bomb)
+                .named("bomb")
                 .get("/print", print)
                 .named("print")
                 .get("/thread_sleep", thread_sleep)

@@ -96,11 +96,7 @@ impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
             runtime: Runtime::default(),
-            web: Options {
-                // `fiberstack serve` starts a supervisor for --processes 2 or more.
-                supervise: false,
-                ..Options::default()
-            },
+            web: Options::default(),
             self_call_limit: None,
             db_pool: DEFAULT_DB_POOL,
             db_wait_timeout: DEFAULT_DB_WAIT,

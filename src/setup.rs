@@ -25,6 +25,10 @@ pub struct Database {
     pub db_where: String,
 }
 
+/// Set by the supervisor beside `DATABASE_URL` when that URL is its own private
+/// MariaDB's: the server's pid, for the worker's start-up line.
+pub const SUPERVISORS_MARIADB_ENV: &str = "FIBERSTACK_SUPERVISORS_MARIADB";
+
 /// Connect options for `--database-url`, or start the private MariaDB. The launcher
 /// blocks while MariaDB starts: call it at start-up.
 pub fn database(cfg: &ServeConfig) -> Result<Database, Error> {
@@ -33,7 +37,15 @@ pub fn database(cfg: &ServeConfig) -> Result<Database, Error> {
             flag: "--database-url / DATABASE_URL",
             why: e.to_string(),
         })?;
-        let db_where = format!("external {}", opts.url_redacted());
+        let supervisors = fiber_web::supervisor::worker()
+            .and_then(|_| std::env::var(SUPERVISORS_MARIADB_ENV).ok());
+        let db_where = match supervisors {
+            Some(pid) => format!(
+                "private MariaDB at {} (pid {pid}), the supervisor's",
+                opts.url_redacted()
+            ),
+            None => format!("external {}", opts.url_redacted()),
+        };
         return Ok(Database {
             mariadb: None,
             opts,

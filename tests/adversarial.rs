@@ -1,20 +1,23 @@
 //! Handlers that break the rules (examples/adversarial_app.rs, built on the public API
-//! as a user would write it), each while `ab -c 50` runs on `/sleep?sleep=0.1` (a MySQL
-//! `select sleep(0.1)`) against the same two worker processes behind a supervisor:
+//! as a user would write it), served the way a user starts it: with `--bind` alone,
+//! so one worker under the default supervisor. Each case runs while `ab -c 50` loads
+//! `/sleep?sleep=0.1` (a MySQL `select sleep(0.1)`):
 //!
-//! - an overflow holding a `std::sync::Mutex`, and one inside a `LazyLock` initializer:
-//!   a 500 that says state may be left behind; the next request to the route blocks its
-//!   worker thread; the watchdog logs the stall and the supervisor replaces the worker;
-//! - an overflow inside `println!`: the same, for a request that prints on the other
-//!   thread (std's stdout lock is left held by the thread of the abandoned fiber; on
-//!   that same thread the lock is reentrant, and `println!` panics: a 500);
+//! - overflows with a std `Mutex` held, inside a `LazyLock` initializer, inside
+//!   `println!`, with a `may::sync::Mutex` held, with a thread-local `RefCell`
+//!   borrowed, in the allocator with a std `Mutex` held, and by a frame that skips
+//!   8 KiB past the stack pointer as C's `alloca` does: each is a 500 that says state
+//!   may be left behind, and the worker asks to be replaced at once; the supervisor
+//!   starts a fresh one, which accepts before the old one drains. Then 10 `/stats` in a
+//!   row answer within 5 s, and the route itself (`?depth=1`) answers 200 from the new
+//!   worker within 10 s;
+//! - a panic whose payload panics when dropped: a 500, and the fiber's slot serves on;
 //! - `std::thread::sleep(3 s)` and a 3 s CPU loop: answered; the stall is logged with
-//!   its route, and past `--stall-limit` (2 s here) the worker is replaced.
+//!   its route.
 //!
-//! For each: ab's failures are at most the connections the replaced worker left
-//! unfinished (its own log line counts them; 0 when no worker was stuck), the server
-//! serves afterwards, and the log names the route and the cause. About a minute of CI.
-//! For a longer check that it keeps serving after each case (the issue's 30 s), run:
+//! For each, ab's failures are at most the connections the replaced worker left
+//! unfinished (its own log line counts them; none when no worker was replaced). About
+//! a minute of CI. For a longer check that it keeps serving after each case, run:
 //! `FIBERSTACK_ADVERSARIAL_SOAK=30 cargo nextest run --test adversarial`.
 
 mod common;
@@ -27,10 +30,12 @@ use std::time::{Duration, Instant};
 use common::child::Served;
 use common::tools::ab_count;
 
-/// Longest the supervisor and its two workers may take to accept.
+/// Longest the supervisor and its worker may take to accept.
 const START_TIMEOUT: Duration = Duration::from_secs(90);
-/// `--stall-limit` of the app, in seconds: a 3 s hold passes it.
-const STALL_LIMIT: &str = "2";
+/// After an unsafe overflow: 10 `/stats` in a row answer within this.
+const STATS_AFTER: Duration = Duration::from_secs(5);
+/// After an unsafe overflow: the route answers 200 (from the new worker) within this.
+const ROUTE_AFTER: Duration = Duration::from_secs(10);
 /// The load: 50 at once, going on after a receive error (a stuck worker's connections
 /// are closed when it exits), 30 s at most per request.
 const AB_LOAD: [&str; 7] = ["-c", "50", "-n", "1000", "-r", "-s", "30"];
@@ -101,11 +106,6 @@ fn poll_stats(
     }
 }
 
-/// The pids of the two workers, from `/stats` answers (bounded).
-fn worker_pids(addr: SocketAddr) -> std::collections::HashSet<u32> {
-    common::tools::distinct_pids(2, || stats(addr).map(|s| pid(&s)))
-}
-
 /// The load on `/sleep?sleep=0.1`, on a thread.
 fn ab(addr: SocketAddr) -> std::thread::JoinHandle<Output> {
     common::tools::ab_thread(&AB_LOAD, format!("http://{addr}/sleep?sleep=0.1"))
@@ -143,7 +143,7 @@ fn serves_for(addr: SocketAddr, soak: Duration) {
 
 /// What one case did.
 struct Outcome {
-    /// The stuck worker's unfinished connections, when one was replaced.
+    /// The replaced worker's unfinished connections, when one was replaced.
     unfinished: Option<u64>,
     /// ab's lost requests (see [`ab_lost`]).
     failed: u64,
@@ -152,20 +152,62 @@ struct Outcome {
 
 /// How a case goes.
 enum Kind {
-    /// Overflows; then the next request to the route (with `?depth=1`: no overflow)
-    /// blocks its thread on what the abandoned frames held when `must_hang`; else up
-    /// to `tries` such requests each answer or block.
-    Overflow { tries: usize, must_hang: bool },
-    /// Holds its thread for 3 s, then answers 200.
+    /// Overflows outside a safe point: the worker is replaced at once. `again` is
+    /// whether `?depth=1` then works on the fresh worker (a `LazyLock` that overflows
+    /// in its initializer overflows there too).
+    Overflow { again: bool },
+    /// Panics with a payload whose drop panics: a 500, nothing replaced.
+    Bomb,
+    /// Holds its thread for 3 s, then answers 200: the stall is logged.
     Holds,
+}
+
+/// `GET path` on a fresh connection within `within`.
+fn fresh(addr: SocketAddr, path: &str, within: Duration) -> Option<common::Resp> {
+    Conn::open(addr).get(path, within)
+}
+
+/// After `victim` asked to go: 10 `/stats` in a row within [`STATS_AFTER`], and the
+/// route answering 200 within [`ROUTE_AFTER`] (fresh connections: once the new worker
+/// accepts, they reach it).
+fn serves_again(addr: SocketAddr, route: &str, victim: u32, again: bool) {
+    let started = Instant::now();
+    for i in 0..10 {
+        let left = STATS_AFTER.saturating_sub(started.elapsed());
+        let r = fresh(addr, "/stats", left)
+            .unwrap_or_else(|| panic!("/stats {i} not answered within {STATS_AFTER:?}"));
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert!(
+        started.elapsed() <= STATS_AFTER,
+        "10 /stats took {:?}",
+        started.elapsed()
+    );
+    let started = Instant::now();
+    let path = format!("/{route}?depth=1");
+    loop {
+        let r = fresh(addr, &path, Duration::from_secs(2));
+        if let Some(r) = r.filter(|r| r.status == 200 || !again) {
+            if again {
+                let who = stats(addr).expect("/stats");
+                assert_ne!(pid(&who), victim, "the replaced worker still serves");
+            } else {
+                assert_eq!(r.status, 500, "{path} on the new worker: {}", r.body);
+            }
+            return;
+        }
+        assert!(
+            started.elapsed() < ROUTE_AFTER,
+            "{path} did not answer 200 within {ROUTE_AFTER:?}"
+        );
+    }
 }
 
 fn run_case(serve: &mut Served, route: &str, kind: Kind, soak: Duration) -> Outcome {
     let addr = serve.addr;
     let start = Instant::now();
-    let before = worker_pids(addr);
     let load = ab(addr);
-    // Under load: requests of the sleep route in flight somewhere.
+    // Under load: requests of the sleep route in flight.
     poll_stats(addr, "load", Duration::from_secs(30), |s| {
         s["fibers"]["busy"].as_u64().unwrap_or(0) >= 5
     });
@@ -174,11 +216,12 @@ fn run_case(serve: &mut Served, route: &str, kind: Kind, soak: Duration) -> Outc
         .get("/stats", Duration::from_secs(10))
         .expect("/stats on the case's connection");
     let victim = pid(&serde_json::from_str(&who.body).unwrap());
-    let replaced = match kind {
-        Kind::Overflow { tries, must_hang } => {
-            let r = conn
-                .get(&format!("/{route}"), Duration::from_secs(30))
-                .unwrap_or_else(|| panic!("/{route}: no answer"));
+    let r = conn
+        .get(&format!("/{route}"), Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("/{route}: no answer"));
+    let mut unfinished = None;
+    match kind {
+        Kind::Overflow { again } => {
             assert_eq!(r.status, 500, "{}", r.body);
             assert!(
                 r.body
@@ -187,83 +230,52 @@ fn run_case(serve: &mut Served, route: &str, kind: Kind, soak: Duration) -> Outc
                 r.body
             );
             assert!(
-                r.body.contains("may be left behind") && !r.body.contains("server is fine"),
-                "the overflow struck in the handler's own code: {}",
+                r.body.contains("outside a safe point") && r.body.contains("may be left behind"),
+                "the overflow struck where state may be held: {}",
                 r.body
             );
             serve.wait_log(
-                &[&format!("GET {route} -> 500"), "fiber stack overflow"],
+                &[
+                    &format!("(pid {victim}) asks to be replaced"),
+                    "outside a safe point",
+                ],
                 Duration::from_secs(10),
             );
-            // A later request to the route blocks its thread: never answered, the
-            // worker is replaced instead (its connection closes when the worker exits).
-            let hung = (0..tries).any(|_| {
-                match conn.get(&format!("/{route}?depth=1"), Duration::from_secs(60)) {
-                    // Or, on the thread whose lock it is (std's stdout lock is
-                    // reentrant), a panic: the RefCell inside is still borrowed.
-                    Some(r) => {
-                        assert!(
-                            r.status == 200
-                                || (r.status == 500 && r.body.contains("already borrowed")),
-                            "{}",
-                            r.body
-                        );
-                        false
-                    }
-                    None => true,
-                }
-            });
-            assert!(
-                hung || !must_hang,
-                "none of {tries} requests to /{route} hung"
+            serves_again(addr, route, victim, again);
+            let took_over = serve.wait_log(
+                &[
+                    &format!("(pid {victim}) stops accepting"),
+                    "after its start",
+                ],
+                Duration::from_secs(30),
             );
-            if hung {
-                serve.wait_log(
-                    &["stall: route", route, "lock left held"],
-                    Duration::from_secs(10),
-                );
+            eprintln!("/{route}: {took_over}");
+            let line = serve.wait_log(
+                &[&format!("pid {victim} stopped;"), "connections unfinished"],
+                Duration::from_secs(40),
+            );
+            unfinished = Some(ab_count(&line, "stopped;"));
+        }
+        Kind::Bomb => {
+            assert_eq!(r.status, 500, "{}", r.body);
+            assert!(r.body.contains("panicked"), "{}", r.body);
+            // The slot it ran on serves on, on this worker: every fiber still runs.
+            for _ in 0..20 {
+                let r = conn
+                    .get(&format!("/{route}?depth=1"), Duration::from_secs(10))
+                    .expect("/bomb?depth=1 answers");
+                assert_eq!(r.status, 200, "{}", r.body);
             }
-            hung
+            let now = stats(addr).expect("/stats");
+            assert_eq!(pid(&now), victim, "nothing was replaced");
         }
         Kind::Holds => {
-            let r = conn
-                .get(&format!("/{route}"), Duration::from_secs(30))
-                .unwrap_or_else(|| panic!("/{route}: no answer"));
             assert_eq!(r.status, 200, "{}", r.body);
             serve.wait_log(
                 &[&format!("stall: route {route} has held its worker thread")],
                 Duration::from_secs(10),
             );
-            // Past --stall-limit: replaced; it finishes what it had, then exits.
-            true
         }
-    };
-    let mut unfinished = None;
-    if replaced {
-        serve.wait_log(
-            &[&format!("(pid {victim}) asked to be replaced"), route],
-            Duration::from_secs(10),
-        );
-        let took_over = serve.wait_log(
-            &[
-                &format!("(pid {victim}) stops accepting"),
-                "after its start",
-            ],
-            Duration::from_secs(30),
-        );
-        eprintln!("/{route}: {took_over}");
-        serve.wait_log(
-            &[&format!("(pid {victim})"), "after it was replaced"],
-            Duration::from_secs(40),
-        );
-        let line = serve.wait_log(
-            &[&format!("pid {victim} stopped;"), "connections unfinished"],
-            Duration::from_secs(5),
-        );
-        unfinished = Some(ab_count(&line, "stopped;"));
-        poll_stats(addr, "a new worker", Duration::from_secs(10), |s| {
-            !before.contains(&pid(s))
-        });
     }
     let out = load.join().unwrap();
     let text = common::tools::text(&out);
@@ -271,12 +283,11 @@ fn run_case(serve: &mut Served, route: &str, kind: Kind, soak: Duration) -> Outc
     assert_eq!(ab_count(&text, "Complete requests:"), 1000, "{text}");
     assert!(!text.contains("refused"), "{text}");
     let failed = ab_lost(&text);
-    // Only the stuck worker's requests may fail: those it left unfinished (one of
-    // which is this case's own connection).
-    let allowed = unfinished.map_or(0, |n| n.saturating_sub(u64::from(replaced)));
+    // Only the replaced worker's requests may fail: those it left unfinished.
+    let allowed = unfinished.unwrap_or(0);
     assert!(
         failed <= allowed,
-        "/{route}: ab lost {failed} requests; the stuck worker left {unfinished:?} \
+        "/{route}: ab lost {failed} requests; the replaced worker left {unfinished:?} \
          connections unfinished:\n{text}"
     );
     serves_for(addr, soak);
@@ -294,52 +305,27 @@ fn adversarial_handlers_under_load_are_answered_contained_and_logged() {
         .and_then(|s| s.parse().ok())
         .map_or(SOAK, Duration::from_secs);
     let mut cmd = Command::new(common::tools::example("adversarial_app"));
-    cmd.args([
-        "--bind",
-        "127.0.0.1:0",
-        "--processes",
-        "2",
-        "--stall-limit",
-        STALL_LIMIT,
-    ])
-    .args(["--stall-warn", "0.1", "--fibers", "120", "--workers", "2"])
-    .args(["--shutdown-grace", "5", "--access-log", "off"])
-    .env("DATABASE_URL", common::database_url());
+    cmd.args(["--bind", "127.0.0.1:0"])
+        .env("DATABASE_URL", common::database_url());
     let mut serve = Served::start(cmd, |line| line.contains("supervisor pid"), START_TIMEOUT);
+    let overflow = Kind::Overflow { again: true };
     let cases = [
-        (
-            "mutex",
-            Kind::Overflow {
-                tries: 1,
-                must_hang: true,
-            },
-        ),
-        (
-            "lazy",
-            Kind::Overflow {
-                tries: 1,
-                must_hang: true,
-            },
-        ),
-        // std's stdout lock is reentrant: a request on the thread that held it gets
-        // in (and panics on the RefCell inside, still borrowed), one on the other
-        // thread blocks. Which thread this connection's next request runs on is may's
-        // choice: each outcome is checked, the hang only when it happens.
-        (
-            "print",
-            Kind::Overflow {
-                tries: 3,
-                must_hang: false,
-            },
-        ),
+        ("mutex", overflow),
+        ("lazy", Kind::Overflow { again: false }),
+        ("print", Kind::Overflow { again: true }),
+        ("may_mutex", Kind::Overflow { again: true }),
+        ("refcell", Kind::Overflow { again: true }),
+        ("alloc_locked", Kind::Overflow { again: true }),
+        ("skip_guard", Kind::Overflow { again: true }),
+        ("bomb", Kind::Bomb),
         ("thread_sleep", Kind::Holds),
         ("busy", Kind::Holds),
     ];
     for (route, kind) in cases {
         let o = run_case(&mut serve, route, kind, soak);
         eprintln!(
-            "/{route}: ab lost {} (stuck worker's unfinished connections: {:?}), case took \
-             {} ms",
+            "/{route}: ab lost {} (the replaced worker's unfinished connections: {:?}), \
+             case took {} ms",
             o.failed,
             o.unfinished,
             o.took.as_millis()

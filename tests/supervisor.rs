@@ -47,10 +47,12 @@ fn serve_with(mut cmd: Command, args: &[&str]) -> Served {
     ])
     .args(args)
     .env_remove("DATABASE_URL");
-    let supervised = args.contains(&"--processes");
+    // Supervised unless told otherwise: then wait for the supervisor's line, which
+    // comes once every worker accepts.
+    let unsupervised = args.windows(2).any(|w| w == ["--supervisor", "off"]);
     Served::start(
         cmd,
-        move |line| !supervised || line.contains("supervisor pid"),
+        move |line| unsupervised || line.contains("supervisor pid"),
         START_TIMEOUT,
     )
 }
@@ -344,18 +346,51 @@ fn sigterm_finishes_requests_stops_every_worker_then_mariadb_and_exits_0() {
 }
 
 #[test]
-fn without_processes_one_process_serves_and_no_supervisor_runs() {
+fn by_default_a_supervisor_runs_one_worker() {
     let mut serve = serve(&[]);
+    let a = stats(serve.addr).expect("/stats");
+    assert_ne!(
+        a.pid,
+        serve.child.id(),
+        "a worker answers, not the supervisor"
+    );
+    let (_, body) = get(serve.addr, "/stats").unwrap();
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["worker"]["id"], 1, "{body}");
+    assert_eq!(v["worker"]["supervisor_pid"], serve.child.id(), "{body}");
+    assert!(
+        serve.banner.contains("1 worker processes"),
+        "{}",
+        serve.banner
+    );
+    serve.signal("TERM");
+    let (status, log) = serve.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    // The worker says why it stops as the supervisor heard it.
+    assert!(
+        log.iter()
+            .any(|l| l.contains("fiberstack: got SIGTERM, finishing")),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn with_the_supervisor_off_one_process_serves_and_says_what_it_loses() {
+    let mut serve = serve(&["--supervisor", "off"]);
     let a = stats(serve.addr).expect("/stats");
     assert_eq!(a.pid, serve.child.id(), "the serve process itself answers");
     let (_, body) = get(serve.addr, "/stats").unwrap();
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert!(v["worker"]["id"].is_null(), "{body}");
     assert!(!serve.banner.contains("supervisor"), "{}", serve.banner);
+    let said = serve.wait_log(
+        &["no supervisor (--supervisor off)"],
+        Duration::from_secs(5),
+    );
+    assert!(said.contains("cannot be replaced"), "{said}");
     serve.signal("TERM");
-    let (status, log) = serve.wait_exit(Duration::from_secs(30));
+    let (status, _) = serve.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status}");
-    assert!(!log.iter().any(|l| l.contains("supervisor")), "{log:?}");
 }
 
 #[test]

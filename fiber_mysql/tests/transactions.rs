@@ -2,6 +2,9 @@
 //! (the caller gets its own error back) and on panic (resumed), through a `Lent`
 //! checkout too; and a fiber that overflows mid-transaction: its connection is
 //! closed, the server rolls back, the pool slot is freed.
+
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 mod common;
 
 use std::time::{Duration, Instant};

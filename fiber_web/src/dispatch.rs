@@ -275,8 +275,8 @@ fn fiber_error(
                 "The server is fine and kept serving: the overflow struck at a safe point, \
                  holding nothing"
             } else {
-                "The overflow struck where the handler may have held state (a lock, a \
-                 Once/LazyLock being initialised) that is now left behind: this process \
+                "The overflow struck outside a safe point: state the handler held (a lock, \
+                 a Once/LazyLock being initialised) may be left behind, so this process \
                  asks to be replaced, and the stall watchdog reports any thread that hangs \
                  on it meanwhile"
             };

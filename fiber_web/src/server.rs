@@ -88,7 +88,7 @@ fn accept_loop(
 ) {
     let limits = Arc::new(limits);
     loop {
-        if stop.is_stopping() && listener.shared {
+        if stop.is_stopping() && listener.shared && !crate::supervisor::every_worker_stops() {
             break; // the backlog is the other workers' to serve
         }
         let stream = match listener.socket.inner().accept() {

@@ -9,7 +9,8 @@
 //!   |-- worker 1 (this same binary, re-executed with the same arguments)
 //!   |-- worker 2      each inherits the listening socket (inherit.rs: LISTEN_FDS, as
 //!   '-- ...           systemd passes it) and talks to the supervisor on its stdin
-//!                     (worker.rs: "ready", "replace <reason>"; the supervisor: "stop")
+//!                     (worker.rs: "ready", "replace <reason>"; the supervisor:
+//!                     "stop <why>" when replaced, "stop-all <why>" when all stop)
 //! ```
 //!
 //! A replacement goes in this order: the new worker starts and says `ready` once it
@@ -53,7 +54,7 @@ pub mod worker;
 
 pub use inherit::take_listener;
 pub use process::{Supervisor, SupervisorConfig, MAX_PROCESSES};
-pub use worker::{ask_for_replacement, ready, stop_requests, worker, Worker};
+pub use worker::{ask_for_replacement, every_worker_stops, ready, stop_requests, worker, Worker};
 
 /// Read what this process inherited (its worker identity, its listening socket) and
 /// take it out of the environment. Call it first in `main`, before any thread starts;

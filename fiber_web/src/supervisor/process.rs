@@ -68,7 +68,11 @@ impl SupervisorConfig {
 /// A bound port and the workers to run on it.
 pub struct Supervisor {
     cfg: SupervisorConfig,
-    listener: TcpListener,
+    /// The listening socket; closed (`None`) once every worker is told to stop, so
+    /// that the port closes when the last worker has taken its backlog.
+    listener: Option<TcpListener>,
+    /// Its address, for the start-up line and the log.
+    addr: SocketAddr,
     exe: PathBuf,
     args: Vec<OsString>,
     env: Vec<(String, String)>,
@@ -85,18 +89,33 @@ impl Supervisor {
                 cfg.processes
             ));
         }
-        // std binds without SO_REUSEPORT: a port another server listens on is refused.
-        let listener =
-            TcpListener::bind(cfg.bind).map_err(|e| bind_error(cfg.bind, e).to_string())?;
-        socket2::SockRef::from(&listener)
-            .listen(cfg.listen_backlog)
-            .map_err(|e| format!("cannot listen on {}: {e}", cfg.bind))?;
+        let listener = match inherit::take_listener()
+            .map_err(|e| format!("cannot take the inherited listening socket: {e}"))?
+        {
+            // systemd's socket activation: the socket is bound (and listening) already;
+            // the workers get it from this process, as they would a bound one.
+            Some(inherited) => inherited,
+            None => {
+                // std binds without SO_REUSEPORT: a port another server listens on is
+                // refused.
+                let listener =
+                    TcpListener::bind(cfg.bind).map_err(|e| bind_error(cfg.bind, e).to_string())?;
+                socket2::SockRef::from(&listener)
+                    .listen(cfg.listen_backlog)
+                    .map_err(|e| format!("cannot listen on {}: {e}", cfg.bind))?;
+                listener
+            }
+        };
         // Resolved now: after a new binary is installed at this path, SIGHUP runs it.
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find this program to start workers: {e}"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| format!("cannot read the bound address: {e}"))?;
         Ok(Supervisor {
             cfg,
-            listener,
+            listener: Some(listener),
+            addr,
             exe,
             args: std::env::args_os().skip(1).collect(),
             env: Vec::new(),
@@ -106,7 +125,7 @@ impl Supervisor {
 
     /// The bound address (the real port when bound to port 0).
     pub fn addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
+        Ok(self.addr)
     }
 
     /// A variable every worker gets (for example the private MariaDB's URL: the
@@ -205,11 +224,16 @@ impl Proc {
         )
     }
 
-    fn tell_stop(&mut self) {
+    /// Tell the worker to stop, saying `why` (it logs the reason as its own): `stop`
+    /// when another worker takes its place (it leaves the backlog to it), `stop-all`
+    /// when every worker stops (it takes what waits in the backlog first: nobody else
+    /// will).
+    fn tell_stop(&mut self, word: &str, why: &str) {
         self.phase = Phase::Stopping;
         self.since = Instant::now();
-        // A worker that cannot hear it is killed at the stop deadline.
-        let _ = self.control.write_all(b"stop\n");
+        // A worker that cannot hear it is killed at the stop deadline. One line: the
+        // reason is ours, with no newline in it.
+        let _ = writeln!(self.control, "{word} {}", why.replace('\n', " "));
     }
 }
 
@@ -241,7 +265,12 @@ impl State {
         self.next_generation[id] += 1;
         let (ours, theirs) =
             UnixStream::pair().map_err(|e| format!("cannot start worker {id}: {e}"))?;
-        let (copy, listen_env) = inherit::for_child(&self.sup.listener)
+        let Some(listener) = &self.sup.listener else {
+            return Err(format!(
+                "worker {id} not started: the supervisor is stopping"
+            ));
+        };
+        let (copy, listen_env) = inherit::for_child(listener)
             .map_err(|e| format!("cannot pass the listening socket to worker {id}: {e}"))?;
         let mut cmd = Command::new(&self.sup.exe);
         cmd.args(&self.sup.args)
@@ -350,7 +379,7 @@ impl State {
                     )
                 });
             if let Some(why) = failure.or(late) {
-                self.stop_all(rx);
+                self.stop_all(rx, "another worker failed to start");
                 return Err(why);
             }
         }
@@ -375,7 +404,7 @@ impl State {
                         self.workers.len(),
                         self.sup.cfg.shutdown_grace
                     ));
-                    self.stop_all(rx);
+                    self.stop_all(rx, &format!("got {name}"));
                     self.log("every worker has stopped");
                     return;
                 }
@@ -411,7 +440,7 @@ impl State {
             .iter_mut()
             .filter(|p| p.id == id && p.generation != generation && p.phase == Phase::Serving)
         {
-            old.tell_stop();
+            old.tell_stop("stop", &format!("replaced by {new}"));
             replaced.push(old.name());
         }
         self.log(format!(
@@ -580,13 +609,17 @@ impl State {
         }
     }
 
-    /// Tell every worker to stop and wait until all have exited (killing the late).
-    fn stop_all(&mut self, rx: &mpsc::Receiver<Event>) {
+    /// Tell every worker to stop, saying `why`, and wait until all have exited
+    /// (killing the late).
+    fn stop_all(&mut self, rx: &mpsc::Receiver<Event>, why: &str) {
         self.stopping = true;
         self.restarts.clear();
         self.rolling.clear();
+        // Our copy of the socket first: the port closes once the workers, which take
+        // what waits in its backlog, have closed theirs.
+        self.sup.listener = None;
         for p in &mut self.workers {
-            p.tell_stop();
+            p.tell_stop("stop-all", why);
         }
         while !self.workers.is_empty() {
             match rx.recv_timeout(TICK) {
@@ -603,7 +636,7 @@ impl State {
                 Ok(Event::Ready { id, generation }) => {
                     // Started before the stop and only now ready: it hears `stop` too.
                     if let Some(i) = self.find(id, generation) {
-                        self.workers[i].tell_stop();
+                        self.workers[i].tell_stop("stop-all", why);
                     }
                 }
                 Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -727,9 +760,11 @@ mod tests {
              read line; echo \"$FIBERSTACK_WORKER $line\" >> {log}"
         );
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
         Supervisor {
-            cfg: SupervisorConfig::new(1, listener.local_addr().unwrap()),
-            listener,
+            cfg: SupervisorConfig::new(1, addr),
+            listener: Some(listener),
+            addr,
             exe: "/bin/sh".into(),
             args: vec!["-c".into(), script.into()],
             env: Vec::new(),
@@ -766,9 +801,15 @@ mod tests {
     #[test]
     fn a_worker_that_asks_is_replaced_new_first() {
         let life = supervise_fake("asks", "echo 'replace testing' >&0", "1.0 stop");
-        // The new worker started before the old one was told to stop; SIGTERM then
-        // stopped the new one.
-        assert_eq!(life, ["1.0 start", "1.1 start", "1.0 stop", "1.1 stop"]);
+        // The new worker started before the old one was told to stop (and to leave the
+        // backlog to it); SIGTERM then stopped the new one, with the backlog its own.
+        assert_eq!(life.len(), 4, "{life:?}");
+        assert_eq!(life[..2], ["1.0 start", "1.1 start"]);
+        assert!(
+            life[2].starts_with("1.0 stop replaced by worker 1 generation 1"),
+            "{life:?}"
+        );
+        assert_eq!(life[3], "1.1 stop-all got SIGTERM");
     }
 
     #[test]
@@ -776,6 +817,6 @@ mod tests {
         // (It serves half a second first: a death before its `ready` is read is a
         // start-up failure, which ends the supervisor with an error instead.)
         let life = supervise_fake("dies", "sleep 0.5; exit 3", "1.1 start");
-        assert_eq!(life, ["1.0 start", "1.1 start", "1.1 stop"]);
+        assert_eq!(life, ["1.0 start", "1.1 start", "1.1 stop-all got SIGTERM"]);
     }
 }

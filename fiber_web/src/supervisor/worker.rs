@@ -10,6 +10,7 @@
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -128,13 +129,39 @@ pub fn stop_requests() -> io::Result<StopRequests> {
     Ok(requests)
 }
 
+/// Set when the supervisor stops every worker (`stop-all`): no other worker will take
+/// what waits in the shared backlog.
+static EVERY_WORKER_STOPS: AtomicBool = AtomicBool::new(false);
+
+/// Whether this worker stops together with every other one, so that what waits in
+/// the listening socket's backlog is its own to serve; `false` for a worker being
+/// replaced (its replacement takes the backlog) and for a process with no supervisor.
+pub fn every_worker_stops() -> bool {
+    EVERY_WORKER_STOPS.load(Ordering::Acquire)
+}
+
 /// Read the supervisor's words until it says stop or goes away.
 fn listen(reader: UnixStream, tx: mpsc::Sender<String>) {
     let _ = reader.set_read_timeout(None);
     for line in BufReader::new(reader).lines() {
         match line.as_deref().map(str::trim) {
-            Ok("stop") => {
-                let _ = tx.send("the supervisor asked".into());
+            Ok(said)
+                if said
+                    .split(' ')
+                    .next()
+                    .is_some_and(|w| w == "stop" || w == "stop-all") =>
+            {
+                let (word, why) = said.split_once(' ').unwrap_or((said, ""));
+                if word == "stop-all" {
+                    EVERY_WORKER_STOPS.store(true, Ordering::Release);
+                }
+                let why = why.trim();
+                let why = if why.is_empty() {
+                    "the supervisor asked".to_string()
+                } else {
+                    why.to_string()
+                };
+                let _ = tx.send(why);
                 return;
             }
             Ok(_) => {}
@@ -167,6 +194,8 @@ mod tests {
     fn stop_or_the_supervisors_end_stops_the_worker() {
         for (said, why) in [
             (&b"hello\nstop\n"[..], "the supervisor asked"),
+            (b"stop replaced by worker 1\n", "replaced by worker 1"),
+            (b"stop-all got SIGTERM\n", "got SIGTERM"),
             (b"", "the supervisor is gone"),
         ] {
             let (mut supervisor, ours) = UnixStream::pair().unwrap();

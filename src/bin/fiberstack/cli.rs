@@ -125,11 +125,17 @@ pub struct ServeArgs {
     /// (0: never; without a supervisor the request is only logged).
     #[arg(long, env = "FIBERSTACK_OVERFLOW_LIMIT", default_value_t = DEFAULT_OVERFLOW_LIMIT)]
     pub overflow_limit: u64,
-    /// Worker processes: 2 or more start a supervisor that binds the port once, shares
-    /// one private MariaDB, replaces a worker that dies, and restarts them all one by
-    /// one on SIGHUP. 1 serves in this process, with no supervisor.
+    /// Worker processes the supervisor runs behind the port.
     #[arg(long, env = "FIBERSTACK_PROCESSES", default_value_t = DEFAULT_PROCESSES as u64, value_parser = clap::value_parser!(u64).range(1..=MAX_PROCESSES as u64))]
     pub processes: u64,
+    /// A supervisor binds the port once, shares one private MariaDB, replaces a worker
+    /// that dies, hangs on a lock an overflow left held, or asks to go (without
+    /// refusing a connection), and restarts them one by one on SIGHUP: on or off. Off,
+    /// the server runs in this process alone, and a worker the watchdog finds broken
+    /// can only say so in the log.
+    #[arg(long, env = "FIBERSTACK_SUPERVISOR", default_value = on_off(true),
+          value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub supervisor: bool,
     /// An access line per request on stderr: on or off (what it costs: BENCHMARKS.md).
     /// RUST_LOG filters it too, as target fiberstack::access.
     #[arg(long, env = "FIBERSTACK_ACCESS_LOG", default_value = on_off(DEFAULT_ACCESS_LOG),
@@ -179,6 +185,7 @@ impl ServeArgs {
                 shutdown_grace: secs("shutdown-grace", self.shutdown_grace)?,
                 access_log: self.access_log,
                 processes: self.processes as usize,
+                supervise: self.supervisor,
                 watchdog: WatchdogLimits {
                     stall_warn: secs("stall-warn", self.stall_warn)?,
                     stall_limit: secs("stall-limit", self.stall_limit)?,
@@ -252,8 +259,22 @@ pub fn stop_signals() -> Result<signal_hook::iterator::Signals, String> {
 /// Run the server until it is told to stop (SIGINT or SIGTERM, or its supervisor),
 /// then shut down gracefully. With `--processes` 2 or more, run the supervisor instead.
 pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
-    if cfg.web.processes > 1 && supervisor::worker().is_none() {
-        return supervise(cfg);
+    if cfg.runtime == Runtime::Minihttp && cfg.web.processes > 1 {
+        return Err(
+            "--processes needs --runtime fibers or async: stock may_minihttp binds its own \
+             socket and cannot serve an inherited one"
+                .into(),
+        );
+    }
+    if supervisor::worker().is_none() {
+        match unsupervised_why(cfg) {
+            None => return supervise(cfg),
+            Some(why) => log::warn!(
+                "fiberstack: no supervisor ({why}): a worker that hangs on a lock a stack \
+                 overflow left held, or asks to be replaced, cannot be replaced; restart \
+                 it from outside (systemd's Restart=, a container's restart policy)"
+            ),
+        }
     }
     let stops =
         supervisor::stop_requests().map_err(|e| format!("cannot install signal handlers: {e}"))?;
@@ -288,16 +309,21 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
     Ok(())
 }
 
+/// Why this process serves without a supervisor, if it does: it was told to, or its
+/// runtime cannot serve an inherited socket.
+fn unsupervised_why(cfg: &ServeConfig) -> Option<&'static str> {
+    if !cfg.web.supervise {
+        Some("--supervisor off")
+    } else if cfg.runtime == Runtime::Minihttp {
+        Some("--runtime minihttp: stock may_minihttp binds its own socket and cannot serve an inherited one")
+    } else {
+        None
+    }
+}
+
 /// The supervisor: bind, start the one private MariaDB the workers share (sized for
 /// all their pools plus one replacement's), run the workers, and stop MariaDB last.
 fn supervise(cfg: &ServeConfig) -> Result<(), String> {
-    if cfg.runtime == Runtime::Minihttp {
-        return Err(
-            "--processes needs --runtime fibers or async: stock may_minihttp binds its own \
-             socket and cannot serve an inherited one"
-                .into(),
-        );
-    }
     let mut sup = Supervisor::bind(SupervisorConfig {
         processes: cfg.web.processes,
         bind: cfg.web.bind,
@@ -313,6 +339,11 @@ fn supervise(cfg: &ServeConfig) -> Result<(), String> {
     if let Some(mariadb) = &db.mariadb {
         // The environment, not argv: the URL holds the password.
         sup.env("DATABASE_URL", mariadb.url());
+        // So that each worker's start-up line says whose server this is.
+        sup.env(
+            fiberstack::setup::SUPERVISORS_MARIADB_ENV,
+            mariadb.pid().to_string(),
+        );
     }
     sup.note(format!("MySQL: {}", db.db_where));
     let result = sup.run();

@@ -64,9 +64,10 @@ impl ServerProcess {
             .args(["--db-pool", &settings.db_pool.to_string()])
             .args(["--queue", &settings.queue.to_string()])
             .args(["--workers", &workers.to_string()])
-            // One process, whatever FIBERSTACK_PROCESSES says: its /proc is then all the
-            // server's CPU and memory (a supervisor's would leave out its workers').
-            .args(["--processes", "1"])
+            // One process with no supervisor, whatever FIBERSTACK_PROCESSES or
+            // FIBERSTACK_SUPERVISOR say: its /proc is then all the server's CPU and memory
+            // (a supervisor's would leave out its worker's).
+            .args(["--processes", "1", "--supervisor", "off"])
             .args(["--shutdown-grace", "5"])
             // A line per request would fill the log file and measure stderr, not the server.
             .args(["--access-log", "off"])
