@@ -358,7 +358,8 @@ pub struct Head {
 /// In two steps, so that the header array of the first (`parse_raw`, its own frame)
 /// is off the stack before the target is normalized (`finish`): run one after the
 /// other instead of nested, they keep the deepest point of reading a request within
-/// the connection coroutine's top stack page (docs/PROFILE.md).
+/// the connection coroutine's top stack page (`scripts/profile-hello stack` prints the
+/// words each connection used; BENCHMARKS.md, "Where a request's time goes").
 pub fn parse_head(
     buf: &[u8],
     limits: &HttpLimits,

@@ -122,7 +122,7 @@ impl Response {
     /// Serialize into `out` with Content-Length and Date. `keep_alive` decides the
     /// Connection header; `minor_version` is the request's (an HTTP/1.0 client gets an
     /// explicit keep-alive). Plain byte copies, no formatting machinery: this runs for
-    /// every response (docs/PROFILE.md).
+    /// every response (BENCHMARKS.md, "Where a request's time goes").
     pub fn write_to(
         &self,
         out: &mut Vec<u8>,
