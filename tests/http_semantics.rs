@@ -138,7 +138,7 @@ fn a_taken_port_is_refused_not_shared() {
 
 #[test]
 fn a_stop_closes_idle_keep_alive_connections_without_waiting_for_the_idle_timeout() {
-    // Waits between requests are ended by the server's sweeper (src/http/idle.rs),
+    // Waits between requests are ended by the server's sweeper (fiber_web/src/http/idle.rs),
     // not by a timer of their own: a stop must still reach every one of them.
     let app = serve(|cfg| cfg.web.http.idle_timeout = Duration::from_secs(60));
     let mut idle: Vec<TcpStream> = (0..20)
