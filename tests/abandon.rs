@@ -2,9 +2,9 @@
 //! must return to 0, the fiber server must not run a request whose client has gone
 //! (and count it), and the next burst must be served without a false 503.
 //!
-//! The scenario of issue 12: `--fibers 2 --queue 4 --db-pool 4`, six requests to
+//! The scenario: `--fibers 2 --queue 4 --db-pool 4`, six requests to
 //! `/widgets?sleep=1`; two run, four wait. Their clients go once the server shows all
-//! six admitted (curl -m 0.3 in the issue; here the state is polled instead), and they
+//! six admitted (polled, not timed as with `curl -m 0.3`), and they
 //! go with a reset (SO_LINGER 0, as a killed client or a proxy that gives up does): a
 //! client that only closes its sending side may still read the answer, and both
 //! runtimes answer it (hyper's `half_close`, `conn.rs`), so only a reset says "gone".

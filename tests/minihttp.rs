@@ -1,5 +1,5 @@
 //! `serve --runtime minihttp` on the real may_minihttp 0.1.11: the defects that
-//! `src/http/mod.rs` gives as the reason we own the connection loop, each provoked here
+//! `fiber_web/src/http/mod.rs` gives as the reason we own the connection loop, each provoked here
 //! so that the reason is executable, and each next to what the fiber server does with
 //! the same bytes. Also: the flags it ignores are named at start-up, and `/deep` past
 //! the stack takes the request (and, in a release build, the process) down where the

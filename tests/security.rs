@@ -1,4 +1,4 @@
-//! The private MariaDB seen by another local user (issue 14): nobody gets in over TCP
+//! The private MariaDB seen by another local user (README, "Security"): nobody gets in over TCP
 //! without a password, a planted template is never used, and what we write under the
 //! temp dir is not readable by others.
 //!

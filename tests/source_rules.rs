@@ -13,9 +13,13 @@
 //!   layer above it.
 //! - The library is the framework: the tools (`cli`, `bench`, `stack_report`) are
 //!   modules of the binary, not reachable from src/lib.rs.
+//! - Docs and comments say what is true now and why, not how it came to be: no tracked
+//!   file names a numbered round of work or an issue by its number (a reader has
+//!   neither, and the history is git's).
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -411,4 +415,156 @@ fn the_library_rule_catches_an_exported_tool() {
     let exported = exported.unwrap();
     assert_eq!(exported.len(), 2, "{exported:?}");
     assert!(hidden.unwrap_err().contains("#[path]"));
+}
+
+/// The words that, followed by a number, name a piece of the project's history
+/// rather than the product: a round of work (a session, a round, a wave) or an issue.
+const HISTORY_WORDS: &[&str] = &["session", "issue", "round", "wave"];
+
+/// Whether `line` names a numbered round of work or an issue: one of [`HISTORY_WORDS`]
+/// (or its plural) as a whole word, then a number, as in `word 12`, `word #12` or
+/// `word#12`. The bench's `--rounds N` flag is a count, not history.
+fn names_history(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    HISTORY_WORDS.iter().any(|word| {
+        lower.match_indices(word).any(|(at, _)| {
+            let before = &lower[..at];
+            let starts_word = !before
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_');
+            let rest = &lower[at + word.len()..];
+            let rest = rest.strip_prefix('s').unwrap_or(rest);
+            let number = rest
+                .strip_prefix(" #")
+                .or_else(|| rest.strip_prefix(' '))
+                .or_else(|| rest.strip_prefix('#'))
+                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+            starts_word && number && !before.ends_with("--")
+        })
+    })
+}
+
+/// `file:line: text` for every line of the text files `git ls-files` lists in `repo`
+/// that [`names_history`]. Cargo.lock (generated) and binary files (a NUL byte, or not
+/// UTF-8) are skipped, and so is a listed file the work tree no longer has.
+fn history_numbers(repo: &Path) -> Vec<String> {
+    let out = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(repo)
+        .output()
+        .unwrap_or_else(|e| panic!("git ls-files in {}: {e}", repo.display()));
+    assert!(
+        out.status.success(),
+        "git ls-files in {}: {}",
+        repo.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = String::from_utf8(out.stdout).expect("git lists UTF-8 paths here");
+    let mut found = Vec::new();
+    for file in listed.split('\0').filter(|f| !f.is_empty()) {
+        if Path::new(file)
+            .file_name()
+            .is_some_and(|n| n == "Cargo.lock")
+        {
+            continue;
+        }
+        let Ok(bytes) = fs::read(repo.join(file)) else {
+            continue;
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
+        if text.contains('\0') {
+            continue;
+        }
+        for (i, line) in text.lines().enumerate() {
+            if names_history(line) {
+                found.push(format!("{file}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_tracked_file_names_a_round_of_work_or_an_issue_number() {
+    let found = history_numbers(&workspace());
+    assert!(
+        found.is_empty(),
+        "say what is true now and why, not which round of work or issue brought it \
+         (the history is in git):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_history_rule_catches_a_numbered_round_or_issue() {
+    // The planted lines are built here so that this file holds none of them itself.
+    let planted = [
+        format!("As {} 12 asked, the parser is strict.", "issue"),
+        format!("Measured in {} 5, see below.", "Session"),
+        format!("after {} 3 and 4 of the work", "rounds"),
+        format!("(the first profile, {} 1)", "wave"),
+        format!("fixed in {}#15", "issue"),
+        format!("see {} #7", "Issues"),
+    ];
+    let fine = [
+        format!("target/release/fiberstack bench --{} 9", "rounds"),
+        "9 rounds, rotating the order of the runtimes".to_string(),
+        format!("{}ed to 2 decimals", "round"),
+        "its last wave in flight when wrk stops".to_string(),
+        format!("a t{} 3 cm thick", "issue"),
+        "the issue is that the ab of Debian 12 sends one request first".to_string(),
+    ];
+    for line in &planted {
+        assert!(names_history(line), "not caught: {line:?}");
+    }
+    for line in &fine {
+        assert!(!names_history(line), "caught, wrongly: {line:?}");
+    }
+
+    // The whole check, on a repository of its own: tracked text files are read; an
+    // untracked file, Cargo.lock and a binary file are not.
+    let dir = std::env::temp_dir().join(format!("fiberstack-history-rule-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("docs")).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q"]);
+    let mut notes = fine.join("\n");
+    notes.push('\n');
+    notes.push_str(&planted[0]);
+    notes.push('\n');
+    fs::write(dir.join("docs/notes.md"), &notes).unwrap();
+    fs::write(
+        dir.join("code.rs"),
+        format!("fn f() {{}}\n// {}\n", planted[1]),
+    )
+    .unwrap();
+    fs::write(dir.join("Cargo.lock"), &planted[2]).unwrap();
+    let mut binary = b"\x89PNG\0".to_vec();
+    binary.extend_from_slice(planted[3].as_bytes());
+    fs::write(dir.join("shot.png"), binary).unwrap();
+    git(&["add", "docs/notes.md", "code.rs", "Cargo.lock", "shot.png"]);
+    fs::write(dir.join("untracked.md"), &planted[4]).unwrap();
+    let found = history_numbers(&dir);
+    fs::remove_dir_all(&dir).unwrap();
+    let want = vec![
+        format!("code.rs:2: // {}", planted[1]),
+        format!("docs/notes.md:{}: {}", fine.len() + 1, planted[0]),
+    ];
+    let mut found = found;
+    found.sort();
+    assert_eq!(found, want);
 }

@@ -173,10 +173,11 @@ pub struct PoolStats {
 
 /// One connection of either driver, boxed: a checkout moves it through several
 /// frames on the carrier's stack (the idle list, `on_carrier`'s result, the guard),
-/// and unboxed each move took a frame of its size. Boxed, the deepest a checkout
-/// reaches on the carrier fell from ~6 KiB to ~3 KiB, so a connection coroutine
-/// waiting on a query touches one stack page fewer: 4 KiB less per request in flight
-/// (docs/PROFILE.md), for one allocation per connection opened.
+/// and unboxed each move would take a frame of its size. Boxed, a
+/// connection coroutine waiting on a query stays within the one stack page a
+/// `/hello` uses (`scripts/profile-hello stack`: BENCHMARKS.md, "Where a request's
+/// time goes"): a page less per request in flight, for one allocation per
+/// connection opened.
 #[derive(Debug)]
 enum Backend {
     Native(Box<Conn>),

@@ -105,11 +105,13 @@ pub struct HttpLimits {
     pub listen_backlog: i32,
     /// may stack of each connection's coroutine (the carrier a fiber runs on; parsing
     /// and writing happen there, handlers run on the fiber's own stack, and every may
-    /// call a handler makes runs here through `fiber_pool::on_carrier`: under 1 KiB
-    /// each in release). Measured with may's odd-size report: without `on_carrier` a
-    /// connection's coroutine used at most 6.1 KiB (docs/PROFILE.md); with it a debug
-    /// build peaked at 18 KiB over every route (release is 3-5x smaller), so 32 KiB
-    /// keeps room. Only touched pages are resident: the size costs address space, not RSS.
+    /// call a handler makes runs here through `fiber_pool::on_carrier`). Measured with
+    /// may's odd-size report (`scripts/profile-hello stack`; BENCHMARKS.md, "Where a
+    /// request's time goes"): in release 3.5-3.8 KiB for `/hello`, a 404, a chunked
+    /// body, `/deep`'s 500 and `/widgets`, 4.4-5.7 KiB for `/metrics`, `/stats` and a
+    /// process's first request; a debug build 11-16.5 KiB
+    /// (`scripts/profile-hello stack debug`), so 32 KiB keeps room. Only touched pages
+    /// are resident: the size costs address space, not RSS.
     pub connection_stack: usize,
 }
 

@@ -1,5 +1,5 @@
 //! Counters of the HTTP server, cheap to bump from any coroutine and read as JSON or
-//! as Prometheus metrics (`app/metrics.rs`).
+//! as Prometheus metrics (`metrics.rs` renders them from a typed snapshot).
 //!
 //! Every counter is an atomic in a table fixed when the server starts: recording a
 //! request takes no lock and allocates nothing, so it is as safe on a fiber's carrier

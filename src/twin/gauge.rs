@@ -3,8 +3,9 @@
 //! A future can be dropped at any `.await`: when hyper closes a connection whose
 //! client reset it, when a `timeout` around it fires, when a `select!` picks another
 //! branch. A gauge incremented before an `.await` and decremented after it would then
-//! keep the unit for good (issue 12: `db.waiting: 1` stayed, and the twin's queue
-//! refused requests it had room for). Holding the unit in a guard gives it back on
+//! keep the unit for good (`db.waiting` would stay at 1, and once `--queue` units had
+//! leaked, the queue would refuse requests it had room for: `tests/abandon.rs` drops
+//! such futures on purpose). Holding the unit in a guard gives it back on
 //! every path, as a semaphore permit does.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,14 +5,14 @@
 //! piece with `app/` (parameter parsing, bodies, SQL, rendering, error messages):
 //!
 //! ```text
-//! src/start.rs   <->  twin/start.rs    runtime, MySQL (private or external), schema, listener
-//! src/server.rs  <->  twin/server.rs   accept loop, connection limit, graceful shutdown (hyper 1)
-//! fiber_pool     <->  twin/limit.rs    at most --fibers handlers at once, --queue waiting, 503s
-//! fiber_mysql    <->  twin/db.rs       mysql_async pool of --db-pool, wait and query timeouts
-//! http/client.rs <->  twin/client.rs   hyper-util client, per-phase timeouts, size cap
-//! app/mod.rs     <->  twin/mod.rs      shared state, the route table (axum), error responses
-//! app/widgets.rs <->  twin/widgets.rs  ... and one file per route group, name for name
-//! app/metrics.rs <->  twin/metrics.rs  one renderer, the twin's snapshot
+//! src/start.rs              <->  twin/start.rs    runtime, MySQL (private or external), schema, listener
+//! fiber_web/src/server.rs   <->  twin/server.rs   accept loop, connection limit, graceful shutdown (hyper 1)
+//! fiber_pool                <->  twin/limit.rs    at most --fibers handlers at once, --queue waiting, 503s
+//! fiber_mysql               <->  twin/db.rs       mysql_async pool of --db-pool, wait and query timeouts
+//! fiber_web/src/http/client.rs <-> twin/client.rs hyper-util client, per-phase timeouts, size cap
+//! app/mod.rs                <->  twin/mod.rs      shared state, the route table (axum), error responses
+//! app/widgets.rs            <->  twin/widgets.rs  ... and one file per route group, name for name
+//! fiber_web/src/metrics.rs  <->  twin/metrics.rs  one renderer (the framework's), the twin's snapshot
 //! ```
 //!
 //! Route labels, status codes, bodies and error messages are the fiber server's; where
@@ -90,7 +90,7 @@ pub fn router(state: Shared) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", on("readyz", get(health::readyz)))
         .route("/hello", on("hello", get(health::hello)))
-        // Outside the task-slot limit, as on fibers it takes no fiber (app/metrics.rs).
+        // Outside the task-slot limit, as on fibers it takes no fiber (fiber_web's builtin.rs).
         .route("/metrics", get(metrics::metrics))
         .nest("/twitter", twitter::router(&state))
         .method_not_allowed_fallback(method_not_allowed)

@@ -1,5 +1,5 @@
 //! The async server: an accept loop, one tokio task per connection speaking HTTP/1.x
-//! with hyper, and the axum router behind it; compare `src/server.rs`.
+//! with hyper, and the axum router behind it; compare `fiber_web/src/server.rs`.
 //!
 //! ```text
 //! accept loop (task) --spawn--> connection task: hyper http1 (keep-alive, HTTP/1.0

@@ -203,7 +203,9 @@ struct Socket {
     /// The last read left nothing in the socket, and may's readiness flag has not been
     /// reset since (by a may write): whatever the client sends next sets the flag, so
     /// the wait for the next request can start without a read that would find nothing
-    /// (`EAGAIN`: one system call of three per kept-alive request, docs/PROFILE.md).
+    /// (`EAGAIN`: may_minihttp, which reads until then, makes three system calls per
+    /// kept-alive request where this makes two; BENCHMARKS.md, "Where a request's time
+    /// goes").
     drained: bool,
 }
 

@@ -8,11 +8,12 @@
 //! A response reads no clock and takes no lock for it: one thread per process (started
 //! by the first response) wakes just after each second begins and stores that
 //! second's text, and [`now`] copies it out under a sequence counter, retrying in the
-//! rare case it raced the once-a-second store (docs/PROFILE.md, session 5: the clock
-//! read and the lock were 136 instructions of each /hello). A response therefore
-//! carries the second that began at most about a millisecond before it (the thread's
-//! wake-up latency), and never a second ahead. If the thread cannot be started, every
-//! call reads the clock itself and formats when the second has changed.
+//! rare case it raced the once-a-second store: a clock read is dear in cycles on a VM
+//! and /hello does little else (BENCHMARKS.md, "Where a request's time goes", counts
+//! the clock reads left per request). A response therefore carries the second that
+//! began at most about a millisecond before it (the thread's wake-up latency), and
+//! never a second ahead. If the thread cannot be started, every call reads the clock
+//! itself and formats when the second has changed.
 
 use std::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
 use std::sync::Once;

@@ -3,8 +3,9 @@
 //!
 //! A read given to may with a timeout arms one of may's timers each time it parks
 //! (`Selector::add_io_timer`: an allocation, a clock read and a list insert, then a
-//! removal when the data comes first): about 400 instructions for every request whose
-//! connection had to wait for it (docs/PROFILE.md, session 4). Between requests the
+//! removal when the data comes first), for every request whose connection had to wait
+//! for it, and pinned under load every kept-alive read waits (BENCHMARKS.md, "Where a
+//! request's time goes"). Between requests the
 //! connection coroutine instead parks with may's `wait_io`, which arms nothing, and
 //! publishes when its wait ends in its [`Watch`]: one atomic store. The sweeper (one
 //! coroutine per server) looks at every watch each [`TICK`] and wakes a connection

@@ -63,12 +63,6 @@ impl Request {
         }
     }
 
-    /// The same request with `body`.
-    pub fn with_body(mut self, body: impl Into<Vec<u8>>) -> Request {
-        self.body = body.into();
-        self
-    }
-
     /// The raw text of path parameter `name` (`{id}` in `/todos/{id}`), escapes as
     /// sent; `None` when the matched route has no such parameter.
     pub fn param_text(&self, name: &str) -> Option<&str> {
@@ -358,7 +352,8 @@ pub struct Head {
 /// In two steps, so that the header array of the first (`parse_raw`, its own frame)
 /// is off the stack before the target is normalized (`finish`): run one after the
 /// other instead of nested, they keep the deepest point of reading a request within
-/// the connection coroutine's top stack page (docs/PROFILE.md).
+/// the connection coroutine's top stack page (`scripts/profile-hello stack` prints the
+/// words each connection used; BENCHMARKS.md, "Where a request's time goes").
 pub fn parse_head(
     buf: &[u8],
     limits: &HttpLimits,
@@ -789,7 +784,8 @@ mod tests {
             title: String,
         }
         let post = |ct: Option<&str>, body: &str| {
-            let req = Request::new("POST", "/todos").with_body(body.as_bytes());
+            let mut req = Request::new("POST", "/todos");
+            req.body = body.as_bytes().to_vec();
             match ct {
                 Some(ct) => req.with_header("Content-Type", ct),
                 None => req,

@@ -102,14 +102,6 @@ impl Response {
         self
     }
 
-    /// The first value of header `name` (any case), if set.
-    pub fn header_value(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_ref())
-    }
-
     /// Bytes [`Response::write_to`] writes at most: the capacity that makes it one
     /// allocation.
     pub fn wire_len(&self) -> usize {
@@ -124,7 +116,7 @@ impl Response {
     /// Serialize into `out` with Content-Length and Date. `keep_alive` decides the
     /// Connection header; `minor_version` is the request's (an HTTP/1.0 client gets an
     /// explicit keep-alive). Plain byte copies, no formatting machinery: this runs for
-    /// every response (docs/PROFILE.md).
+    /// every response (BENCHMARKS.md, "Where a request's time goes").
     pub fn write_to(
         &self,
         out: &mut Vec<u8>,
@@ -287,7 +279,7 @@ mod tests {
         }
         let r = Response::json(201, &Todo { id: 7, title: "x" });
         assert_eq!(r.status, 201);
-        assert_eq!(r.header_value("content-type"), Some("application/json"));
+        assert_eq!(&r.headers[..], &JSON[..]);
         let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(v, serde_json::json!({"id": 7, "title": "x"}));
         let mut bad = std::collections::HashMap::new();

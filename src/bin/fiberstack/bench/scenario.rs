@@ -127,7 +127,9 @@ const IDLE: Settings = Settings {
     queue: 1024,
 };
 
-/// The full run, as issue 6 lists it; `duration` is wrk's `-d` in seconds.
+/// The full run: the original demo's two ab loads, `/hello` at two concurrencies, the
+/// self-call, `/widgets` at 1000 and 5000 connections, and 9000 idle connections
+/// (BENCHMARKS.md, "The scenarios"); `duration` is wrk's `-d` in seconds.
 pub fn full(duration: u64) -> Vec<Scenario> {
     let wrk = |concurrency| Load::Wrk {
         concurrency,
