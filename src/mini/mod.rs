@@ -1,8 +1,8 @@
 //! `fiberstack serve --runtime minihttp`: the raw baseline the bench measures the fiber
 //! server against. Stock may_minihttp 0.1.11 on plain may coroutines: no fiber pool, no
 //! guard pages of ours, no HTTP care. What it costs is what raw may costs; what it gets
-//! wrong is why `src/http/` exists (see `http/mod.rs`, and `tests/minihttp.rs`, which
-//! provokes each defect on the real crate).
+//! wrong is why fiber_web owns its HTTP layer (see `fiber_web/src/http/mod.rs`, and
+//! `tests/minihttp.rs`, which provokes each defect on the real crate).
 //!
 //! Routes (`service.rs`): `/hello`, `/widgets[?sleep=S]` (fiber_mysql straight on the
 //! connection's coroutine), `/stats` (what the bench reads) and `/deep` (recursion on
