@@ -71,6 +71,10 @@ fn every_route_answers_like_the_fiber_server() {
     let gets = [
         "/",
         "/hello",
+        "/sleep?secs=0",
+        "/sleep?secs=0.05",
+        "/sleep?secs=11",
+        "/sleep?secs=soon",
         "/healthz",
         "/widgets?sleep=0",
         "/widgets?sleep=0.05",

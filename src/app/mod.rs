@@ -8,6 +8,7 @@ pub mod dashboard;
 pub mod deep;
 pub mod health;
 pub mod schema;
+pub mod sleep;
 pub mod stats;
 pub mod twitter;
 pub mod upstream;
@@ -49,6 +50,7 @@ pub const ROUTE_LABELS: &[&str] = &[
     "deep",
     "stats",
     "hello",
+    "sleep",
     "twitter",
     fiber_web::HEALTHZ,
     fiber_web::READYZ,
@@ -80,6 +82,8 @@ pub fn app(state: Arc<AppState>, self_calls: usize, wait: Duration) -> App<AppSt
         .named("stats")
         .get("/hello", health::hello)
         .named("hello")
+        .get("/sleep", sleep::sleep)
+        .named("sleep")
         .nest("/twitter", twitter::routes())
         .readiness(health::ready)
         .metrics(|state, out| {

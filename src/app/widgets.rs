@@ -12,11 +12,16 @@ pub const MAX_SLEEP_SECS: f64 = 10.0;
 
 /// Parse `?sleep=`: seconds from 0 to [`MAX_SLEEP_SECS`], default 1.
 pub fn parse_sleep(raw: Option<&str>) -> Result<f64, String> {
+    parse_seconds("sleep", raw)
+}
+
+/// Parse query parameter `name`: seconds from 0 to [`MAX_SLEEP_SECS`], default 1.
+pub fn parse_seconds(name: &str, raw: Option<&str>) -> Result<f64, String> {
     let Some(raw) = raw else { return Ok(1.0) };
     match raw.trim().parse::<f64>() {
         Ok(s) if (0.0..=MAX_SLEEP_SECS).contains(&s) => Ok(s),
         _ => Err(format!(
-            "sleep must be a number of seconds from 0 to {MAX_SLEEP_SECS}, like ?sleep=0.25; got '{raw}'"
+            "{name} must be a number of seconds from 0 to {MAX_SLEEP_SECS}, like ?{name}=0.25; got '{raw}'"
         )),
     }
 }

@@ -28,6 +28,7 @@ pub mod health;
 pub mod limit;
 pub mod metrics;
 pub mod server;
+pub mod sleep;
 pub mod start;
 pub mod stats;
 pub mod twitter;
@@ -90,6 +91,7 @@ pub fn router(state: Shared) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", on("readyz", get(health::readyz)))
         .route("/hello", on("hello", get(health::hello)))
+        .route("/sleep", on("sleep", get(sleep::sleep)))
         // Outside the task-slot limit, as on fibers it takes no fiber (fiber_web's builtin.rs).
         .route("/metrics", get(metrics::metrics))
         .nest("/twitter", twitter::router(&state))

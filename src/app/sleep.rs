@@ -1,0 +1,21 @@
+//! `/sleep?secs=S`: answers after S seconds of waiting without any I/O (default 1, 0 to
+//! 10): a sleeping route that needs no MySQL connection, for loads of more requests in
+//! flight than a database takes (the bench's 10,000-in-flight row).
+
+use crate::app::widgets::parse_seconds;
+use crate::app::AppState;
+use fiber_web::http::{Request, Response};
+
+/// The body of `/sleep`.
+pub const SLEPT_BODY: &str = "slept";
+
+/// `GET /sleep?secs=S`: `fiber_pool::sleep(S)` (on the carrier: the fiber parks), then
+/// `slept`.
+pub fn sleep(_state: &AppState, req: &Request) -> Response {
+    let secs = match parse_seconds("secs", req.query_param("secs").as_deref()) {
+        Ok(s) => s,
+        Err(why) => return Response::error(400, why),
+    };
+    fiber_pool::sleep(std::time::Duration::from_secs_f64(secs));
+    Response::text(200, SLEPT_BODY)
+}
