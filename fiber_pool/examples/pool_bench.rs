@@ -7,7 +7,8 @@
 //! Run with: `cargo run --release -p fiber_pool --example pool_bench`
 //! (`-- alloc` for the allocator figures only, `-- run` for `pool.run` only,
 //! `-- memory` for the 10,000 fibers only, `-- quarantine` for what stacks
-//! quarantined after overflows keep).
+//! quarantined after overflows keep, `-- context` for the cost of running a job under a
+//! context, with and without a deadline).
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
@@ -174,6 +175,9 @@ fn main() {
         run_costs(&[0, 16]);
         return;
     }
+    if what == "context" {
+        return context_costs();
+    }
     if what == "memory" {
         return memory();
     }
@@ -310,5 +314,50 @@ fn run_costs(rates: &[u32]) {
         .unwrap();
         let run = per_op(move || pool.run("empty", || ()).unwrap());
         println!("pool.run, empty job, measure_every = {every:<2}: {run:>9.2?}");
+    }
+}
+
+/// What a context costs per run: `pool.run` against `run_in` with a context made per
+/// run (as a server makes one per request), without and with a deadline, with the
+/// job asking for it (`current()`), and with an `on_cancel` hook on the deadline
+/// (which arms the deadline thread). Three rounds, alternated.
+fn context_costs() {
+    use fiber_pool::Context;
+    let pool = FiberPool::new(PoolConfig {
+        size: 8,
+        measure_every: 0,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let deadline = Duration::from_secs(30);
+    for round in 1..=3 {
+        let p = pool.clone();
+        let plain = per_op(move || p.run("empty", || ()).unwrap());
+        let p = pool.clone();
+        let fresh = per_op(move || p.run_in("empty", &Context::new(), || ()).unwrap());
+        let p = pool.clone();
+        let timed = per_op(move || {
+            p.run_in("empty", &Context::new().with_timeout(deadline), || ())
+                .unwrap()
+        });
+        let p = pool.clone();
+        let asked = per_op(move || {
+            let ctx = Context::new().with_timeout(deadline);
+            p.run_in("empty", &ctx, || {
+                fiber_pool::current().unwrap().is_cancelled()
+            })
+            .unwrap();
+        });
+        let p = pool.clone();
+        let hooked = per_op(move || {
+            let ctx = Context::new().with_timeout(deadline);
+            let _hook = ctx.on_cancel(|_| ());
+            p.run_in("empty", &ctx, || ()).unwrap()
+        });
+        println!(
+            "round {round}: run {plain:.2?} | run_in(Context::new()) {fresh:.2?} | \
+             + deadline {timed:.2?} | + current().is_cancelled() {asked:.2?} | \
+             + on_cancel hook (timer armed) {hooked:.2?}"
+        );
     }
 }

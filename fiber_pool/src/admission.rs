@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use may::coroutine::ParkError;
 use may::sync::Blocker;
 
+use crate::context::{CancelReason, Context};
+
 const NO_SLOT: usize = usize::MAX;
 /// Handed to waiters when the last slot was retired.
 const RETIRED: usize = usize::MAX - 1;
@@ -28,6 +30,8 @@ pub(crate) enum Denied {
     Timeout(Duration),
     /// Every slot was retired: none will ever be free.
     Retired,
+    /// The caller's context was cancelled (or its deadline passed) while it waited.
+    Cancelled(CancelReason),
 }
 
 struct Waiter {
@@ -72,7 +76,15 @@ impl Admission {
 
     /// Takes a free slot, or waits for one in FIFO order: the slot, and whether the
     /// caller had to wait for it.
-    pub(crate) fn acquire(&self, timeout: Option<Duration>) -> Result<(usize, bool), Denied> {
+    ///
+    /// The wait ends early when `ctx` is cancelled or its deadline passes; the hook
+    /// that wakes it is registered only once the caller queues, so a caller that
+    /// finds a free slot pays nothing for its context.
+    pub(crate) fn acquire(
+        &self,
+        timeout: Option<Duration>,
+        ctx: Option<&Context>,
+    ) -> Result<(usize, bool), Denied> {
         let waiter = {
             let mut state = self.lock();
             if let Some(slot) = state.free.pop() {
@@ -92,8 +104,16 @@ impl Admission {
             waiter
         };
         let start = Instant::now();
+        let _wake = ctx.map(|ctx| {
+            let waiter = Arc::clone(&waiter);
+            ctx.wake_on_cancel(move |_| waiter.blocker.unpark())
+        });
         loop {
-            let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            let deadline = ctx.and_then(Context::remaining);
+            let remaining = match (timeout.map(|t| t.saturating_sub(start.elapsed())), deadline) {
+                (Some(t), Some(d)) => Some(t.min(d)),
+                (t, d) => t.or(d),
+            };
             // may reads a zero timeout as "for ever": never park with one.
             // Its timer may also fire a little early: then we park again.
             let give_up = match remaining {
@@ -109,7 +129,8 @@ impl Admission {
                 RETIRED => return Err(Denied::Retired),
                 slot => return Ok((slot, true)),
             }
-            if give_up {
+            let cancelled = ctx.and_then(Context::reason);
+            if give_up || cancelled.is_some() {
                 let mut state = self.lock();
                 // `release` and `retire` hand over under the lock: check once more.
                 match waiter.slot.load(Ordering::Acquire) {
@@ -118,7 +139,11 @@ impl Admission {
                     slot => return Ok((slot, true)),
                 }
                 state.waiters.retain(|w| !Arc::ptr_eq(w, &waiter));
-                return Err(Denied::Timeout(start.elapsed()));
+                // A deadline that bounded the wait ends it as a cancellation.
+                return Err(match cancelled.or_else(|| ctx.and_then(Context::reason)) {
+                    Some(reason) => Denied::Cancelled(reason),
+                    None => Denied::Timeout(start.elapsed()),
+                });
             }
         }
     }

@@ -50,6 +50,15 @@ pub enum RunError {
         /// The pool's number of fibers, all retired.
         size: usize,
     },
+    /// The job's context was cancelled, or its deadline passed, before the job got a
+    /// fiber (or, for [`blocking`](crate::blocking), while its caller waited); the job
+    /// did not run, or its result was not waited for. A server answers 504 for
+    /// [`CancelReason::DeadlinePassed`](crate::CancelReason::DeadlinePassed) and no
+    /// answer at all for `ClientGone`.
+    Cancelled {
+        /// Why the context was cancelled.
+        reason: crate::CancelReason,
+    },
     /// The job panicked; its frames were unwound normally.
     Panicked {
         /// The job's label.
@@ -88,6 +97,7 @@ impl fmt::Display for RunError {
                 f,
                 "all {size} fibers of the pool were retired after stack overflows used up its spare stacks: replace the process, and raise the pool's `stack_size`"
             ),
+            RunError::Cancelled { reason } => write!(f, "the job did not run to its end: {reason}"),
             RunError::Panicked { label, message } => {
                 write!(f, "job `{label}` panicked: {message}")
             }

@@ -179,6 +179,8 @@ pub mod aftermath;
 pub mod alloc;
 pub mod carrier;
 pub mod config;
+pub mod context;
+mod deadline;
 pub mod error;
 mod highwater;
 pub mod lent;
@@ -197,6 +199,7 @@ pub mod testing;
 pub use aftermath::{aftermath, Aftermath};
 pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
+pub use context::{current, sleep_or_cancelled, CancelReason, Context, Registration};
 pub use error::RunError;
 pub use lent::Lent;
 pub use offstack::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
@@ -208,6 +211,12 @@ pub use stats::{same_label, LabelStats, PoolStats};
 /// Is the caller running on a fiber of some pool?
 pub fn on_fiber() -> bool {
     stack_remaining().is_some()
+}
+
+/// The registry entry of the fiber we run on, if any.
+#[inline]
+pub(crate) fn running_entry() -> Option<&'static registry::StackEntry> {
+    registry::StackEntry::find_running(stack_pointer())
 }
 
 /// Bytes left on the current fiber's stack above its guard, from the

@@ -17,6 +17,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::admission::{Admission, Denied};
 use crate::config::{ConfigError, PoolConfig};
+use crate::context::Context;
 use crate::error::RunError;
 use crate::highwater;
 use crate::lent::Ledger;
@@ -33,7 +34,7 @@ pub struct FiberPool {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     /// The stacks' registration; dropped first, before the stacks.
     region: Region,
     cfg: PoolConfig,
@@ -249,25 +250,90 @@ impl FiberPool {
         F: FnOnce(Admitted) -> T + Send,
         T: Send,
     {
+        self.run_admitted_in(label, None, job)
+    }
+
+    /// [`run`](Self::run) under `ctx`: the job's [`current`](crate::current) context,
+    /// which every wait of ours in it sees. A context cancelled (or past its
+    /// deadline) before the job gets a fiber ends the wait for one, and the job does
+    /// not run: [`RunError::Cancelled`]. Once running, the job sees the cancellation
+    /// at its waits ([`sleep_or_cancelled`](crate::sleep_or_cancelled), scopes,
+    /// [`blocking`](crate::blocking)) and in `is_cancelled()`; it runs on until it
+    /// looks (see [`context`](crate::context)).
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+    /// use fiber_pool::{CancelReason, Context, FiberPool, PoolConfig, RunError};
+    /// let pool = FiberPool::new(PoolConfig::default()).unwrap();
+    /// let ctx = Context::new();
+    /// ctx.cancel(CancelReason::ClientGone);
+    /// let ran = pool.run_in("late", &ctx, || 1);
+    /// assert_eq!(ran, Err(RunError::Cancelled { reason: CancelReason::ClientGone }));
+    /// ```
+    pub fn run_in<T, F>(&self, label: &'static str, ctx: &Context, job: F) -> Result<T, RunError>
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        self.run_admitted_in(label, Some(ctx), |_| job()).0
+    }
+
+    /// [`run_admitted`](Self::run_admitted) under a context (see
+    /// [`run_in`](Self::run_in)). With `None`, a job started from another job (on a
+    /// fiber) runs under that job's context, so that cancelling a request reaches the
+    /// jobs it runs; any other gets a fresh context when it first asks for one.
+    pub fn run_admitted_in<T, F>(
+        &self,
+        label: &'static str,
+        ctx: Option<&Context>,
+        job: F,
+    ) -> (Result<T, RunError>, Option<usize>)
+    where
+        F: FnOnce(Admitted) -> T + Send,
+        T: Send,
+    {
         if crate::on_fiber() {
             // A job that runs another job (of this pool or another): the inner run
             // waits, parks and switches like any carrier, so it runs on the carrier's
             // stack, never nested on this fiber's (whose overflow would abandon the
             // inner run's admission slot and stack for good). This function's own
             // frame stays small for that: the run itself is `run_here`'s.
-            return crate::on_carrier(move || self.run_here(label, job));
+            // The calling job's context is read on the carrier too (it may be made
+            // there): nothing of this but the lookup on the fiber's stack.
+            let caller = ctx.is_none().then(crate::running_entry).flatten();
+            return crate::on_carrier(move || {
+                // SAFETY: `caller` is the entry of the job that called us, parked in this
+                // `on_carrier` on its carrier: the same line of control.
+                let ctx = ctx
+                    .cloned()
+                    .or_else(|| caller.map(|e| unsafe { e.context() }));
+                self.run_here(label, ctx, job)
+            });
         }
-        self.run_here(label, job)
+        self.run_here(label, ctx.cloned(), job)
     }
 
     /// [`run_admitted`](Self::run_admitted) from the carrier (off any fiber).
-    fn run_here<T, F>(&self, label: &'static str, job: F) -> (Result<T, RunError>, Option<usize>)
+    fn run_here<T, F>(
+        &self,
+        label: &'static str,
+        ctx: Option<Context>,
+        job: F,
+    ) -> (Result<T, RunError>, Option<usize>)
     where
         F: FnOnce(Admitted) -> T + Send,
         T: Send,
     {
         let inner = &*self.inner;
-        let (slot_index, queued) = match inner.admission.acquire(inner.cfg.wait_timeout) {
+        if let Some(reason) = ctx.as_ref().and_then(Context::reason) {
+            inner.counters.cancelled();
+            return (Err(RunError::Cancelled { reason }), None);
+        }
+        let admitted = inner
+            .admission
+            .acquire(inner.cfg.wait_timeout, ctx.as_ref());
+        let (slot_index, queued) = match admitted {
             Ok(admitted) => admitted,
             Err(Denied::Busy) => {
                 inner.counters.rejected();
@@ -282,6 +348,10 @@ impl FiberPool {
                 inner.counters.rejected();
                 let size = inner.cfg.size;
                 return (Err(RunError::Retired { size }), None);
+            }
+            Err(Denied::Cancelled(reason)) => {
+                inner.counters.cancelled();
+                return (Err(RunError::Cancelled { reason }), None);
             }
         };
         let mut release = Release {
@@ -308,6 +378,8 @@ impl FiberPool {
         }
 
         let entry = inner.region.entry(stack_index);
+        // SAFETY: we own the slot and no job runs on its stack yet (`begin` is below).
+        unsafe { entry.set_job(ctx) };
         let mut value: Option<T> = None;
         let out: *mut Option<T> = &mut value;
         let body = move |yielder: &Yielder<(), ()>, (): ()| -> Outcome {
@@ -350,6 +422,9 @@ impl FiberPool {
         };
         stall::leave();
         entry.end();
+        // SAFETY: we own the slot and its job has ended (`end` above). Dropped here,
+        // on the carrier: its last drop may take the deadline thread's lock.
+        drop(unsafe { entry.take_context() });
         drop(masked);
         let stack = fiber.into_stack();
 
@@ -437,7 +512,7 @@ impl FiberPool {
 /// would fail. The payload's own drop may panic (`panic_any` of a value whose
 /// `Drop` panics): that panic is caught, and its payload forgotten (leaked)
 /// rather than dropped in turn, since it could panic again.
-fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
     if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
         std::mem::forget(again);
     }

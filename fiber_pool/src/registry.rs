@@ -30,6 +30,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Or
 use corosensei::trap::CoroutineTrapHandler;
 use corosensei::Yielder;
 
+use crate::context::Context;
 use crate::lent::Ledger;
 use crate::signal::Outcome;
 use crate::stack::Layout;
@@ -59,10 +60,23 @@ pub struct StackEntry {
     /// Set by [`reserve_stack`](crate::reserve_stack) just before it overflows on
     /// purpose: the overflow then struck at a safe point. Cleared by `begin`.
     safe_point: AtomicBool,
+    /// The running job's context: written by the slot's owner before
+    /// `begin` and taken back after `end`, and by the job itself (a context made on
+    /// its first [`current`](crate::current)); read only by the job. The job and its
+    /// carrier are one line of control (the carrier is suspended in `resume` while the
+    /// job runs), so the two never touch it at once.
+    job: UnsafeCell<Job>,
+}
+
+/// What [`StackEntry::job`] holds for the running job.
+pub(crate) struct Job {
+    /// Its context; `None` until one is asked for, when it was run without one.
+    pub(crate) context: Option<Context>,
 }
 
 // SAFETY: `bottom`, `guard_end` and `ledger` are written before the entry is
-// published and never again. `trap` and `label` are written only by the slot's owner while
+// published and never again. `job` is touched only by the slot's owner between jobs
+// and by the job running on the stack (one line of control, see the field). `trap` and `label` are written only by the slot's owner while
 // `running` is false (no fiber on the stack), and read only by a signal
 // handler whose stack pointer lies in this stack, i.e. by the very thread
 // executing the fiber after `running` was set with release ordering; so reads
@@ -160,6 +174,7 @@ impl Region {
                     yielder: AtomicPtr::new(ptr::null_mut()),
                     generation: AtomicU64::new(0),
                     safe_point: AtomicBool::new(false),
+                    job: UnsafeCell::new(Job { context: None }),
                 }
             })
             .collect();
@@ -369,6 +384,43 @@ impl StackEntry {
     #[inline]
     pub(crate) fn guard_end(&self) -> usize {
         self.guard_end
+    }
+
+    /// Hands the next job its context (if it has one).
+    ///
+    /// # Safety
+    ///
+    /// Only the slot's owner calls it, between jobs (before `begin`), so that no job
+    /// reads the cell meanwhile.
+    pub(crate) unsafe fn set_job(&self, context: Option<Context>) {
+        // SAFETY: per the contract, nobody else touches the cell now.
+        unsafe { *self.job.get() = Job { context } };
+    }
+
+    /// Takes the ended job's context back, to drop it on the carrier.
+    ///
+    /// # Safety
+    ///
+    /// As for [`set_job`](Self::set_job): the slot's owner, after `end`.
+    pub(crate) unsafe fn take_context(&self) -> Option<Context> {
+        // SAFETY: per the contract, nobody else touches the cell now.
+        unsafe { (*self.job.get()).context.take() }
+    }
+
+    /// The running job's context, made (and kept for the rest of the job) on the
+    /// first call when the job was run without one.
+    ///
+    /// # Safety
+    ///
+    /// Call only from the job running on this stack (found by its own stack pointer),
+    /// or from its carrier while that job is parked in
+    /// [`on_carrier`](crate::on_carrier) (the same line of control), so that neither
+    /// the owner nor another call touches the cell meanwhile.
+    pub(crate) unsafe fn context(&self) -> Context {
+        // SAFETY: per the contract, we are the only code touching the cell; nothing
+        // in here reaches it again (a new context's allocation does not).
+        let job = unsafe { &mut *self.job.get() };
+        job.context.get_or_insert_with(Context::new).clone()
     }
 
     /// The ledger of the slot owning this stack.

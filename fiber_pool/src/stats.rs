@@ -28,6 +28,9 @@ pub struct PoolStats {
     pub rejected: u64,
     /// Calls that gave up waiting (`Timeout`).
     pub timed_out: u64,
+    /// Calls whose context was cancelled (or whose deadline passed) before they got
+    /// a fiber (`Cancelled`).
+    pub cancelled: u64,
     /// Jobs that overflowed their stack.
     pub overflows: u64,
     /// Of those, overflows that struck outside a safe point (see
@@ -70,6 +73,7 @@ pub(crate) struct Counters {
     completed: AtomicU64,
     rejected: AtomicU64,
     timed_out: AtomicU64,
+    cancelled: AtomicU64,
     overflows: AtomicU64,
     unsafe_overflows: AtomicU64,
     panics: AtomicU64,
@@ -122,6 +126,10 @@ impl Counters {
         self.timed_out.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn cancelled(&self) {
+        self.cancelled.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Records a job that ran; `used` is its measured stack use, if measured.
     pub(crate) fn ran(&self, label: &'static str, ended: Ended, used: Option<usize>) {
         let counter = match ended {
@@ -168,6 +176,7 @@ impl Counters {
         stats.completed = self.completed.load(Ordering::Relaxed);
         stats.rejected = self.rejected.load(Ordering::Relaxed);
         stats.timed_out = self.timed_out.load(Ordering::Relaxed);
+        stats.cancelled = self.cancelled.load(Ordering::Relaxed);
         stats.overflows = self.overflows.load(Ordering::Relaxed);
         stats.unsafe_overflows = self.unsafe_overflows.load(Ordering::Relaxed);
         stats.panics = self.panics.load(Ordering::Relaxed);

@@ -116,3 +116,34 @@ pub fn child_command(name: &str, mode: &str) -> std::process::Command {
         .env(CHILD_ENV, format!("{name}:{mode}"));
     cmd
 }
+
+/// Polls (on the calling thread, every millisecond) until `cond` holds; panics
+/// naming `what` after `within`.
+pub fn wait_until(what: &str, within: Duration, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < within,
+            "timed out after {within:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The median and the 99th percentile of `samples` (sorted in place).
+pub fn median_p99(samples: &mut [Duration]) -> (Duration, Duration) {
+    samples.sort();
+    let p99 = (samples.len() * 99).div_ceil(100).saturating_sub(1);
+    (samples[samples.len() / 2], samples[p99])
+}
+
+/// Runs `f` in a new may coroutine and waits for its value.
+///
+/// # Safety
+///
+/// As for `fiber_pool::carrier::go`: `f`, and the jobs it runs, hold no
+/// thread-bound state across a wait.
+pub unsafe fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    // SAFETY: our caller's promise, passed on.
+    unsafe { fiber_pool::carrier::go(f) }.join().unwrap()
+}
