@@ -188,18 +188,24 @@ pub fn trim_heap() {
 /// or a variable-length array does: moves the stack pointer `bytes` down, stores one
 /// word there, and moves it back. On a fiber with fewer than `bytes` of stack left the
 /// store lands in the guard below the stack, and the job overflows (for an adversarial
-/// app to show that the guard is wide enough). Panics off a fiber, and for a jump of
-/// more than half the guard, one that could pass it.
+/// app to show that the guard is wide enough). Panics off a fiber, for a jump of less
+/// than a word (the store would overwrite the caller's own slot at the stack pointer),
+/// and for a jump of more than half the guard, one that could pass it.
 #[cfg(target_arch = "x86_64")]
 pub fn skip_down(bytes: usize) {
     assert!(crate::on_fiber(), "skip_down runs on a fiber only");
+    assert!(
+        bytes >= 8,
+        "skip_down({bytes}): at least a word below the stack pointer"
+    );
     assert!(
         bytes <= crate::config::GUARD_SIZE / 2,
         "skip_down({bytes}): at most half the {}-byte guard",
         crate::config::GUARD_SIZE
     );
-    // SAFETY: on a fiber, `bytes` below the stack pointer is this fiber's own unused
-    // stack or its guard, which is at least twice `bytes` of PROT_NONE below the usable
+    // SAFETY: on a fiber, the word `bytes` (at least 8) below the stack pointer is in
+    // this fiber's own unused stack, below every live slot of the caller's, or in its
+    // guard, which is at least twice `bytes` of PROT_NONE below the usable
     // stack (the asserts above): the store overwrites nothing live, or faults on the
     // guard, which the pool's handler turns into this job's overflow (a synchronous
     // fault, handled on the alternate signal stack; asynchronous signals are blocked
