@@ -62,6 +62,8 @@ pub const KILL_RETRY_AFTER: Duration = Duration::from_millis(200);
 /// Longest a give-back waits for the KILLs of a cancelled checkout to be answered; a
 /// connection whose KILLs are still out after it is closed, not reused.
 pub const KILL_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Stack of the thread a kill runs on when asked from a may coroutine.
+pub const KILL_THREAD_STACK: usize = 256 * 1024;
 /// How often a give-back looks whether those KILLs were answered.
 const KILL_SETTLE_POLL: Duration = Duration::from_millis(1);
 
@@ -92,10 +94,32 @@ impl Killer {
         }
     }
 
-    /// Sends `KILL QUERY connection_id` and waits for its answer. On a fiber it all
-    /// runs on the carrier's stack (a may semaphore, a lock, a connect).
-    pub(crate) fn kill_query(&self, connection_id: u32) -> Result<()> {
-        fiber_pool::on_carrier(|| self.kill_query_here(connection_id))
+    /// Sends `KILL QUERY connection_id` and waits for its answer. In a may coroutine
+    /// (a fiber's carrier among them) the kill runs on a thread of its own
+    /// ([`KILL_THREAD_STACK`]) while the coroutine parks on a may channel: opening a
+    /// side-channel connection authenticates (SHA-1 in mysql_common), which in a
+    /// debug build is more stack than a connection coroutine's 32 KiB, and a kill
+    /// is rare enough that a thread's start (tens of microseconds) is nothing beside
+    /// its round trip. On a plain thread it runs here.
+    pub(crate) fn kill_query(self: &Arc<Self>, connection_id: u32) -> Result<()> {
+        if !may::coroutine::is_coroutine() {
+            return self.kill_query_here(connection_id);
+        }
+        let killer = Arc::clone(self);
+        fiber_pool::on_carrier(move || {
+            let (tx, rx) = may::sync::mpsc::channel();
+            std::thread::Builder::new()
+                .name("kill-query".into())
+                .stack_size(KILL_THREAD_STACK)
+                .spawn(move || {
+                    let _ = tx.send(killer.kill_query_here(connection_id));
+                })
+                .map_err(Error::Io)?;
+            // The thread's every wait is bounded: the permit, the connect, the answer.
+            let bound = KILL_WAIT + KILL_CONNECT_TIMEOUT + 2 * KILL_ANSWER_TIMEOUT;
+            rx.recv_timeout(bound)
+                .unwrap_or(Err(Error::PoolTimeout { waited: bound }))
+        })
     }
 
     fn kill_query_here(&self, connection_id: u32) -> Result<()> {

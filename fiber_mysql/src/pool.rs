@@ -470,9 +470,29 @@ impl Pool {
     }
 
     /// [`Pool::checkout`] waiting at most `wait` for a connection.
+    ///
+    /// On a job of `fiber_pool` the checkout follows the job's context
+    /// ([`fiber_pool::current`]): its deadline bounds the wait, the connect and every
+    /// query (as [`Pool::checkout_until`]'s does), and its cancellation (the request's
+    /// client went away) stops the running query with `KILL QUERY`; the connection then
+    /// goes back to the pool clean (reset).
     pub fn checkout_within(&self, wait: Duration) -> Result<fiber_pool::Lent<PooledConn>> {
         fiber_pool::check_stack(CHECKOUT_STACK_MARGIN);
-        fiber_pool::Lent::acquire(|| self.get_timeout(wait), PooledConn::discard)
+        let ctx = fiber_pool::current();
+        if let Some(ctx) = &ctx {
+            ctx.check().map_err(|_| Error::Cancelled)?;
+        }
+        let mut conn = match ctx.as_ref().and_then(fiber_pool::Context::deadline) {
+            Some(deadline) => fiber_pool::Lent::acquire(
+                || self.get_until_or(deadline, wait),
+                PooledConn::discard,
+            )?,
+            None => fiber_pool::Lent::acquire(|| self.get_timeout(wait), PooledConn::discard)?,
+        };
+        if let Some(ctx) = ctx {
+            conn.follow(&ctx);
+        }
+        Ok(conn)
     }
 
     /// [`Pool::checkout`] for a request that must end by `deadline`: the wait for a
@@ -487,8 +507,12 @@ impl Pool {
 
     /// [`Pool::checkout_until`] as a plain guard (see [`Pool::get`]).
     pub fn get_until(&self, deadline: Instant) -> Result<PooledConn> {
+        self.get_until_or(deadline, self.shared.cfg.wait_timeout)
+    }
+
+    /// [`Pool::get_until`], waiting at most `wait_timeout` however late `deadline` is.
+    fn get_until_or(&self, deadline: Instant, wait_timeout: Duration) -> Result<PooledConn> {
         let left = deadline.saturating_duration_since(Instant::now());
-        let wait_timeout = self.shared.cfg.wait_timeout;
         match self.get_timeout(left.min(wait_timeout)) {
             Err(Error::PoolTimeout { .. }) if left < wait_timeout => Err(Error::DeadlineExceeded {
                 phase: Phase::CheckoutWait,
@@ -550,6 +574,7 @@ impl Pool {
             pool: self.shared.clone(),
             gate: None,
             deadline: None,
+            following: None,
         })
     }
 
@@ -640,6 +665,9 @@ pub struct PooledConn {
     gate: Option<Arc<Gate>>,
     /// Every wait of this checkout ends by then ([`PooledConn::set_deadline`]).
     deadline: Option<Instant>,
+    /// The hook that cancels this checkout when the job's context is cancelled
+    /// ([`PooledConn::follow`]); unregistered when the connection goes back.
+    following: Option<fiber_pool::Registration>,
 }
 
 impl std::fmt::Debug for PooledConn {
@@ -759,6 +787,27 @@ impl PooledConn {
     pub fn cancel_handle(&mut self) -> CancelHandle {
         let gate = self.gate.get_or_insert_with(Default::default);
         CancelHandle::new(Arc::clone(gate), Arc::clone(&self.pool.killer))
+    }
+
+    /// Cancel this checkout's running and later commands when `ctx` is cancelled (a
+    /// request's client went away, or its deadline passed), and end its waits by
+    /// `ctx`'s deadline. [`Pool::checkout`] does it for the job it runs in. The kill
+    /// itself (`KILL QUERY` over the pool's side channel) runs on a thread of its own:
+    /// a context's hooks must not block.
+    pub fn follow(&mut self, ctx: &fiber_pool::Context) {
+        if let Some(deadline) = ctx.deadline() {
+            self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));
+        }
+        let handle = self.cancel_handle();
+        self.following = Some(ctx.on_cancel(move |_reason| {
+            let spawned = std::thread::Builder::new()
+                .name("fiber_mysql-cancel".into())
+                .spawn(move || {
+                    let _ = handle.cancel();
+                });
+            // Without a thread the query still ends at its own timeout.
+            drop(spawned);
+        }));
     }
 
     /// Every later wait of this checkout ends by `deadline` (`None`: no deadline):

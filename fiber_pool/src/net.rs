@@ -22,7 +22,7 @@
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -117,6 +117,53 @@ pub fn poll_now(fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<PollFlags> 
         Ok(_) => Ok(fds[0].revents().unwrap_or(PollFlags::empty())),
         Err(e) => Err(e.into()),
     }
+}
+
+/// One descriptor of [`poll_raw`]: its number, the events asked for, and (after the
+/// call) the events it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawPoll {
+    /// The descriptor's number.
+    pub fd: RawFd,
+    /// What to look for (`POLLIN`, ...).
+    pub events: PollFlags,
+    /// What it has: any of `events`, and `POLLERR`, `POLLHUP`, `POLLNVAL` (not open).
+    pub revents: PollFlags,
+}
+
+/// `poll(2)` with a zero timeout over descriptors known by number, for a watcher that
+/// holds no borrow of the sockets it looks at (a server's sweeper looking at the
+/// sockets of requests in flight on other coroutines). It never blocks. A number
+/// that is not open reports `POLLNVAL`; a number that was closed and reused reports on
+/// the new descriptor, so the caller polls only descriptors it knows are still open
+/// (the server removes a request's entry, under the lock the sweeper holds while it
+/// looks, before its connection can close). Returns how many have events; 0 when a
+/// signal interrupted the call.
+pub fn poll_raw(fds: &mut [RawPoll]) -> io::Result<usize> {
+    let mut raw: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|p| libc::pollfd {
+            fd: p.fd,
+            events: p.events.bits(),
+            revents: 0,
+        })
+        .collect();
+    let count = libc::nfds_t::try_from(raw.len()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    // SAFETY: `raw` is a live, writable array of `count` `pollfd`s, which `poll` only
+    // reads and writes within; with a zero timeout it returns at once. Descriptor
+    // numbers that are not open are reported (POLLNVAL), not dereferenced.
+    let got = unsafe { libc::poll(raw.as_mut_ptr(), count, 0) };
+    if got < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::Interrupted => Ok(0),
+            _ => Err(e),
+        };
+    }
+    for (p, r) in fds.iter_mut().zip(&raw) {
+        p.revents = PollFlags::from_bits_retain(r.revents);
+    }
+    Ok(got as usize)
 }
 
 /// One `recv(2)` of at most `max` bytes from `fd`, appended to `buf` without zeroing

@@ -120,6 +120,18 @@ macro_rules! route_methods {
             self
         }
 
+        /// Give each request of the route added last `timeout` from its arrival: past
+        /// it, every wait of the request ends (the fiber queue, a MySQL checkout or
+        /// query, which is killed, an HTTP call, a sleep) and the client gets a 504
+        /// naming the phase. The earlier of this and the server's
+        /// `--request-timeout` applies.
+        pub fn timeout(mut self, timeout: Duration) -> Self {
+            if let Some(last) = self.$($field).+.last_mut() {
+                last.handler.timeout = Some(timeout);
+            }
+            self
+        }
+
         /// Run the route added last on the connection's coroutine instead of a fiber,
         /// without the app's layers: for short, bounded handlers that must answer
         /// while every fiber is busy (a monitor's). Such a handler has the
@@ -227,6 +239,7 @@ impl<S: Send + Sync + 'static> App<S> {
         self,
         fibers: fiber_pool::FiberPool,
         stats: Arc<crate::counters::HttpStats>,
+        request_timeout: Option<Duration>,
     ) -> Result<Routed<S>, Error> {
         let App {
             state,
@@ -238,7 +251,14 @@ impl<S: Send + Sync + 'static> App<S> {
         let router = crate::builtin::add(routes.router, readiness, metrics, &fibers, &stats);
         router.check().map_err(Error::Routes)?;
         stats.set_routes(router.routes().iter().map(|r| r.label));
-        Ok(Routed::new(router, state, layers, fibers, stats))
+        Ok(Routed::new(
+            router,
+            state,
+            layers,
+            fibers,
+            stats,
+            request_timeout,
+        ))
     }
 
     /// The handler a request for `req`'s method and path reaches, with its route's

@@ -33,6 +33,7 @@ pub struct HttpStats {
     rejected_connections: AtomicU64,
     protocol_errors: AtomicU64,
     abandoned: AtomicU64,
+    cancelled: AtomicU64,
     by_class: [AtomicU64; 6],
     /// One entry per route label, [`UNMATCHED`] last; fixed once, when the app is
     /// built ([`HttpStats::set_routes`]).
@@ -148,6 +149,7 @@ impl HttpStats {
             rejected_connections: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
             by_class: Default::default(),
             routes: OnceLock::new(),
             unrouted: RouteStats::new(UNMATCHED),
@@ -194,6 +196,11 @@ impl HttpStats {
     pub fn abandoned(&self) {
         self.abandoned.fetch_add(1, Ordering::Relaxed);
     }
+    /// Count a request whose client went away while it ran: its work was cancelled
+    /// and nothing was sent.
+    pub fn cancelled(&self) {
+        self.cancelled.fetch_add(1, Ordering::Relaxed);
+    }
     /// Count a response by its status class (1xx..5xx).
     pub fn response(&self, status: u16) {
         self.by_class[class(status)].fetch_add(1, Ordering::Relaxed);
@@ -236,6 +243,7 @@ impl HttpStats {
             rejected: get(&self.rejected_connections),
             protocol_errors: get(&self.protocol_errors),
             abandoned: get(&self.abandoned),
+            cancelled: get(&self.cancelled),
             responses: std::array::from_fn(|i| get(&self.by_class[i])),
         }
     }
@@ -249,6 +257,7 @@ impl HttpStats {
             "rejected_connections": c.rejected,
             "protocol_errors": c.protocol_errors,
             "abandoned": c.abandoned,
+            "cancelled": c.cancelled,
             "responses": {
                 "2xx": c.responses[2],
                 "3xx": c.responses[3],
@@ -272,6 +281,8 @@ pub struct ConnectionCounts {
     pub protocol_errors: u64,
     /// Requests not run because their client had gone while they waited.
     pub abandoned: u64,
+    /// Requests whose client went away while they ran: cancelled, nothing sent.
+    pub cancelled: u64,
     /// Responses by status class: index 1..=5 for 1xx..5xx.
     pub responses: [u64; 6],
 }

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fiber_pool::{Admitted, FiberPool, RunError};
+use fiber_pool::{Admitted, CancelReason, Context, FiberPool, RunError};
 
 use crate::counters::{HttpStats, UNMATCHED};
 use crate::http::conn::{Peer, Service};
@@ -33,6 +33,9 @@ pub(crate) struct Endpoint<S> {
     pub(crate) on_carrier: bool,
     /// Run without the app's layers (the built-in probes and the metrics scrape).
     pub(crate) without_layers: bool,
+    /// The route's own deadline for a request, from its arrival (`App::timeout`);
+    /// the earlier of it and the server's `--request-timeout` applies.
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl<S> Clone for Endpoint<S> {
@@ -42,6 +45,7 @@ impl<S> Clone for Endpoint<S> {
             limit: self.limit.clone(),
             on_carrier: self.on_carrier,
             without_layers: self.without_layers,
+            timeout: self.timeout,
         }
     }
 }
@@ -53,6 +57,7 @@ impl<S> Endpoint<S> {
             limit: None,
             on_carrier: false,
             without_layers: false,
+            timeout: None,
         }
     }
 }
@@ -127,6 +132,8 @@ pub(crate) struct Routed<S> {
     layers: Vec<Arc<dyn Layer<S>>>,
     fibers: FiberPool,
     stats: Arc<HttpStats>,
+    /// Every request's deadline, from its arrival (`--request-timeout`).
+    request_timeout: Option<Duration>,
 }
 
 impl<S: Send + Sync + 'static> Routed<S> {
@@ -136,6 +143,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
         layers: Vec<Arc<dyn Layer<S>>>,
         fibers: FiberPool,
         stats: Arc<HttpStats>,
+        request_timeout: Option<Duration>,
     ) -> Self {
         Routed {
             router,
@@ -143,6 +151,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
             layers,
             fibers,
             stats,
+            request_timeout,
         }
     }
 
@@ -191,6 +200,19 @@ impl<S: Send + Sync + 'static> Routed<S> {
         if ep.is_some_and(|ep| ep.on_carrier) {
             return Some((Next::new(layers, end).run(state, req), label, None));
         }
+        // The request's context: its deadline (the earlier of the server's and the
+        // route's), and its cancellation when its client goes (the sweeper watches
+        // the client while the job runs: `peer.watch`). Every wait of the job sees
+        // it: the fiber queue, a MySQL checkout and query, an HTTP call, a sleep.
+        let timeout = match (self.request_timeout, ep.and_then(|ep| ep.timeout)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let ctx = match timeout {
+            Some(t) => Context::new().with_deadline(asked + t),
+            None => Context::new(),
+        };
+        let _watched = peer.map(|p| p.watch(&ctx));
         // A request that waited for its turn or its fiber may have lost its client
         // meanwhile: then it is not run (the check costs a system call, so a request
         // that did not wait skips it, and one that could not have waited, on an
@@ -204,8 +226,13 @@ impl<S: Send + Sync + 'static> Routed<S> {
             }
             Some(Next::new(layers, end).run(state, req))
         };
-        let (ran, stack_used) = self.fibers.run_admitted(fiber_label, job);
+        let (ran, stack_used) = self.fibers.run_admitted_in(fiber_label, Some(&ctx), job);
         drop(turn);
+        if ctx.reason() == Some(CancelReason::ClientGone) {
+            // Nobody reads the answer: nothing is sent, and the connection closes.
+            self.stats.cancelled();
+            return None;
+        }
         let resp = match ran {
             Ok(Some(resp)) => resp,
             Ok(None) => return None,
@@ -264,6 +291,14 @@ fn fiber_error(
         RunError::Timeout { .. } => {
             wait_timed_out("fiber", fibers.wait_timeout.unwrap_or_default())
         }
+        RunError::Cancelled { reason } => Response::error(
+            504,
+            format!(
+                "route {label} ({} {}): {reason} while the request waited for a fiber",
+                req.method,
+                target(req)
+            ),
+        ),
         RunError::StackOverflow {
             stack_size,
             at_safe_point,

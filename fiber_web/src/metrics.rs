@@ -536,6 +536,18 @@ impl Exposition {
             c.rejected as f64,
         );
         self.single(
+            "fiberstack_http_requests_cancelled_total",
+            Counter,
+            "Requests whose client went away while they ran: their work was cancelled and nothing sent.",
+            c.cancelled as f64,
+        );
+        self.single(
+            "fiberstack_http_requests_abandoned_total",
+            Counter,
+            "Requests not run because their client had gone while they waited.",
+            c.abandoned as f64,
+        );
+        self.single(
             "fiberstack_http_protocol_errors_total",
             Counter,
             "Requests that were not valid HTTP/1.x or broke a limit before routing.",

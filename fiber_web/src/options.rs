@@ -41,6 +41,11 @@ pub struct Options {
     pub queue: usize,
     /// Longest wait for a fiber before a 503.
     pub fiber_wait: Duration,
+    /// Every request's deadline from its arrival: past it, its waits end (a MySQL
+    /// query is killed) and it gets a 504 naming the phase; `None`: no deadline but
+    /// the ones each wait has of its own. A route can set a tighter one
+    /// (`App::timeout`).
+    pub request_timeout: Option<Duration>,
     /// may worker threads.
     pub workers: usize,
     /// Worker processes the supervisor runs behind the port.
@@ -73,6 +78,7 @@ impl Default for Options {
             stack_size: DEFAULT_STACK_SIZE,
             queue: DEFAULT_QUEUE,
             fiber_wait: DEFAULT_FIBER_WAIT,
+            request_timeout: None,
             workers: cores(),
             processes: DEFAULT_PROCESSES,
             supervise: true,
@@ -135,6 +141,18 @@ const FLAGS: &[Flag] = &[
         help: "seconds a request may wait for a fiber before a 503",
         default: |o| o.fiber_wait.as_secs_f64().to_string(),
         set: |o, v| seconds(v).map(|d| o.fiber_wait = d),
+    },
+    Flag {
+        name: "request-timeout",
+        value: "SECS",
+        help: "each request's deadline, from its arrival: past it, a 504 naming the phase \
+               (0: none)",
+        default: |o| {
+            o.request_timeout
+                .map_or(0.0, |d| d.as_secs_f64())
+                .to_string()
+        },
+        set: |o, v| seconds(v).map(|d| o.request_timeout = (!d.is_zero()).then_some(d)),
     },
     Flag {
         name: "workers",

@@ -214,7 +214,7 @@ where
         options: options.clone(),
     };
     let app = build(&started).map_err(|e| Error::App(e.into()))?;
-    let routed = app.build(fibers.clone(), Arc::clone(&stats))?;
+    let routed = app.build(fibers.clone(), Arc::clone(&stats), options.request_timeout)?;
     let server = crate::server::spawn(
         listener,
         Arc::new(routed),

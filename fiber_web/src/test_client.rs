@@ -52,7 +52,7 @@ impl<S: Send + Sync + 'static> App<S> {
     /// stacks shows how much stack a route needs).
     pub fn test_client_on(self, fibers: FiberPool) -> TestClient<S> {
         let stats = Arc::new(HttpStats::unrouted(false));
-        match self.build(fibers, stats) {
+        match self.build(fibers, stats, None) {
             Ok(routed) => TestClient {
                 routed: Arc::new(routed),
             },

@@ -9,13 +9,15 @@ use fiber_web::http::{Request, Response};
 /// The body of `/sleep`.
 pub const SLEPT_BODY: &str = "slept";
 
-/// `GET /sleep?secs=S`: `fiber_pool::sleep(S)` (on the carrier: the fiber parks), then
-/// `slept`.
+/// `GET /sleep?secs=S`: `fiber_pool::sleep_or_cancelled(S)` (on the carrier: the fiber
+/// parks), then `slept`; a 504 when the request's deadline comes first.
 pub fn sleep(_state: &AppState, req: &Request) -> Response {
     let secs = match parse_seconds("secs", req.query_param("secs").as_deref()) {
         Ok(s) => s,
         Err(why) => return Response::error(400, why),
     };
-    fiber_pool::sleep(std::time::Duration::from_secs_f64(secs));
-    Response::text(200, SLEPT_BODY)
+    match fiber_pool::sleep_or_cancelled(std::time::Duration::from_secs_f64(secs)) {
+        Ok(()) => Response::text(200, SLEPT_BODY),
+        Err(reason) => Response::error(504, format!("{reason} while the request slept")),
+    }
 }

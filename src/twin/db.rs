@@ -159,15 +159,21 @@ impl Pool {
         P: Into<Params> + Send,
     {
         let mut conn = self.get().await?;
-        let id = conn.id();
-        match tokio::time::timeout(self.query_timeout, conn.exec(sql, params)).await {
-            Ok(rows) => rows.map_err(to_error),
-            Err(_) => {
-                // The dropped future leaves the connection mid-result; mysql_async
-                // discards it. The server would go on sleeping: stop it.
-                tokio::spawn(kill_query(self.opts.clone(), id));
-                Err(Error::QueryTimeout)
+        // A query whose future is dropped before its answer (past `query_timeout`, or
+        // the request's client gone: the server drops its handler) leaves the
+        // connection mid-result, which mysql_async discards; the server would go on
+        // running it: the guard stops it.
+        let mut unanswered = KillOnDrop {
+            opts: Some(self.opts.clone()),
+            id: conn.id(),
+        };
+        let answered = tokio::time::timeout(self.query_timeout, conn.exec(sql, params)).await;
+        match answered {
+            Ok(rows) => {
+                unanswered.opts = None;
+                rows.map_err(to_error)
             }
+            Err(_) => Err(Error::QueryTimeout),
         }
     }
 
@@ -192,6 +198,20 @@ impl Pool {
     /// Close every connection (waits for those in use to come back).
     pub async fn disconnect(&self) {
         let _ = self.pool.clone().disconnect().await;
+    }
+}
+
+/// Stops connection `id`'s query with `KILL QUERY` when dropped armed (`opts` set).
+struct KillOnDrop {
+    opts: Option<mysql_async::Opts>,
+    id: u32,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(opts) = self.opts.take() {
+            tokio::spawn(kill_query(opts, self.id));
+        }
     }
 }
 

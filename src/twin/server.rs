@@ -29,6 +29,9 @@ use crate::config::HttpLimits;
 use crate::twin::limit::RouteLabel;
 use crate::twin::Reply;
 use fiber_web::counters::HttpStats;
+use fiber_web::http::departure::{self, Probe, Seen};
+use fiber_web::http::idle;
+use fiber_web::http::Response;
 use fiber_web::http::{listener, refusal};
 use fiber_web::shutdown::{Drained, Stop};
 
@@ -61,24 +64,36 @@ pub async fn bind(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
     Ok(listener)
 }
 
+/// What every connection of one server shares.
+#[derive(Clone)]
+struct Serving {
+    router: Router,
+    limits: Arc<HttpLimits>,
+    stats: Arc<HttpStats>,
+    stop: Arc<Stop>,
+    /// `--request-timeout`: past it a request is answered 504.
+    request_timeout: Option<Duration>,
+}
+
 /// Start serving `router` on `listener` in tokio tasks; returns at once.
 pub fn spawn(
     listener: TcpListener,
     router: Router,
     limits: HttpLimits,
     stats: Arc<HttpStats>,
+    request_timeout: Option<Duration>,
 ) -> io::Result<Server> {
     let addr = listener.local_addr()?;
     let stop = Arc::new(Stop::default());
     let (stopping, stopped) = watch::channel(false);
-    let accept = tokio::spawn(accept_loop(
-        listener,
+    let serving = Serving {
         router,
-        Arc::new(limits),
+        limits: Arc::new(limits),
         stats,
-        Arc::clone(&stop),
-        stopped,
-    ));
+        stop: Arc::clone(&stop),
+        request_timeout,
+    };
+    let accept = tokio::spawn(accept_loop(listener, serving, stopped));
     Ok(Server {
         addr,
         stop,
@@ -87,14 +102,13 @@ pub fn spawn(
     })
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    router: Router,
-    limits: Arc<HttpLimits>,
-    stats: Arc<HttpStats>,
-    stop: Arc<Stop>,
-    mut stopped: watch::Receiver<bool>,
-) {
+async fn accept_loop(listener: TcpListener, serving: Serving, mut stopped: watch::Receiver<bool>) {
+    let Serving {
+        stats,
+        stop,
+        limits,
+        ..
+    } = &serving;
     loop {
         let stream = tokio::select! {
             _ = stopped.changed() => break,
@@ -117,10 +131,7 @@ async fn accept_loop(
         let counted = stop.connection_opened();
         tokio::spawn(serve_connection(
             stream,
-            router.clone(),
-            Arc::clone(&limits),
-            Arc::clone(&stats),
-            Arc::clone(&stop),
+            serving.clone(),
             stopped.clone(),
             counted,
         ));
@@ -131,18 +142,26 @@ async fn accept_loop(
 /// Serve one connection until it closes, errs, or the server stops.
 async fn serve_connection(
     stream: TcpStream,
-    router: Router,
-    limits: Arc<HttpLimits>,
-    stats: Arc<HttpStats>,
-    stop: Arc<Stop>,
+    serving: Serving,
     mut stopped: watch::Receiver<bool>,
     _counted: fiber_web::shutdown::Connection,
 ) {
+    let Serving {
+        router,
+        limits,
+        stats,
+        stop,
+        request_timeout,
+    } = serving;
     let _ = stream.set_nodelay(true);
+    // The socket's number, for the look at a request's client: hyper owns the stream,
+    // and it stays open as long as this task (and so every request future of it) lives.
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let routed = TowerToHyperService::new(router);
     let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let (stats, stop) = (Arc::clone(&stats), Arc::clone(&stop));
         let started = Instant::now();
+        let minor_version = u8::from(req.version() != hyper::Version::HTTP_10);
         // Copied only when an access line will be written.
         let logged = stats
             .access_log()
@@ -152,14 +171,30 @@ async fn serve_connection(
             let _in_flight = stop.request_started();
             let resp = match response {
                 Ok(routed) => {
-                    let resp = routed.await?;
+                    // Dropping the handler's future cancels it (a query it runs is
+                    // killed); the error closes the connection with nothing sent.
+                    let deadline = deadline_of(started, request_timeout);
+                    let resp = tokio::select! {
+                        resp = routed => resp?,
+                        () = client_gone(fd, minor_version) => {
+                            stats.cancelled();
+                            return Err(ClientGone);
+                        }
+                        () = deadline => {
+                            let passed = Response::error(
+                                504,
+                                "the request's deadline passed (--request-timeout)",
+                            );
+                            axum::response::IntoResponse::into_response(Reply(passed))
+                        }
+                    };
                     observe(&stats, &resp, started, logged);
                     resp
                 }
                 Err(refused) => axum::response::IntoResponse::into_response(Reply(refused)),
             };
             stats.response(resp.status().as_u16());
-            Ok::<_, std::convert::Infallible>(resp)
+            Ok::<_, ClientGone>(resp)
         }
     });
     let conn = http1::Builder::new()
@@ -179,6 +214,45 @@ async fn serve_connection(
             // Finish the request in flight (answered with `Connection: close`), then close.
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
+        }
+    }
+}
+
+/// Why a request's future ended without an answer: its client went away.
+#[derive(Debug)]
+struct ClientGone;
+
+impl std::fmt::Display for ClientGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client went away")
+    }
+}
+
+impl std::error::Error for ClientGone {}
+
+impl From<std::convert::Infallible> for ClientGone {
+    fn from(never: std::convert::Infallible) -> ClientGone {
+        match never {}
+    }
+}
+
+/// Resolves at the request's deadline, `timeout` after `started`; never without one.
+async fn deadline_of(started: Instant, timeout: Option<Duration>) {
+    match timeout {
+        Some(t) => tokio::time::sleep_until((started + t).into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when the client of a request in flight on socket `fd` has gone: the
+/// fiber server's rule (`fiber_web::http::departure`), looked at every tick from the
+/// request's second tick on, as the fiber server's sweeper does.
+async fn client_gone(fd: std::os::fd::RawFd, minor_version: u8) {
+    let mut probe = Probe::new(minor_version);
+    loop {
+        tokio::time::sleep(idle::TICK).await;
+        if departure::look(&mut [(fd, &mut probe)])[0] == Seen::Gone {
+            return;
         }
     }
 }

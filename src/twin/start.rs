@@ -91,6 +91,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
             router(Arc::clone(&state)),
             cfg.web.http.clone(),
             http_stats,
+            cfg.web.request_timeout,
         )
         .map_err(|e| Error::io("start the server", e))?;
         Ok::<_, Error>((server, state))

@@ -20,7 +20,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ use may::net::TcpStream;
 use crate::config::HttpLimits;
 use crate::counters::HttpStats;
 use crate::http::chunked;
-use crate::http::idle::{self, Sweeper, Watch};
+use crate::http::idle::{self, Sweeper, Watch, Watched};
 use crate::http::request::{parse_head, Framing, Head, Request};
 use crate::http::response::Response;
 use crate::http::{io_timeout, HttpError};
@@ -54,13 +54,22 @@ pub trait Service: Send + Sync + 'static {
 }
 
 /// The connected client of the request being served, to ask whether it is still
-/// there.
+/// there, and to have its departure cancel the request's work.
 #[derive(Clone, Copy)]
 pub struct Peer<'a> {
     socket: BorrowedFd<'a>,
+    watch: &'a Watch,
+    minor_version: u8,
 }
 
-impl Peer<'_> {
+impl<'a> Peer<'a> {
+    /// Have the server's sweeper watch this client while the guard lives, and cancel
+    /// `ctx` (`CancelReason::ClientGone`) if it goes: a reset, or a close that the
+    /// probe of `departure.rs` tells from a half-close.
+    pub fn watch(&self, ctx: &fiber_pool::Context) -> Watched<'a> {
+        self.watch.request(self.minor_version, ctx)
+    }
+
     /// Whether the client reset its connection, so no answer can reach it: one poll
     /// with a zero timeout, no bytes read. Worth its system call only before costly
     /// work that waited (a request that queued for a fiber).
@@ -101,7 +110,7 @@ pub fn serve<S: Service + ?Sized>(
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(io_timeout(limits.write_timeout)));
     let mut stream = Socket {
-        watch: sweeper.watch(stream.waker()),
+        watch: sweeper.watch(stream.inner().as_raw_fd(), stream.waker()),
         stream,
         armed: None,
         out: Vec::new(),
@@ -162,6 +171,8 @@ pub fn serve<S: Service + ?Sized>(
         let _in_flight = stop.request_started();
         let peer = Peer {
             socket: stream.stream.inner().as_fd(),
+            watch: &stream.watch,
+            minor_version: req.minor_version,
         };
         let Some(resp) = service.call(&mut req, &peer) else {
             stats.abandoned();

@@ -13,17 +13,26 @@
 //! starts to stop. A woken connection decides for itself on the real clock, as it did
 //! when may's timer woke it: the sweeper only ends waits, at most a tick late.
 //!
+//! The sweeper also watches the clients of requests in flight ([`Watch::request`]):
+//! each tick it looks, with one `poll(2)` for all of them, at every request that has
+//! run for a tick or more, and cancels the context of one whose client has gone
+//! (`departure.rs` says how a departure is told from a half-close): the handler's
+//! waits end (a MySQL query is killed) and nothing is sent.
+//!
 //! Only the wait for the first byte of a request goes this way. A head or a body that
 //! is being read keeps may's timed reads (`header_timeout`, `body_timeout`): they are
 //! rare on a kept-alive connection, and their deadlines are what the slow-client tests
 //! time to the millisecond.
 
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use fiber_pool::{CancelReason, Context};
 use may::io::WaitIoWaker;
 
+use crate::http::departure::{self, Probe, Seen};
 use crate::shutdown::Stop;
 
 /// How often the sweeper looks at the watches: how late, at most, an idle wait ends.
@@ -56,6 +65,23 @@ struct Shared {
     deadline: AtomicU64,
     /// Whether the sweeper has woken it for the server's stop already.
     stop_woken: AtomicBool,
+    /// The connection's socket, for the look at a request's client.
+    fd: RawFd,
+    /// Whether a request is in flight and watched (so the sweeper skips the lock of
+    /// every connection that has none).
+    busy: AtomicBool,
+    /// The request in flight, while [`Watch::request`]'s guard lives.
+    in_flight: Mutex<Option<InFlight>>,
+}
+
+/// A request in flight, as the sweeper watches it.
+struct InFlight {
+    /// Its connection's socket.
+    fd: RawFd,
+    ctx: Context,
+    probe: Probe,
+    /// When it started, on the sweeper's clock: it is looked at once it has run a tick.
+    since: u64,
 }
 
 /// A connection's entry in the watch list, removed on drop.
@@ -97,12 +123,15 @@ impl Sweeper {
         self.closed.store(true, Ordering::Release);
     }
 
-    /// Put a connection, woken through `waker`, on the list.
-    pub fn watch(self: &Arc<Self>, waker: WaitIoWaker) -> Watch {
+    /// Put a connection on socket `fd`, woken through `waker`, on the list.
+    pub fn watch(self: &Arc<Self>, fd: RawFd, waker: WaitIoWaker) -> Watch {
         let shared = Arc::new(Shared {
             waker,
             deadline: AtomicU64::new(0),
             stop_woken: AtomicBool::new(false),
+            fd,
+            busy: AtomicBool::new(false),
+            in_flight: Mutex::new(None),
         });
         let mut slots = self.lock();
         let slot = match slots.free.pop() {
@@ -133,7 +162,15 @@ impl Sweeper {
         let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.now_ms.store(now, Ordering::Relaxed);
         let slots = self.lock();
+        let mut looked: Vec<MutexGuard<'_, Option<InFlight>>> = Vec::new();
         for shared in slots.watches.iter().flatten() {
+            if shared.busy.load(Ordering::Acquire) {
+                let entry = lock(&shared.in_flight);
+                if entry.as_ref().is_some_and(|r| r.since + TICK_MS <= now) {
+                    looked.push(entry);
+                }
+                continue;
+            }
             let deadline = shared.deadline.load(Ordering::Acquire);
             if deadline == 0 {
                 continue;
@@ -142,11 +179,58 @@ impl Sweeper {
                 shared.waker.wakeup();
             }
         }
+        if !looked.is_empty() {
+            look_at_clients(&mut looked);
+        }
     }
 
     /// The list, also after a panic elsewhere (nothing panics while it is held).
-    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Slots> {
+        lock(&self.slots)
+    }
+}
+
+/// [`TICK`] in the sweeper's milliseconds.
+const TICK_MS: u64 = TICK.as_millis() as u64;
+
+/// `m`, also after a panic elsewhere (nothing panics while one of ours is held).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Look at the clients of the requests in `looked` (their entries locked, so that no
+/// connection ends and closes its socket meanwhile: see [`Watch::request`]), and cancel
+/// each whose client has gone.
+fn look_at_clients(looked: &mut [MutexGuard<'_, Option<InFlight>>]) {
+    let mut requests: Vec<&mut InFlight> = looked.iter_mut().filter_map(|e| e.as_mut()).collect();
+    let mut clients: Vec<(RawFd, &mut Probe)> = Vec::with_capacity(requests.len());
+    let mut contexts: Vec<&Context> = Vec::with_capacity(requests.len());
+    for r in requests.iter_mut() {
+        let InFlight { fd, ctx, probe, .. } = &mut **r;
+        clients.push((*fd, probe));
+        contexts.push(ctx);
+    }
+    for (seen, ctx) in departure::look(&mut clients).into_iter().zip(contexts) {
+        if seen == Seen::Gone {
+            // Its hooks run here, on the sweeper: each hands its work on (a MySQL
+            // `KILL QUERY` goes to a thread of its own).
+            ctx.cancel(CancelReason::ClientGone);
+        }
+    }
+}
+
+/// A request in flight, watched by the sweeper until dropped.
+pub struct Watched<'w> {
+    shared: &'w Shared,
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        // Under the entry's lock: once this returns, the sweeper is not looking at
+        // this connection's socket, which may then close.
+        let mut entry = lock(&self.shared.in_flight);
+        *entry = None;
+        self.shared.busy.store(false, Ordering::Release);
     }
 }
 
@@ -161,6 +245,24 @@ impl Watch {
     /// Whether `deadline` has passed on the sweeper's clock.
     pub fn passed(&self, deadline: u64) -> bool {
         self.sweeper.now_ms() >= deadline
+    }
+
+    /// Watch the client of this connection's request in flight, an HTTP/1.`minor`
+    /// one, until the guard drops: when it goes (see `departure.rs`), `ctx` is
+    /// cancelled with [`CancelReason::ClientGone`]. Looked at from its second tick on:
+    /// a request that ends sooner costs no system call.
+    pub fn request(&self, minor_version: u8, ctx: &Context) -> Watched<'_> {
+        let mut entry = lock(&self.shared.in_flight);
+        *entry = Some(InFlight {
+            fd: self.shared.fd,
+            ctx: ctx.clone(),
+            probe: Probe::new(minor_version),
+            since: self.sweeper.now_ms(),
+        });
+        self.shared.busy.store(true, Ordering::Release);
+        Watched {
+            shared: &self.shared,
+        }
     }
 
     /// Run `wait` (a `wait_io`) with the sweeper watching for `deadline`.

@@ -11,6 +11,7 @@ pub mod chunked;
 pub mod client;
 pub mod conn;
 pub mod date;
+pub mod departure;
 pub mod form;
 pub mod handler;
 pub mod html;

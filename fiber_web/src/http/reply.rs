@@ -69,9 +69,9 @@ impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
     }
 }
 
-/// A MySQL failure as the client sees it: 503 with `Retry-After` when the database is
-/// unavailable (down, refusing, its pool exhausted), else 500 with the server's
-/// message. Handlers do not log (a fiber near its stack limit is no place for stderr's
+/// A MySQL failure as the client sees it: 504 when the request's deadline passed
+/// (naming the phase), 503 with `Retry-After` when the database is unavailable (down,
+/// refusing, its pool exhausted), else 500 with the server's message. Handlers do not log (a fiber near its stack limit is no place for stderr's
 /// lock): the server logs every 5xx with its body, after the fiber has finished.
 impl From<fiber_mysql::Error> for Response {
     fn from(e: fiber_mysql::Error) -> Response {
@@ -81,6 +81,15 @@ impl From<fiber_mysql::Error> for Response {
 
 impl From<&fiber_mysql::Error> for Response {
     fn from(e: &fiber_mysql::Error) -> Response {
+        if let fiber_mysql::Error::DeadlineExceeded { phase } = e {
+            // The request's deadline (or the checkout's): a gateway timeout, naming
+            // what was being waited for; a query is killed by then.
+            return Response::error(504, format!("the request's deadline passed while {phase}"));
+        }
+        if matches!(e, fiber_mysql::Error::Cancelled) {
+            // The request was cancelled (its client left: nobody reads this).
+            return Response::error(503, format!("database: {e}"));
+        }
         if e.is_unavailable() {
             Response::error(503, format!("database unavailable: {e}")).header("Retry-After", "1")
         } else {

@@ -35,6 +35,15 @@ pub enum Command {
     Serve(ServeArgs),
     /// Start the demo, run every route on fibers, and print each route's stack use.
     StackReport(ServeArgs),
+    /// Start both runtimes in turn and measure what clients that leave cost them: the
+    /// pool's connections after 20 leave, and how soon one comes back (median, p99).
+    CancelReport {
+        /// Rounds of one client leaving, per runtime.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        rounds: u64,
+        #[command(flatten)]
+        serve: ServeArgs,
+    },
     /// Start a private throwaway MariaDB, print its URL, and keep it until Ctrl-C/SIGTERM.
     Mariadb {
         /// max_connections of the server.
@@ -102,6 +111,10 @@ pub struct ServeArgs {
     /// Seconds a request may wait for a fiber before a 503.
     #[arg(long, env = "FIBERSTACK_FIBER_WAIT", default_value_t = DEFAULT_FIBER_WAIT.as_secs_f64())]
     pub fiber_wait: f64,
+    /// Seconds each request may take from its arrival: past it, its waits end (a
+    /// MySQL query is killed) and it gets a 504 naming the phase (0: no deadline).
+    #[arg(long, env = "FIBERSTACK_REQUEST_TIMEOUT", default_value_t = 0.0)]
+    pub request_timeout: f64,
     /// Seconds a request may wait for a MySQL connection before a 503.
     #[arg(long, env = "FIBERSTACK_DB_WAIT", default_value_t = DEFAULT_DB_WAIT.as_secs_f64())]
     pub db_wait: f64,
@@ -183,6 +196,8 @@ impl ServeArgs {
                 queue: self.queue,
                 fiber_wait: secs("fiber-wait", self.fiber_wait)?,
                 shutdown_grace: secs("shutdown-grace", self.shutdown_grace)?,
+                request_timeout: Some(secs("request-timeout", self.request_timeout)?)
+                    .filter(|t| !t.is_zero()),
                 access_log: self.access_log,
                 processes: self.processes as usize,
                 supervise: self.supervisor,
@@ -230,6 +245,9 @@ pub fn main() -> ExitCode {
         Command::StackReport(args) => args
             .to_config()
             .and_then(|cfg| crate::stack_report::run(&cfg)),
+        Command::CancelReport { rounds, serve } => serve
+            .to_config()
+            .and_then(|cfg| crate::cancel_report::run(&cfg, rounds as usize)),
         Command::Mariadb { max_connections } => mariadb(max_connections),
         Command::Bench(args) => crate::bench::run(&args),
     };

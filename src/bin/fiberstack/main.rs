@@ -1,6 +1,7 @@
 //! The `fiberstack` binary: the tools around the framework. It parses the command line
 //! (`cli.rs`) and runs the server from the library, or one of the tools that live only
-//! here: `stack-report` (`stack_report.rs`) and `bench` (`bench/`).
+//! here: `stack-report` (`stack_report.rs`), `cancel-report` (`cancel_report.rs`) and
+//! `bench` (`bench/`).
 
 // Spawning a may coroutine is the one unsafe act outside fiber_pool: its spawner
 // promises that the coroutine holds no thread-bound state across a wait
@@ -14,6 +15,7 @@
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 mod bench;
+mod cancel_report;
 mod cli;
 mod stack_report;
 

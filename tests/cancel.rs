@@ -1,0 +1,155 @@
+//! Requests that end when their client leaves, and requests that end at their
+//! deadline, on both runtimes:
+//!
+//! - 20 clients ask for `/widgets?sleep=10` and close their connections after the
+//!   queries started: within 1.5 s every MySQL connection is back in the pool (the
+//!   queries killed), the work is counted as cancelled, and nothing was answered;
+//! - a client that shuts down only its sending side still gets its answer (after an
+//!   interim 103 on HTTP/1.1: `fiber_web::http::departure`);
+//! - with `--request-timeout 0.5`, `/widgets?sleep=3` is a 504 within 0.8 s, and the
+//!   query's connection is back in the pool within 1 s.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use fiberstack::config::{Options, Runtime, ServeConfig};
+
+/// Clients that leave.
+const LEAVING: usize = 20;
+
+/// Either runtime, started in this process.
+enum Server {
+    Fibers(fiberstack::start::Running),
+    Twin(fiberstack::twin::Running),
+}
+
+impl Server {
+    fn start(runtime: Runtime, request_timeout: Option<Duration>) -> Server {
+        let cfg = ServeConfig {
+            runtime,
+            db_pool: LEAVING + 5,
+            database_url: Some(common::database_url()),
+            web: Options {
+                request_timeout,
+                fibers: 50,
+                ..common::config().web
+            },
+            ..common::config()
+        };
+        match runtime {
+            Runtime::Fibers => Server::Fibers(fiberstack::start::start(&cfg).unwrap()),
+            Runtime::Async => Server::Twin(fiberstack::twin::start(&cfg).unwrap()),
+            other => panic!("{other} is not measured here"),
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        match self {
+            Server::Fibers(s) => s.addr(),
+            Server::Twin(s) => s.addr(),
+        }
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        serde_json::from_str(&common::get(self.addr(), "/stats").body).unwrap()
+    }
+
+    fn in_use(&self) -> u64 {
+        self.stats()["db"]["in_use"].as_u64().unwrap()
+    }
+}
+
+/// Send `GET path` on a new connection, without closing it.
+fn ask(addr: SocketAddr, path: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .unwrap();
+    s
+}
+
+/// Poll `server`'s pool until `in_use` is `want`, for at most `within`; how long it took.
+fn until_in_use(server: &Server, want: u64, within: Duration) -> Duration {
+    let started = Instant::now();
+    let ok = common::poll(within, || server.in_use() == want);
+    assert!(
+        ok,
+        "db.in_use is {} after {within:?}, not {want}",
+        server.in_use()
+    );
+    started.elapsed()
+}
+
+#[test]
+fn clients_that_leave_give_their_connections_back_at_once() {
+    for runtime in [Runtime::Fibers, Runtime::Async] {
+        let server = Server::start(runtime, None);
+        let clients: Vec<TcpStream> = (0..LEAVING)
+            .map(|_| ask(server.addr(), "/widgets?sleep=10"))
+            .collect();
+        until_in_use(&server, LEAVING as u64, Duration::from_secs(10));
+        let left = Instant::now();
+        drop(clients); // FIN on each: their kernels answer the probe with a reset
+        let back = until_in_use(&server, 0, Duration::from_millis(1500));
+        eprintln!(
+            "{runtime}: {LEAVING} connections back {} ms after their clients left",
+            back.as_millis()
+        );
+        assert!(left.elapsed() < Duration::from_secs(5));
+        let cancelled = server.stats()["http_server"]["cancelled"].as_u64().unwrap();
+        assert_eq!(cancelled, LEAVING as u64, "{runtime}");
+        // The killed queries left the pool whole: a query answers at once.
+        let r = common::get(server.addr(), "/widgets?sleep=0");
+        assert_eq!((r.status, r.body.as_str()), (200, "Oh hai"), "{runtime}");
+    }
+}
+
+#[test]
+fn a_client_that_half_closes_still_gets_its_answer() {
+    for runtime in [Runtime::Fibers, Runtime::Async] {
+        let server = Server::start(runtime, None);
+        let mut s = ask(server.addr(), "/widgets?sleep=0.3");
+        s.shutdown(Shutdown::Write).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = String::new();
+        s.read_to_string(&mut got).unwrap();
+        // An interim 103 may come first (the probe that told it from a departure).
+        let last = got.rsplit("HTTP/1.1 ").next().unwrap_or_default();
+        assert!(last.starts_with("200 OK"), "{runtime}: {got:?}");
+        assert!(got.ends_with("Oh hai"), "{runtime}: {got:?}");
+        assert!(
+            got.matches("HTTP/1.1 103 Early Hints\r\n\r\n").count() <= 1,
+            "{runtime}: {got:?}"
+        );
+        let cancelled = server.stats()["http_server"]["cancelled"].as_u64().unwrap();
+        assert_eq!(cancelled, 0, "{runtime}");
+    }
+}
+
+#[test]
+fn a_request_past_its_deadline_is_a_504_and_its_query_is_killed() {
+    let timeout = Duration::from_millis(500);
+    for runtime in [Runtime::Fibers, Runtime::Async] {
+        let server = Server::start(runtime, Some(timeout));
+        let started = Instant::now();
+        let r = common::get(server.addr(), "/widgets?sleep=3");
+        let took = started.elapsed();
+        assert_eq!(r.status, 504, "{runtime}: {}", r.body);
+        assert!(r.body.contains("deadline passed"), "{runtime}: {}", r.body);
+        if runtime == Runtime::Fibers {
+            assert!(r.body.contains("waiting for the query"), "{}", r.body);
+        }
+        assert!(
+            took >= timeout && took < Duration::from_millis(800),
+            "{runtime}: answered after {took:?}"
+        );
+        until_in_use(&server, 0, Duration::from_secs(1));
+        // Within its deadline a request is served as ever.
+        let r = common::get(server.addr(), "/widgets?sleep=0.1");
+        assert_eq!(r.status, 200, "{runtime}: {}", r.body);
+        let r = common::get(server.addr(), "/sleep?secs=2");
+        assert_eq!(r.status, 504, "{runtime}: {}", r.body);
+    }
+}
