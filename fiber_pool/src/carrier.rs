@@ -20,7 +20,9 @@
 //! closure, a safe may sleep). So spawning a coroutine is `unsafe`, as may's own
 //! `spawn` is: the spawner promises what the coroutine's code will not do, for
 //! that code and for every job it runs through [`FiberPool::run`](crate::FiberPool::run)
-//! (a job runs inside its carrier and waits with it).
+//! (a job runs inside its carrier and waits with it), children of its jobs' scopes
+//! included (code of those jobs, run by the scope on coroutines it spawns under this
+//! same promise; see [`scope`](crate::scope)).
 //!
 //! Two more hazards are not undefined behaviour but are the spawner's to avoid:
 //! waiting in a destructor while a panic unwinds (std's panic count is per
@@ -47,7 +49,9 @@ pub use may::coroutine::JoinHandle;
 /// # Safety
 ///
 /// Neither `f` nor anything it runs (the jobs it runs through
-/// [`FiberPool::run`](crate::FiberPool::run) included) may hold thread-bound state
+/// [`FiberPool::run`](crate::FiberPool::run) included, and the children of the
+/// [`scope`](crate::scope)s those jobs open, which run on coroutines of their own)
+/// may hold thread-bound state
 /// across a may wait (may I/O, `may::coroutine::sleep` or `yield_now`, a
 /// `may::sync` wait, and the calls of this crate that wait through them:
 /// [`sleep`](crate::sleep), [`net`](crate::net), `run` when it queues for a fiber):

@@ -59,6 +59,22 @@ pub enum RunError {
         /// Why the context was cancelled.
         reason: crate::CancelReason,
     },
+    /// A [`scope`](crate::scope) already had
+    /// [`max_children_per_scope`](crate::PoolConfig::max_children_per_scope) children:
+    /// this one was not started.
+    ScopeFull {
+        /// The configured limit.
+        max: usize,
+    },
+    /// A scope's child found no fiber, free or from the reserve, within
+    /// [`child_wait`](crate::PoolConfig::child_wait): every fiber was busy, the
+    /// reserve's with other scopes' children. The child did not run.
+    NoFiberForChild {
+        /// How long it waited.
+        waited: Duration,
+        /// The pool's [`child_reserve`](crate::PoolConfig::child_reserve).
+        reserve: usize,
+    },
     /// The job panicked; its frames were unwound normally.
     Panicked {
         /// The job's label.
@@ -96,6 +112,14 @@ impl fmt::Display for RunError {
             RunError::Retired { size } => write!(
                 f,
                 "all {size} fibers of the pool were retired after stack overflows used up its spare stacks: replace the process, and raise the pool's `stack_size`"
+            ),
+            RunError::ScopeFull { max } => write!(
+                f,
+                "the scope already has {max} children: spawn fewer per scope, or raise the pool's `max_children_per_scope`"
+            ),
+            RunError::NoFiberForChild { waited, reserve } => write!(
+                f,
+                "a scope's child found no fiber within {waited:?}: every fiber was busy, and the {reserve} reserved for children too; raise the pool's `child_reserve` or `child_wait`, or fan out less"
             ),
             RunError::Cancelled { reason } => write!(f, "the job did not run to its end: {reason}"),
             RunError::Panicked { label, message } => {

@@ -189,6 +189,7 @@ mod offstack;
 pub mod panic_hook;
 pub mod pool;
 pub mod registry;
+pub mod scope;
 pub mod signal;
 mod stack;
 pub mod stall;
@@ -205,6 +206,7 @@ pub use lent::Lent;
 pub use offstack::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use panic_hook::run_panic_hook_off_fiber;
 pub use pool::{Admitted, FiberPool};
+pub use scope::{scope, scope_with_deadline, Child, Scope};
 pub use stall::{jobs_running_longer_than, RunningJob};
 pub use stats::{same_label, LabelStats, PoolStats};
 

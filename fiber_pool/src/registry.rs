@@ -32,6 +32,7 @@ use corosensei::Yielder;
 
 use crate::context::Context;
 use crate::lent::Ledger;
+use crate::pool::Inner;
 use crate::signal::Outcome;
 use crate::stack::Layout;
 
@@ -60,7 +61,7 @@ pub struct StackEntry {
     /// Set by [`reserve_stack`](crate::reserve_stack) just before it overflows on
     /// purpose: the overflow then struck at a safe point. Cleared by `begin`.
     safe_point: AtomicBool,
-    /// The running job's context: written by the slot's owner before
+    /// The running job's context and pool: written by the slot's owner before
     /// `begin` and taken back after `end`, and by the job itself (a context made on
     /// its first [`current`](crate::current)); read only by the job. The job and its
     /// carrier are one line of control (the carrier is suspended in `resume` while the
@@ -72,6 +73,8 @@ pub struct StackEntry {
 pub(crate) struct Job {
     /// Its context; `None` until one is asked for, when it was run without one.
     pub(crate) context: Option<Context>,
+    /// The pool it runs in (alive while it runs: `run` borrows it).
+    pub(crate) pool: *const Inner,
 }
 
 // SAFETY: `bottom`, `guard_end` and `ledger` are written before the entry is
@@ -174,7 +177,10 @@ impl Region {
                     yielder: AtomicPtr::new(ptr::null_mut()),
                     generation: AtomicU64::new(0),
                     safe_point: AtomicBool::new(false),
-                    job: UnsafeCell::new(Job { context: None }),
+                    job: UnsafeCell::new(Job {
+                        context: None,
+                        pool: ptr::null(),
+                    }),
                 }
             })
             .collect();
@@ -386,15 +392,15 @@ impl StackEntry {
         self.guard_end
     }
 
-    /// Hands the next job its context (if it has one).
+    /// Hands the next job its context (if it has one) and its pool.
     ///
     /// # Safety
     ///
     /// Only the slot's owner calls it, between jobs (before `begin`), so that no job
     /// reads the cell meanwhile.
-    pub(crate) unsafe fn set_job(&self, context: Option<Context>) {
+    pub(crate) unsafe fn set_job(&self, context: Option<Context>, pool: *const Inner) {
         // SAFETY: per the contract, nobody else touches the cell now.
-        unsafe { *self.job.get() = Job { context } };
+        unsafe { *self.job.get() = Job { context, pool } };
     }
 
     /// Takes the ended job's context back, to drop it on the carrier.
@@ -421,6 +427,16 @@ impl StackEntry {
         // in here reaches it again (a new context's allocation does not).
         let job = unsafe { &mut *self.job.get() };
         job.context.get_or_insert_with(Context::new).clone()
+    }
+
+    /// The pool of the running job; valid while the job runs.
+    ///
+    /// # Safety
+    ///
+    /// As for [`context`](Self::context).
+    pub(crate) unsafe fn pool(&self) -> *const Inner {
+        // SAFETY: per the contract, no writer exists meanwhile.
+        unsafe { (*self.job.get()).pool }
     }
 
     /// The ledger of the slot owning this stack.
