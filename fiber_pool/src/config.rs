@@ -165,6 +165,16 @@ pub enum ConfigError {
     /// binary (each test and example file is one) must declare
     /// [`SAFE_ALLOC_DECLARATION`].
     SafeAllocMissing,
+    /// A [`BlockingConfig`](crate::BlockingConfig)'s `threads` is 0 or above
+    /// [`MAX_BLOCKING_THREADS`](crate::blocking::MAX_BLOCKING_THREADS).
+    BlockingThreads {
+        /// The requested thread count.
+        threads: usize,
+    },
+    /// [`blocking::set_default`](crate::blocking::set_default) came after the
+    /// process-wide blocking pool was made (by an earlier `set_default` or the first
+    /// [`blocking`](crate::blocking) call).
+    BlockingStarted,
     /// The OS refused to map the stacks or install the signal handler.
     Os(std::io::Error),
 }
@@ -212,6 +222,15 @@ impl fmt::Display for ConfigError {
                  could strike inside malloc and hang or corrupt the heap: add this line to the \
                  binary's main file (each test and example file that creates a pool is a binary \
                  of its own): {SAFE_ALLOC_DECLARATION}"
+            ),
+            ConfigError::BlockingThreads { threads } => write!(
+                f,
+                "a blocking pool of {threads} threads cannot work: set `threads` to 1 ..= {}",
+                crate::blocking::MAX_BLOCKING_THREADS
+            ),
+            ConfigError::BlockingStarted => write!(
+                f,
+                "the process-wide blocking pool already exists: call fiber_pool::blocking::set_default once, at start-up, before the first fiber_pool::blocking"
             ),
             ConfigError::Os(e) => write!(f, "creating the fiber pool failed: {e}"),
         }

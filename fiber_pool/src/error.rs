@@ -51,8 +51,9 @@ pub enum RunError {
         size: usize,
     },
     /// The job's context was cancelled, or its deadline passed, before the job got a
-    /// fiber (or, for [`blocking`](crate::blocking), while its caller waited); the job
-    /// did not run, or its result was not waited for. A server answers 504 for
+    /// fiber (or, for [`blocking`](crate::blocking), while its caller waited: a closure
+    /// already running runs on to its end on its thread); the job did not run, or its
+    /// result was not waited for. A server answers 504 for
     /// [`CancelReason::DeadlinePassed`](crate::CancelReason::DeadlinePassed) and no
     /// answer at all for `ClientGone`.
     Cancelled {
@@ -74,6 +75,19 @@ pub enum RunError {
         waited: Duration,
         /// The pool's [`child_reserve`](crate::PoolConfig::child_reserve).
         reserve: usize,
+    },
+    /// [`blocking`](crate::blocking): every thread of the blocking pool was busy and
+    /// `queue` closures were already waiting for one; this one did not run.
+    BlockingQueueFull {
+        /// The pool's [`BlockingConfig::queue`](crate::BlockingConfig::queue).
+        queue: usize,
+    },
+    /// [`blocking`](crate::blocking): the closure did not finish within the pool's
+    /// [`wait`](crate::BlockingConfig::wait). If it had started it runs on to its end
+    /// on its thread; its result is dropped.
+    BlockingTimeout {
+        /// How long the caller waited.
+        waited: Duration,
     },
     /// The job panicked; its frames were unwound normally.
     Panicked {
@@ -120,6 +134,14 @@ impl fmt::Display for RunError {
             RunError::NoFiberForChild { waited, reserve } => write!(
                 f,
                 "a scope's child found no fiber within {waited:?}: every fiber was busy, and the {reserve} reserved for children too; raise the pool's `child_reserve` or `child_wait`, or fan out less"
+            ),
+            RunError::BlockingQueueFull { queue } => write!(
+                f,
+                "every blocking thread is busy and {queue} closures are already waiting: retry later, or raise the blocking pool's `threads` or `queue`"
+            ),
+            RunError::BlockingTimeout { waited } => write!(
+                f,
+                "the blocking call did not finish within {waited:?} (it runs on to its end on its thread): raise the blocking pool's `wait`, or give the call a timeout of its own"
             ),
             RunError::Cancelled { reason } => write!(f, "the job did not run to its end: {reason}"),
             RunError::Panicked { label, message } => {

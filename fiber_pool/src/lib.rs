@@ -177,6 +177,7 @@
 mod admission;
 pub mod aftermath;
 pub mod alloc;
+pub mod blocking;
 pub mod carrier;
 pub mod config;
 pub mod context;
@@ -199,6 +200,7 @@ pub mod testing;
 
 pub use aftermath::{aftermath, Aftermath};
 pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
+pub use blocking::{blocking, BlockingConfig, BlockingPool};
 pub use config::{ConfigError, PoolConfig};
 pub use context::{current, sleep_or_cancelled, CancelReason, Context, Registration};
 pub use error::RunError;
