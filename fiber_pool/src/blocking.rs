@@ -18,18 +18,18 @@
 //! **Limits** ([`BlockingConfig`]): at most `threads` threads (started on demand, each
 //! ending after [`BLOCKING_IDLE_EXIT`] without work), at most `queue` closures waiting
 //! for one (one more fails at once with
-//! [`RunError::BlockingQueueFull`](crate::RunError::BlockingQueueFull)), and each
+//! [`RunError::BlockingQueueFull`]), and each
 //! caller waits at most `wait` (then
-//! [`RunError::BlockingTimeout`](crate::RunError::BlockingTimeout)).
+//! [`RunError::BlockingTimeout`]).
 //!
 //! **When the caller stops waiting** (its `wait`, or its context cancelled or past its
-//! deadline: [`RunError::Cancelled`](crate::RunError::Cancelled)), a closure not
+//! deadline: [`RunError::Cancelled`]), a closure not
 //! started yet is dropped unrun; one already running runs to its end on its thread
 //! (nothing can stop a blocking call from outside), and its result is dropped there.
 //! So the closure owns what it uses (`'static`): its caller may be long gone.
 //!
 //! **Panics and overflows**: a panic in the closure is caught on its thread and is
-//! the caller's [`RunError::Panicked`](crate::RunError::Panicked) (label
+//! the caller's [`RunError::Panicked`] (label
 //! [`BLOCKING_LABEL`]). The threads are plain threads with a `stack_size` stack and
 //! std's guard page, not guarded fibers: a stack overflow there ends the process, as
 //! on any thread. Keep deep recursion on fibers.

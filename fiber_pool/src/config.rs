@@ -61,7 +61,7 @@ pub struct PoolConfig {
     /// it is used; a quarantined stack keeps the pages its job touched resident
     /// (an overflowed job touched nearly all of them: about `stack_size` each).
     pub spare_stacks: usize,
-    /// Fibers, besides `size`, that only the children of [`scope`](crate::scope)s
+    /// Fibers, besides `size`, that only the children of [`scope`](crate::scope())s
     /// take: the rule that keeps fan-out from starving the pool. A parent holds its
     /// fiber while it waits for its children, so a pool full of parents would leave
     /// their children no fiber at all; with a reserve they always find one (or the
@@ -173,7 +173,7 @@ pub enum ConfigError {
     },
     /// [`blocking::set_default`](crate::blocking::set_default) came after the
     /// process-wide blocking pool was made (by an earlier `set_default` or the first
-    /// [`blocking`](crate::blocking) call).
+    /// [`blocking`](crate::blocking()) call).
     BlockingStarted,
     /// The OS refused to map the stacks or install the signal handler.
     Os(std::io::Error),

@@ -51,7 +51,7 @@ pub enum RunError {
         size: usize,
     },
     /// The job's context was cancelled, or its deadline passed, before the job got a
-    /// fiber (or, for [`blocking`](crate::blocking), while its caller waited: a closure
+    /// fiber (or, for [`blocking`](crate::blocking()), while its caller waited: a closure
     /// already running runs on to its end on its thread); the job did not run, or its
     /// result was not waited for. A server answers 504 for
     /// [`CancelReason::DeadlinePassed`](crate::CancelReason::DeadlinePassed) and no
@@ -60,7 +60,7 @@ pub enum RunError {
         /// Why the context was cancelled.
         reason: crate::CancelReason,
     },
-    /// A [`scope`](crate::scope) already had
+    /// A [`scope`](crate::scope()) already had
     /// [`max_children_per_scope`](crate::PoolConfig::max_children_per_scope) children:
     /// this one was not started.
     ScopeFull {
@@ -76,13 +76,13 @@ pub enum RunError {
         /// The pool's [`child_reserve`](crate::PoolConfig::child_reserve).
         reserve: usize,
     },
-    /// [`blocking`](crate::blocking): every thread of the blocking pool was busy and
+    /// [`blocking`](crate::blocking()): every thread of the blocking pool was busy and
     /// `queue` closures were already waiting for one; this one did not run.
     BlockingQueueFull {
         /// The pool's [`BlockingConfig::queue`](crate::BlockingConfig::queue).
         queue: usize,
     },
-    /// [`blocking`](crate::blocking): the closure did not finish within the pool's
+    /// [`blocking`](crate::blocking()): the closure did not finish within the pool's
     /// [`wait`](crate::BlockingConfig::wait). If it had started it runs on to its end
     /// on its thread; its result is dropped.
     BlockingTimeout {

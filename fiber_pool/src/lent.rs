@@ -49,7 +49,7 @@ const _: () = assert!(LENT_STACK_MARGIN >= crate::alloc::ALLOC_STACK_MARGIN + 20
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// What a ledger holds for its job: a registered `Lent`'s cell, or an open
-/// [`scope`](crate::scope) (whose children must end before the job's carrier goes on).
+/// [`scope`](crate::scope()) (whose children must end before the job's carrier goes on).
 pub(crate) trait Registered: Send + Sync {
     /// After an overflow: hands the value to its abandon callback.
     fn abandon(&self);

@@ -125,9 +125,11 @@
 //!   panicking `on_abandon`, a retired fiber, an unwinding fiber moved to
 //!   another thread). [`jobs_running_longer_than`] shows a thread held by a
 //!   job (for a stall watchdog).
-//! * **Signals**: asynchronous signals are blocked on may's threads, and on
-//!   any other thread while its fiber runs (see
-//!   [`signal::BLOCKED_ON_MAY_THREADS`]), so none is delivered on a fiber
+//! * **Signals**: asynchronous signals (SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
+//!   SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGCHLD, SIGWINCH) are blocked on may's
+//!   threads, and on any other thread while its fiber runs (see [`signal`]), so
+//!   that a process-directed one goes to a thread of the application's own and none
+//!   is delivered on a fiber
 //!   stack near its guard; every thread gets a 64 KiB alternate signal stack
 //!   before a fiber runs on it.
 //! * **Spawning carriers is `unsafe`** ([`carrier`]): a may coroutine moves
@@ -156,7 +158,7 @@
 //!     40 + 2
 //! });
 //! // SAFETY: it holds no thread-local borrow or lock guard across its sleep.
-//! let answer = unsafe { fiber_pool::carrier::go(caller) }.join().unwrap();
+//! let answer = unsafe { fiber_pool::spawn::go(caller) }.join().unwrap();
 //! assert_eq!(answer.unwrap(), 42);
 //! assert_eq!(pool.stats().completed, 1);
 //! ```
@@ -186,12 +188,12 @@ pub mod error;
 mod highwater;
 pub mod lent;
 pub mod net;
-mod offstack;
 pub mod panic_hook;
 pub mod pool;
 pub mod registry;
 pub mod scope;
 pub mod signal;
+pub mod spawn;
 mod stack;
 pub mod stall;
 pub mod stats;
@@ -201,11 +203,11 @@ pub mod testing;
 pub use aftermath::{aftermath, Aftermath};
 pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
 pub use blocking::{blocking, BlockingConfig, BlockingPool};
+pub use carrier::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use context::{current, sleep_or_cancelled, CancelReason, Context, Registration};
 pub use error::RunError;
 pub use lent::Lent;
-pub use offstack::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use panic_hook::run_panic_hook_off_fiber;
 pub use pool::{Admitted, FiberPool};
 pub use scope::{scope, scope_with_deadline, Child, Scope};

@@ -274,7 +274,7 @@ impl FiberPool {
     /// deadline) before the job gets a fiber ends the wait for one, and the job does
     /// not run: [`RunError::Cancelled`]. Once running, the job sees the cancellation
     /// at its waits ([`sleep_or_cancelled`](crate::sleep_or_cancelled), scopes,
-    /// [`blocking`](crate::blocking)) and in `is_cancelled()`; it runs on until it
+    /// [`blocking`](crate::blocking())) and in `is_cancelled()`; it runs on until it
     /// looks (see [`context`](crate::context)).
     ///
     /// ```

@@ -10,7 +10,7 @@
 //!
 //! Each pool's stacks are one contiguous reservation (see `stack`), so the
 //! registry holds one `Node` per *pool*: `[start, end)`, the slot stride,
-//! and the pool's array of [`StackEntry`] (one per slot). The nodes are a
+//! and the pool's array of `StackEntry` (one per slot). The nodes are a
 //! static table of [`MAX_POOLS`]; a lookup scans the ones ever used (as many
 //! as the most pools alive at once) for the range holding the address, and
 //! there computes `slot = (addr - start) / stride`: O(number of pools), two
@@ -36,9 +36,9 @@ use crate::pool::Inner;
 use crate::signal::Outcome;
 use crate::stack::Layout;
 
-/// One slot's stack as the signal handler and `Lent` see it.
-/// (Internal; public only so the docs can link it.)
-pub struct StackEntry {
+/// One slot's stack as the signal handler, `Lent`, the context lookup and the pool
+/// see it.
+pub(crate) struct StackEntry {
     /// A fiber is running (or suspended inside may I/O) on this stack.
     running: AtomicBool,
     /// Lowest address of the slot (start of the guard).
@@ -53,23 +53,23 @@ pub struct StackEntry {
     trap: UnsafeCell<Option<CoroutineTrapHandler<Outcome>>>,
     /// The running job's label; written with `trap`, under the same rule.
     label: UnsafeCell<&'static str>,
-    /// The running coroutine's yielder, for [`on_carrier`](crate::on_carrier): set
+    /// The running coroutine's yielder, for [`on_carrier`]: set
     /// by the fiber itself when it starts, cleared before it ends; null otherwise.
     yielder: AtomicPtr<Yielder<(), ()>>,
     /// Jobs begun on this stack: tells a `Lent` made by one job from a later one.
     generation: AtomicU64,
-    /// Set by [`reserve_stack`](crate::reserve_stack) just before it overflows on
+    /// Set by [`reserve_stack`] just before it overflows on
     /// purpose: the overflow then struck at a safe point. Cleared by `begin`.
     safe_point: AtomicBool,
     /// The running job's context and pool: written by the slot's owner before
     /// `begin` and taken back after `end`, and by the job itself (a context made on
-    /// its first [`current`](crate::current)); read only by the job. The job and its
+    /// its first [`current`]); read only by the job. The job and its
     /// carrier are one line of control (the carrier is suspended in `resume` while the
     /// job runs), so the two never touch it at once.
     job: UnsafeCell<Job>,
 }
 
-/// What [`StackEntry::job`] holds for the running job.
+/// What `StackEntry::job` holds for the running job.
 pub(crate) struct Job {
     /// Its context; `None` until one is asked for, when it was run without one.
     pub(crate) context: Option<Context>,
@@ -420,7 +420,7 @@ impl StackEntry {
     ///
     /// Call only from the job running on this stack (found by its own stack pointer),
     /// or from its carrier while that job is parked in
-    /// [`on_carrier`](crate::on_carrier) (the same line of control), so that neither
+    /// [`on_carrier`] (the same line of control), so that neither
     /// the owner nor another call touches the cell meanwhile.
     pub(crate) unsafe fn context(&self) -> Context {
         // SAFETY: per the contract, we are the only code touching the cell; nothing

@@ -17,7 +17,7 @@
 //! fiber, so each scope is registered, while open, in the parent's ledger (the one
 //! `Lent` uses, outside the fiber stack): the carrier, after the overflow and before
 //! `run` returns, cancels the scope's context
-//! ([`CancelReason::ParentFailed`](crate::CancelReason::ParentFailed)) and waits for
+//! ([`CancelReason::ParentFailed`]) and waits for
 //! its children. So children may borrow the parent's locals and what the parent's
 //! job borrows (the carrier's frame stays alive until they end), as with
 //! `std::thread::scope`. These joins have no timeout, by design: returning earlier
@@ -40,7 +40,7 @@
 //!
 //! **Carriers**: each child runs in a carrier of its own. When the parent's carrier
 //! is a may coroutine, the children's are may coroutines too; the promise its spawner
-//! made ([`carrier::spawn`](crate::carrier::spawn)'s `# Safety`) covers the children
+//! made ([`spawn::spawn`](crate::spawn::spawn)'s `# Safety`) covers the children
 //! of the scopes its jobs open, which are code of those jobs. When the parent is
 //! carried by a plain thread (whose code made no such promise and never moves between
 //! threads), each child is carried by a plain thread of its own too: its waits block
@@ -229,10 +229,10 @@ impl<'scope> Scope<'scope, '_> {
         let main: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(main) };
         if self.on_coroutines {
             // SAFETY: the parent's carrier is a may coroutine, whose spawner promised
-            // (`carrier::spawn`'s contract) that the jobs it runs, and the children of
+            // (`spawn::spawn`'s contract) that the jobs it runs, and the children of
             // the scopes they open (this child), hold no thread-bound state across a
             // may wait.
-            let spawned = unsafe { crate::carrier::spawn("scope child", None, main) };
+            let spawned = unsafe { crate::spawn::spawn("scope child", None, main) };
             // may fails only when the OS refuses a stack mapping (out of memory); the
             // child was dropped unrun and counted out, and this panic reaches the
             // parent as a panic of its own.
@@ -438,7 +438,7 @@ where
 }
 
 impl FiberPool {
-    /// [`scope`](crate::scope) whose children run on this pool; callable from
+    /// [`scope`](crate::scope()) whose children run on this pool; callable from
     /// anywhere (a job of another pool, a coroutine, a thread). Under the calling
     /// job's context when there is one, else a fresh one.
     pub fn scope<'env, F, R>(&self, f: F) -> R
@@ -448,7 +448,7 @@ impl FiberPool {
         open(Some(self.clone()), None, f)
     }
 
-    /// [`scope_with_deadline`](crate::scope_with_deadline) on this pool.
+    /// [`scope_with_deadline`] on this pool.
     pub fn scope_with_deadline<'env, F, R>(&self, deadline: Instant, f: F) -> R
     where
         F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,

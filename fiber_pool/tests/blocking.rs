@@ -76,7 +76,7 @@ fn ticker(
         })
     };
     // SAFETY: the job sleeps and yields through the crate and holds nothing across it.
-    let ticker = unsafe { fiber_pool::carrier::go(ticker) };
+    let ticker = unsafe { fiber_pool::spawn::go(ticker) };
     wait_until("the ticker to tick", LONG, || {
         ticks.load(Ordering::SeqCst) > 0
     });
@@ -108,7 +108,7 @@ fn blocking_calls_park_only_their_fibers_while_another_fiber_on_the_worker_ticks
         })
     };
     // SAFETY: the job holds no thread-bound state across its waits.
-    let blocked = unsafe { fiber_pool::carrier::go(blocked) };
+    let blocked = unsafe { fiber_pool::spawn::go(blocked) };
     // While it blocks, nothing holds the worker: no job runs its own code for long.
     let mut looked = 0;
     while !blocked.is_done() {
@@ -156,7 +156,7 @@ fn a_blocking_call_made_on_the_fiber_instead_holds_the_worker() {
         t.load(Ordering::SeqCst) - before
     };
     // SAFETY: the job holds nothing across a wait.
-    let blocked = unsafe { fiber_pool::carrier::go(move || p.run("blocks", job)) };
+    let blocked = unsafe { fiber_pool::spawn::go(move || p.run("blocks", job)) };
     wait_until("the stall to show", LONG, || {
         fiber_pool::jobs_running_longer_than(Duration::from_millis(100))
             .iter()
@@ -278,7 +278,7 @@ fn the_callers_deadline_cancel_or_wait_ends_its_wait_and_the_closure_runs_on() {
         })
     };
     // SAFETY: the job holds nothing across a wait.
-    let waiter = unsafe { fiber_pool::carrier::go(move || p.run_in("cancel", &c, job)) };
+    let waiter = unsafe { fiber_pool::spawn::go(move || p.run_in("cancel", &c, job)) };
     wait_until("the closure to start", LONG, || {
         entered.load(Ordering::SeqCst)
     });

@@ -218,7 +218,7 @@ fn cancelling_the_parent_cancels_its_children_and_a_scope_deadline_ends_them() {
         (p.run_in("parent", &c, job), start.elapsed())
     };
     // SAFETY: the jobs sleep through the crate's sleep and hold nothing across it.
-    let parent = unsafe { fiber_pool::carrier::go(parent) };
+    let parent = unsafe { fiber_pool::spawn::go(parent) };
     wait_until("three children asleep", LONG, || {
         asleep.load(Ordering::SeqCst) == 3
     });
@@ -289,7 +289,7 @@ fn a_pool_full_of_parents_that_fan_out_finishes() {
                 })
             };
             // SAFETY: the jobs sleep through the crate's sleep and hold nothing across it.
-            unsafe { fiber_pool::carrier::go(parent) }
+            unsafe { fiber_pool::spawn::go(parent) }
         })
         .collect();
     for (i, parent) in parents.into_iter().enumerate() {
@@ -341,7 +341,7 @@ fn a_child_that_finds_no_fiber_fails_within_its_wait() {
                 })
             };
             // SAFETY: the jobs sleep through the crate's sleep and hold nothing across it.
-            unsafe { fiber_pool::carrier::go(parent) }
+            unsafe { fiber_pool::spawn::go(parent) }
         })
         .collect();
     let results: Vec<_> = parents
