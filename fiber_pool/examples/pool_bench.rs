@@ -320,9 +320,12 @@ fn run_costs(rates: &[u32]) {
 /// What a context costs per run: `pool.run` against `run_in` with a context made per
 /// run (as a server makes one per request), without and with a deadline, with the
 /// job asking for it (`current()`), and with an `on_cancel` hook on the deadline
-/// (which arms the deadline thread). Three rounds, alternated.
+/// (which arms the deadline thread). The variants alternate, batch by batch, for
+/// `CONTEXT_ROUNDS` batches of `OPS` runs (the machine is shared: a drift hits every
+/// variant alike), and each figure is the median of its batches.
 fn context_costs() {
     use fiber_pool::Context;
+    const CONTEXT_ROUNDS: usize = 21;
     let pool = FiberPool::new(PoolConfig {
         size: 8,
         measure_every: 0,
@@ -330,34 +333,48 @@ fn context_costs() {
     })
     .unwrap();
     let deadline = Duration::from_secs(30);
-    for round in 1..=3 {
-        let p = pool.clone();
-        let plain = per_op(move || p.run("empty", || ()).unwrap());
-        let p = pool.clone();
-        let fresh = per_op(move || p.run_in("empty", &Context::new(), || ()).unwrap());
-        let p = pool.clone();
-        let timed = per_op(move || {
-            p.run_in("empty", &Context::new().with_timeout(deadline), || ())
+    type Variant = (&'static str, fn(&FiberPool, Duration));
+    let variants: [Variant; 5] = [
+        ("run", |p, _| p.run("empty", || ()).unwrap()),
+        ("run_in(&Context::new())", |p, _| {
+            p.run_in("empty", &Context::new(), || ()).unwrap()
+        }),
+        ("  + with_timeout(30 s)", |p, d| {
+            p.run_in("empty", &Context::new().with_timeout(d), || ())
                 .unwrap()
-        });
-        let p = pool.clone();
-        let asked = per_op(move || {
-            let ctx = Context::new().with_timeout(deadline);
+        }),
+        ("  + job calls current().is_cancelled()", |p, d| {
+            let ctx = Context::new().with_timeout(d);
             p.run_in("empty", &ctx, || {
                 fiber_pool::current().unwrap().is_cancelled()
             })
             .unwrap();
-        });
-        let p = pool.clone();
-        let hooked = per_op(move || {
-            let ctx = Context::new().with_timeout(deadline);
+        }),
+        ("  + on_cancel hook (deadline thread armed)", |p, d| {
+            let ctx = Context::new().with_timeout(d);
             let _hook = ctx.on_cancel(|_| ());
             p.run_in("empty", &ctx, || ()).unwrap()
-        });
-        println!(
-            "round {round}: run {plain:.2?} | run_in(Context::new()) {fresh:.2?} | \
-             + deadline {timed:.2?} | + current().is_cancelled() {asked:.2?} | \
-             + on_cancel hook (timer armed) {hooked:.2?}"
-        );
+        }),
+    ];
+    let p = pool.clone();
+    let times = may::go!(move || {
+        let mut times = vec![Vec::new(); variants.len()];
+        for _ in 0..CONTEXT_ROUNDS {
+            for (i, (_, run)) in variants.iter().enumerate() {
+                let start = Instant::now();
+                for _ in 0..OPS {
+                    run(&p, deadline);
+                }
+                times[i].push(start.elapsed() / OPS);
+            }
+        }
+        times
+    })
+    .join()
+    .unwrap();
+    println!("per run, median of {CONTEXT_ROUNDS} alternated batches of {OPS}:");
+    for ((name, _), mut t) in variants.iter().zip(times) {
+        t.sort();
+        println!("  {name:<44} {:>9.2?}", t[CONTEXT_ROUNDS / 2]);
     }
 }

@@ -218,6 +218,13 @@ impl FiberPool {
     ///   a channel carrying `&local`): memory-safe (see above), but an overflow
     ///   leaves such a thread reading a frame that will never change, and
     ///   `scope` blocks the worker thread while it waits;
+    /// - **lend what it borrows from its caller to a thread that can outlive it**:
+    ///   a `std::thread::scope` thread given a reference the job captured (a value
+    ///   in the caller's frame, not on the fiber) goes on after an overflow of the
+    ///   job, which never joins it, and reads that value after `run` has returned
+    ///   and the caller dropped it. Nothing catches this; fan out with
+    ///   [`scope`](crate::scope()), whose children are joined even after an
+    ///   overflow;
     /// - **block its thread** (`std::thread::sleep`, `std::net`, `std::fs`,
     ///   std `Mutex`/`Condvar` waits, long CPU loops): every coroutine of that
     ///   may worker waits meanwhile ([`jobs_running_longer_than`](crate::jobs_running_longer_than)
