@@ -388,7 +388,7 @@ impl FiberPool {
 
         let entry = inner.region.entry(stack_index);
         // SAFETY: we own the slot and no job runs on its stack yet (`begin` is below).
-        unsafe { entry.set_job(ctx, inner) };
+        unsafe { entry.set_job(ctx, Arc::as_ptr(&self.inner)) };
         let mut value: Option<T> = None;
         let out: *mut Option<T> = &mut value;
         let body = move |yielder: &Yielder<(), ()>, (): ()| -> Outcome {
@@ -494,9 +494,9 @@ impl FiberPool {
     /// entry of the fiber we run on, or of the job parked in our `on_carrier`): its
     /// `run` borrows the pool, which is alive.
     pub(crate) unsafe fn of_running_job(pool: *const Inner) -> FiberPool {
-        // SAFETY: the pointer came from `Arc::as_ptr`-like borrowing of a live pool's
-        // `Inner` (`&*self.inner` in `run_here`), alive per the contract; one more
-        // strong count makes an owned handle of it.
+        // SAFETY: the pointer is `Arc::as_ptr` of a live pool's `Inner` (`run_here`
+        // stores it), whose strong count is at least one while the job runs (its
+        // `run` holds `&self`); one more count makes an owned handle of it.
         let inner = unsafe {
             Arc::increment_strong_count(pool);
             Arc::from_raw(pool)
