@@ -115,7 +115,10 @@ fn current_thread() -> libc::pthread_t {
     unsafe { libc::pthread_self() }
 }
 
-/// `may::coroutine::sleep` on the carrier's stack (a plain thread sleep off may).
+/// `may::coroutine::sleep` on the carrier's stack (a plain thread sleep off may), for
+/// the full duration whatever the job's [`Context`](crate::Context): a polling loop
+/// with a deadline of its own would spin through it if the sleep ended early. To end
+/// early when the job is cancelled, use [`sleep_or_cancelled`](crate::sleep_or_cancelled).
 ///
 /// While the thread is panicking (a destructor that sleeps, run by unwinding)
 /// it sleeps the thread instead, without parking the carrier: std's panic count
