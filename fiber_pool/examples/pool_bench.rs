@@ -8,7 +8,8 @@
 //! (`-- alloc` for the allocator figures only, `-- run` for `pool.run` only,
 //! `-- memory` for the 10,000 fibers only, `-- quarantine` for what stacks
 //! quarantined after overflows keep, `-- context` for the cost of running a job under a
-//! context, with and without a deadline).
+//! context, with and without a deadline, `-- scope` for the cost of a fan-out; with
+//! `ONE_WORKER=1` in the environment, may runs one worker instead of two).
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
@@ -160,7 +161,12 @@ fn alloc_figures(pools_alive: usize) {
 }
 
 fn main() {
-    may::config().set_workers(2);
+    let workers = if std::env::var_os("ONE_WORKER").is_some() {
+        1
+    } else {
+        2
+    };
+    may::config().set_workers(workers);
     let what = std::env::args().nth(1).unwrap_or_default();
     if what.is_empty() || what == "alloc" {
         println!("alloc + dealloc pairs (16 B..4 KiB), median of {ALLOC_RUNS} x {PAIRS}:");
@@ -177,6 +183,9 @@ fn main() {
     }
     if what == "context" {
         return context_costs();
+    }
+    if what == "scope" {
+        return scope_costs();
     }
     if what == "memory" {
         return memory();
@@ -376,5 +385,33 @@ fn context_costs() {
     for ((name, _), mut t) in variants.iter().zip(times) {
         t.sort();
         println!("  {name:<44} {:>9.2?}", t[CONTEXT_ROUNDS / 2]);
+    }
+}
+
+/// What a fan-out costs: a job that opens a scope and joins 1 or 3 empty children
+/// (each a job of its own, on its own carrier coroutine), against the empty job.
+fn scope_costs() {
+    let pool = FiberPool::new(PoolConfig {
+        size: 8,
+        measure_every: 0,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let p = pool.clone();
+    let plain = per_op(move || p.run("empty", || ()).unwrap());
+    for children in [1usize, 3] {
+        let p = pool.clone();
+        let fan = per_op(move || {
+            p.run("parent", || {
+                fiber_pool::scope(|s| {
+                    let kids: Vec<_> = (0..children).map(|_| s.spawn(|| ())).collect();
+                    kids.into_iter().for_each(|k| k.join().unwrap());
+                })
+            })
+            .unwrap()
+        });
+        println!(
+            "job with a scope of {children} empty children: {fan:>9.2?} (the empty job: {plain:.2?})"
+        );
     }
 }
