@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
-use fiber_pool::{carrier, on_carrier, FiberPool, PoolConfig};
+use fiber_pool::{on_carrier, spawn, FiberPool, PoolConfig};
 
 /// Round trips timed per run.
 const CALLS: u32 = 1_000_000;
@@ -58,7 +58,7 @@ fn main() {
     };
     // SAFETY: the coroutine times calls and holds no thread-bound state across its
     // waits.
-    let (on, direct) = unsafe { carrier::spawn("switch", None, carrier) }
+    let (on, direct) = unsafe { spawn::spawn("switch", None, carrier) }
         .unwrap()
         .join()
         .unwrap();
@@ -107,7 +107,7 @@ fn main() {
         };
         // SAFETY: the jobs make may calls and hold no thread-bound state across
         // them.
-        unsafe { carrier::spawn(label, Some(CARRIER_STACK), carrier) }
+        unsafe { spawn::spawn(label, Some(CARRIER_STACK), carrier) }
             .unwrap()
             .join()
             .unwrap();

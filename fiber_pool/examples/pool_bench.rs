@@ -8,7 +8,8 @@
 //! (`-- alloc` for the allocator figures only, `-- run` for `pool.run` only,
 //! `-- memory` for the 10,000 fibers only, `-- quarantine` for what stacks
 //! quarantined after overflows keep, `-- context` for the cost of running a job under a
-//! context, with and without a deadline).
+//! context, with and without a deadline, `-- scope` for the cost of a fan-out; with
+//! `ONE_WORKER=1` in the environment, may runs one worker instead of two).
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
@@ -160,7 +161,12 @@ fn alloc_figures(pools_alive: usize) {
 }
 
 fn main() {
-    may::config().set_workers(2);
+    let workers = if std::env::var_os("ONE_WORKER").is_some() {
+        1
+    } else {
+        2
+    };
+    may::config().set_workers(workers);
     let what = std::env::args().nth(1).unwrap_or_default();
     if what.is_empty() || what == "alloc" {
         println!("alloc + dealloc pairs (16 B..4 KiB), median of {ALLOC_RUNS} x {PAIRS}:");
@@ -177,6 +183,9 @@ fn main() {
     }
     if what == "context" {
         return context_costs();
+    }
+    if what == "scope" {
+        return scope_costs();
     }
     if what == "memory" {
         return memory();
@@ -320,9 +329,12 @@ fn run_costs(rates: &[u32]) {
 /// What a context costs per run: `pool.run` against `run_in` with a context made per
 /// run (as a server makes one per request), without and with a deadline, with the
 /// job asking for it (`current()`), and with an `on_cancel` hook on the deadline
-/// (which arms the deadline thread). Three rounds, alternated.
+/// (which arms the deadline thread). The variants alternate, batch by batch, for
+/// `CONTEXT_ROUNDS` batches of `OPS` runs (the machine is shared: a drift hits every
+/// variant alike), and each figure is the median of its batches.
 fn context_costs() {
     use fiber_pool::Context;
+    const CONTEXT_ROUNDS: usize = 21;
     let pool = FiberPool::new(PoolConfig {
         size: 8,
         measure_every: 0,
@@ -330,34 +342,76 @@ fn context_costs() {
     })
     .unwrap();
     let deadline = Duration::from_secs(30);
-    for round in 1..=3 {
-        let p = pool.clone();
-        let plain = per_op(move || p.run("empty", || ()).unwrap());
-        let p = pool.clone();
-        let fresh = per_op(move || p.run_in("empty", &Context::new(), || ()).unwrap());
-        let p = pool.clone();
-        let timed = per_op(move || {
-            p.run_in("empty", &Context::new().with_timeout(deadline), || ())
+    type Variant = (&'static str, fn(&FiberPool, Duration));
+    let variants: [Variant; 5] = [
+        ("run", |p, _| p.run("empty", || ()).unwrap()),
+        ("run_in(&Context::new())", |p, _| {
+            p.run_in("empty", &Context::new(), || ()).unwrap()
+        }),
+        ("  + with_timeout(30 s)", |p, d| {
+            p.run_in("empty", &Context::new().with_timeout(d), || ())
                 .unwrap()
-        });
-        let p = pool.clone();
-        let asked = per_op(move || {
-            let ctx = Context::new().with_timeout(deadline);
+        }),
+        ("  + job calls current().is_cancelled()", |p, d| {
+            let ctx = Context::new().with_timeout(d);
             p.run_in("empty", &ctx, || {
                 fiber_pool::current().unwrap().is_cancelled()
             })
             .unwrap();
-        });
-        let p = pool.clone();
-        let hooked = per_op(move || {
-            let ctx = Context::new().with_timeout(deadline);
+        }),
+        ("  + on_cancel hook (deadline thread armed)", |p, d| {
+            let ctx = Context::new().with_timeout(d);
             let _hook = ctx.on_cancel(|_| ());
             p.run_in("empty", &ctx, || ()).unwrap()
+        }),
+    ];
+    let p = pool.clone();
+    let times = may::go!(move || {
+        let mut times = vec![Vec::new(); variants.len()];
+        for _ in 0..CONTEXT_ROUNDS {
+            for (i, (_, run)) in variants.iter().enumerate() {
+                let start = Instant::now();
+                for _ in 0..OPS {
+                    run(&p, deadline);
+                }
+                times[i].push(start.elapsed() / OPS);
+            }
+        }
+        times
+    })
+    .join()
+    .unwrap();
+    println!("per run, median of {CONTEXT_ROUNDS} alternated batches of {OPS}:");
+    for ((name, _), mut t) in variants.iter().zip(times) {
+        t.sort();
+        println!("  {name:<44} {:>9.2?}", t[CONTEXT_ROUNDS / 2]);
+    }
+}
+
+/// What a fan-out costs: a job that opens a scope and joins 1 or 3 empty children
+/// (each a job of its own, on its own carrier coroutine), against the empty job.
+fn scope_costs() {
+    let pool = FiberPool::new(PoolConfig {
+        size: 8,
+        measure_every: 0,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let p = pool.clone();
+    let plain = per_op(move || p.run("empty", || ()).unwrap());
+    for children in [1usize, 3] {
+        let p = pool.clone();
+        let fan = per_op(move || {
+            p.run("parent", || {
+                fiber_pool::scope(|s| {
+                    let kids: Vec<_> = (0..children).map(|_| s.spawn(|| ())).collect();
+                    kids.into_iter().for_each(|k| k.join().unwrap());
+                })
+            })
+            .unwrap()
         });
         println!(
-            "round {round}: run {plain:.2?} | run_in(Context::new()) {fresh:.2?} | \
-             + deadline {timed:.2?} | + current().is_cancelled() {asked:.2?} | \
-             + on_cancel hook (timer armed) {hooked:.2?}"
+            "job with a scope of {children} empty children: {fan:>9.2?} (the empty job: {plain:.2?})"
         );
     }
 }

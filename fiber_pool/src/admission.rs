@@ -148,6 +148,11 @@ impl Admission {
         }
     }
 
+    /// A free slot if there is one now, without waiting.
+    pub(crate) fn try_acquire(&self) -> Option<usize> {
+        self.lock().free.pop()
+    }
+
     /// Gives `slot` to the oldest waiter, or back to the free list.
     pub(crate) fn release(&self, slot: usize) {
         let mut state = self.lock();

@@ -1,89 +1,140 @@
-//! Spawning may coroutines (the *carriers* that fibers run on).
+//! Running a call on the *carrier's* stack (the may coroutine that carries a fiber)
+//! instead of the fiber's: [`on_carrier`], and the calls built on it ([`sleep`],
+//! [`drop_on_carrier`]), so that no may (or generator) frame is ever on a fiber stack.
+//! Spawning carriers is [`spawn`]'s; its two functions are re-exported
+//! here too ([`go`], [`spawn()`]), the paths the workspace's callers use.
 //!
-//! A may coroutine is not a thread: whenever it waits (may I/O, a sleep, a
-//! `may::sync` wait, a yield) may may resume it on another worker thread, and
-//! every sleeper is resumed on may's timer thread. Code that holds thread-bound
-//! state across such a wait then uses it from another thread than the one it
-//! belongs to, while that thread's other coroutines use it too:
-//! - a borrow of a `thread_local!` value: the `RefCell` (or `Cell`) it points
-//!   to is the first thread's, and both threads now touch it without
-//!   synchronisation. In an optimised build even a fresh access after the wait,
-//!   in a function that accessed the same thread-local before it, may reach the
-//!   first thread's value: the compiler treats a thread-local's address as
-//!   constant within a function (test `hazards` shows the move of threads);
-//! - a std `MutexGuard` or `RwLock` guard (`!Send`: unlocked on another thread
-//!   than it was locked on), a `StdoutLock` or `StderrLock` (the lock's
-//!   reentrancy count is a plain counter that the owning thread's coroutines
-//!   keep touching while another thread touches it through the guard).
+//! may's I/O, timers and `may::sync` take may's own locks and update its queues on
+//! whatever stack calls them. On a fiber, an overflow inside them would abandon those
+//! frames mid-update: a queue left marked, a mutex owned for ever, the scheduler
+//! stopped (see STACK_SIZES.md). corosensei's `Yielder::on_parent_stack` runs a
+//! closure on the stack that resumed the coroutine, below the frames of
+//! [`FiberPool::run`](crate::FiberPool::run): the carrier's may stack, which is sized
+//! for may and never overflows into a fiber's guard. The fiber is parked there
+//! meanwhile, exactly as if it had called a function.
 //!
-//! These are data races, undefined behaviour, reachable from safe code (a safe
-//! closure, a safe may sleep). So spawning a coroutine is `unsafe`, as may's own
-//! `spawn` is: the spawner promises what the coroutine's code will not do, for
-//! that code and for every job it runs through [`FiberPool::run`](crate::FiberPool::run)
-//! (a job runs inside its carrier and waits with it).
-//!
-//! Two more hazards are not undefined behaviour but are the spawner's to avoid:
-//! waiting in a destructor while a panic unwinds (std's panic count is per
-//! thread: see [`on_carrier`](crate::on_carrier)), and blocking std calls (std
-//! I/O, `std::thread::sleep`, std `Condvar` waits), which stall every coroutine
-//! of that worker until they return.
-//!
-//! ```compile_fail,E0133
-//! // Spawning needs the caller's promise: an `unsafe` block.
-//! let _ = fiber_pool::carrier::go(|| ());
-//! ```
-//!
-//! ```compile_fail,E0133
-//! let _ = fiber_pool::carrier::spawn("carrier", None, || ());
-//! ```
+//! Measured (release, `fiber_pool/examples/on_carrier_bench.rs`): the round trip costs
+//! a few dozen nanoseconds (two context switches of a handful of registers each, the
+//! registry lookup and the stall bookkeeping), against the microseconds of the
+//! syscall it wraps.
 
-use std::io;
+use std::time::Duration;
 
-pub use may::coroutine::JoinHandle;
+use crate::registry::StackEntry;
+use crate::{signal, stall};
 
-/// Spawn a may coroutine running `f`, with `stack_bytes` of may stack (rounded up to
-/// whole 8-byte words; `None` keeps may's configured default).
+pub use crate::spawn::{go, spawn, JoinHandle};
+
+/// Fiber stack the switch to the carrier needs besides the closure and the result it
+/// moves: the frames of corosensei's `on_parent_stack`, `on_stack` and its arch
+/// helpers (saved registers, return addresses). In a debug build they took more
+/// than 512 bytes (the overflow sweep of `tests/stack.rs` caught a fault inside
+/// them); the sweep passes with this.
+pub const SWITCH_STACK_MARGIN: usize = 1024;
+
+/// Runs `f` on the carrier's stack when called on a fiber (and simply calls it
+/// otherwise), and returns its value. A panic in `f` propagates to the caller.
 ///
-/// # Safety
+/// Every may call that a job makes should go through here: sockets (use
+/// [`net::CarrierStream`](crate::net::CarrierStream), which does it for every read,
+/// write and drop), sleeps ([`sleep`]), `may::sync` waits and posts, channel
+/// operations. While `f` runs the job does not count as holding its thread (see
+/// [`stall`]), and [`reserve_stack`](crate::reserve_stack) inside `f`
+/// does nothing: `f` is not on a fiber.
 ///
-/// Neither `f` nor anything it runs (the jobs it runs through
-/// [`FiberPool::run`](crate::FiberPool::run) included) may hold thread-bound state
-/// across a may wait (may I/O, `may::coroutine::sleep` or `yield_now`, a
-/// `may::sync` wait, and the calls of this crate that wait through them:
-/// [`sleep`](crate::sleep), [`net`](crate::net), `run` when it queues for a fiber):
-/// no borrow of a `thread_local!` value (nor an access to one after the wait in a
-/// function that accessed it before), no std lock guard, no
-/// `StdoutLock`/`StderrLock`, no other `!Send` value tied to its thread. See the
-/// module documentation for why each is a data race.
-pub unsafe fn spawn<F, T>(name: &str, stack_bytes: Option<usize>, f: F) -> io::Result<JoinHandle<T>>
+/// `f` must be `Send` (corosensei's rule: it keeps a fiber's references out of the
+/// carrier's code); capture `&mut` to sockets and buffers, not fiber-only types.
+///
+/// **While the thread is panicking `f` must not wait** (may I/O, `may::sync`, a may
+/// sleep: use [`sleep`], which does not park then). std's panic count is per
+/// thread: parked, the unwinding fiber shows a panic in progress to every
+/// coroutine of its worker, and resumed on another thread (may's timer thread
+/// after a sleep) it leaves both threads' counts wrong for good. The pool's own
+/// destructors keep this: a [`Lent`](crate::Lent) dropped while unwinding leaves its
+/// value to the pool, which drops it after the job; a
+/// [`CarrierStream`](crate::net::CarrierStream)'s drop does not wait. When `f`
+/// comes back on another thread than it left while panicking, the process is
+/// counted broken ([`Aftermath::moved_while_panicking`](crate::Aftermath::moved_while_panicking)).
+#[inline]
+pub fn on_carrier<R, F>(f: F) -> R
 where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
+    F: FnOnce() -> R + Send,
 {
-    let mut builder = may::coroutine::Builder::new().name(name.to_string());
-    if let Some(bytes) = stack_bytes {
-        builder = builder.stack_size(bytes.div_ceil(8));
+    let sp = crate::stack_pointer();
+    let Some(entry) = StackEntry::find_running(sp) else {
+        return f();
+    };
+    let yielder = entry.yielder();
+    if yielder.is_null() {
+        return f();
     }
-    // SAFETY: may's spawn asks that the coroutine not use thread-local state
-    // across its waits (and that its stack suffice, which is may's own
-    // overflow check); our caller promises the first (this function's `#
-    // Safety`).
-    unsafe { builder.spawn(f) }
+    // The switch itself runs on the fiber (corosensei's `on_stack` saves registers
+    // and moves `f` there before it changes stacks): overflow here, at a safe point,
+    // rather than inside it.
+    // Unoptimised builds copy the closure and the result through each frame.
+    let copies = if cfg!(debug_assertions) { 3 } else { 1 };
+    let moved = copies * (std::mem::size_of::<F>() + std::mem::size_of::<R>());
+    // Not a safe point: may calls are made with locks held too.
+    crate::reserve_on(
+        entry,
+        sp,
+        SWITCH_STACK_MARGIN + moved,
+        crate::SafePoint::Unknown,
+    );
+    let label = entry.label();
+    // Rare (a destructor run by unwinding): the thread, to tell whether `f` moved.
+    let unwinding_on = std::thread::panicking().then(current_thread);
+    // SAFETY: the yielder was recorded by the coroutine whose stack we are running on
+    // (our stack pointer is in that entry's stack and the entry is running), at its
+    // start, and is cleared before that coroutine ends; the coroutine is alive and
+    // running (it is us), so the yielder it was passed is valid for this call.
+    let yielder = unsafe { &*yielder };
+    let r = yielder.on_parent_stack(move || {
+        stall::leave();
+        // Back to the fiber, even if `f` panics: the thread holds the job again,
+        // possibly another thread than before (may moved the carrier).
+        struct Back(&'static str);
+        impl Drop for Back {
+            fn drop(&mut self) {
+                signal::prepare_thread();
+                stall::enter(self.0);
+            }
+        }
+        let _back = Back(label);
+        f()
+    });
+    if unwinding_on.is_some_and(|thread| thread != current_thread()) {
+        crate::aftermath::moved_while_panicking();
+    }
+    r
 }
 
-/// Spawn with may's default stack and a generic name: the `go!` of our crates.
+/// The calling thread, cheaply (no system call).
+fn current_thread() -> libc::pthread_t {
+    // SAFETY: pthread_self has no preconditions and always succeeds.
+    unsafe { libc::pthread_self() }
+}
+
+/// `may::coroutine::sleep` on the carrier's stack (a plain thread sleep off may), for
+/// the full duration whatever the job's [`Context`](crate::Context): a polling loop
+/// with a deadline of its own would spin through it if the sleep ended early. To end
+/// early when the job is cancelled, use [`sleep_or_cancelled`](crate::sleep_or_cancelled).
 ///
-/// # Safety
-///
-/// As for [`spawn`]: `f` and what it runs hold no thread-bound state across a may
-/// wait.
-pub unsafe fn go<F, T>(f: F) -> JoinHandle<T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    // may's Builder::spawn only fails when the OS refuses a stack mapping, which is
-    // out of memory: there is nothing better to do than to stop.
-    // SAFETY: our caller's promise, passed on (`spawn`'s contract is ours).
-    unsafe { spawn("fiberstack", None, f) }.expect("may could not allocate a coroutine stack")
+/// While the thread is panicking (a destructor that sleeps, run by unwinding)
+/// it sleeps the thread instead, without parking the carrier: std's panic count
+/// is per thread, so every coroutine that ran on this worker meanwhile would see
+/// a panic in progress, and may resumes a sleeper on its timer thread, so the
+/// unwinding would finish there, leaving this thread's count stuck at 1 and
+/// wrapping the other's. The worker's other coroutines wait for the sleep.
+pub fn sleep(d: Duration) {
+    if std::thread::panicking() {
+        return on_carrier(|| std::thread::sleep(d));
+    }
+    on_carrier(|| may::coroutine::sleep(d));
+}
+
+/// Drops `value` on the carrier's stack: for may objects whose drop does may work
+/// (a socket's drop deregisters it from may's event loop).
+pub fn drop_on_carrier<T: Send>(value: T) {
+    on_carrier(move || drop(value));
 }

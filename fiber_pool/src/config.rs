@@ -61,6 +61,25 @@ pub struct PoolConfig {
     /// it is used; a quarantined stack keeps the pages its job touched resident
     /// (an overflowed job touched nearly all of them: about `stack_size` each).
     pub spare_stacks: usize,
+    /// Fibers, besides `size`, that only the children of [`scope`](crate::scope())s
+    /// take: the rule that keeps fan-out from starving the pool. A parent holds its
+    /// fiber while it waits for its children, so a pool full of parents would leave
+    /// their children no fiber at all; with a reserve they always find one (or the
+    /// next to come free). A child takes a free fiber of the `size` first, and one of
+    /// these when there is none; parents never take these. 0 leaves children only the
+    /// free fibers of `size`, and at full load only `child_wait` ends their wait.
+    ///
+    /// Cost: address space only until used, like any fiber (`stack_size` plus the
+    /// guard each).
+    pub child_reserve: usize,
+    /// The most children one scope may spawn; one more fails at once with
+    /// [`RunError::ScopeFull`](crate::RunError::ScopeFull). It keeps one request's
+    /// fan-out from taking the whole reserve from the others'.
+    pub max_children_per_scope: usize,
+    /// How long a child waits for a fiber (free or from the reserve) before it fails
+    /// with [`RunError::NoFiberForChild`](crate::RunError::NoFiberForChild); its
+    /// context's deadline or cancellation ends the wait sooner.
+    pub child_wait: Duration,
 }
 
 impl Default for PoolConfig {
@@ -76,6 +95,10 @@ impl Default for PoolConfig {
     /// 256 spare stacks: 256 overflows keep at most 16 MiB of quarantined
     /// 64 KiB stacks resident (`pool_bench -- quarantine` measures it), and
     /// overflows are bugs to fix long before that many.
+    /// 16 reserve fibers for children and at most 8 children per scope: at full
+    /// load two requests' fan-outs run at once on the reserve, the others' wait up
+    /// to 5 s for a reserve fiber (a request's fan-out is a handful of queries or
+    /// calls; its deadline ends the wait sooner).
     fn default() -> Self {
         PoolConfig {
             size: 100,
@@ -84,6 +107,9 @@ impl Default for PoolConfig {
             wait_timeout: Some(Duration::from_secs(30)),
             measure_every: 64,
             spare_stacks: 256,
+            child_reserve: 16,
+            max_children_per_scope: 8,
+            child_wait: Duration::from_secs(5),
         }
     }
 }
@@ -100,6 +126,11 @@ pub enum ConfigError {
         /// The requested size.
         size: usize,
     },
+    /// `child_reserve` is above [`MAX_FIBERS`].
+    ReserveTooLarge {
+        /// The requested reserve.
+        child_reserve: usize,
+    },
     /// `stack_size` is below one page.
     StackTooSmall {
         /// The requested size in bytes.
@@ -112,8 +143,8 @@ pub enum ConfigError {
         /// The requested size in bytes.
         stack_size: usize,
     },
-    /// (`size` + `spare_stacks`) x (`stack_size` + [`GUARD_SIZE`]) is above
-    /// [`MAX_TOTAL_STACK`].
+    /// (`size` + `child_reserve` + `spare_stacks`) x (`stack_size` +
+    /// [`GUARD_SIZE`]) is above [`MAX_TOTAL_STACK`].
     TooMuchAddressSpace {
         /// Bytes of address space the pool would reserve.
         total: usize,
@@ -134,6 +165,16 @@ pub enum ConfigError {
     /// binary (each test and example file is one) must declare
     /// [`SAFE_ALLOC_DECLARATION`].
     SafeAllocMissing,
+    /// A [`BlockingConfig`](crate::BlockingConfig)'s `threads` is 0 or above
+    /// [`MAX_BLOCKING_THREADS`](crate::blocking::MAX_BLOCKING_THREADS).
+    BlockingThreads {
+        /// The requested thread count.
+        threads: usize,
+    },
+    /// [`blocking::set_default`](crate::blocking::set_default) came after the
+    /// process-wide blocking pool was made (by an earlier `set_default` or the first
+    /// [`blocking`](crate::blocking()) call).
+    BlockingStarted,
     /// The OS refused to map the stacks or install the signal handler.
     Os(std::io::Error),
 }
@@ -151,6 +192,10 @@ impl fmt::Display for ConfigError {
                 f,
                 "fiber pool size {size} is absurd: set `size` to at most {MAX_FIBERS}"
             ),
+            ConfigError::ReserveTooLarge { child_reserve } => write!(
+                f,
+                "a reserve of {child_reserve} fibers for scopes' children is absurd: set `child_reserve` to at most {MAX_FIBERS}"
+            ),
             ConfigError::StackTooSmall { stack_size, min } => write!(
                 f,
                 "fiber stack of {stack_size} bytes is smaller than one page: set `stack_size` to at least {min}"
@@ -161,7 +206,7 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::TooMuchAddressSpace { total } => write!(
                 f,
-                "the pool would reserve {total} bytes of stacks: lower `size`, `spare_stacks` or `stack_size` so that (size + spare_stacks) x (stack_size + GUARD_SIZE) is at most {MAX_TOTAL_STACK}"
+                "the pool would reserve {total} bytes of stacks: lower `size`, `spare_stacks` or `stack_size` (or `child_reserve`) so that (size + child_reserve + spare_stacks) x (stack_size + GUARD_SIZE) is at most {MAX_TOTAL_STACK}"
             ),
             ConfigError::QueueTooLong { queue } => write!(
                 f,
@@ -178,6 +223,15 @@ impl fmt::Display for ConfigError {
                  binary's main file (each test and example file that creates a pool is a binary \
                  of its own): {SAFE_ALLOC_DECLARATION}"
             ),
+            ConfigError::BlockingThreads { threads } => write!(
+                f,
+                "a blocking pool of {threads} threads cannot work: set `threads` to 1 ..= {}",
+                crate::blocking::MAX_BLOCKING_THREADS
+            ),
+            ConfigError::BlockingStarted => write!(
+                f,
+                "the process-wide blocking pool already exists: call fiber_pool::blocking::set_default once, at start-up, before the first fiber_pool::blocking"
+            ),
             ConfigError::Os(e) => write!(f, "creating the fiber pool failed: {e}"),
         }
     }
@@ -193,9 +247,14 @@ impl std::error::Error for ConfigError {
 }
 
 impl PoolConfig {
+    /// Fibers the pool has: `size` for jobs, the reserve for scopes' children.
+    pub(crate) fn fibers(&self) -> usize {
+        self.size.saturating_add(self.child_reserve)
+    }
+
     /// Stacks the pool reserves: one per fiber, plus the spares.
     pub(crate) fn stacks(&self) -> usize {
-        self.size.saturating_add(self.spare_stacks)
+        self.fibers().saturating_add(self.spare_stacks)
     }
 
     /// Checks the configuration; returns the usable stack size rounded up to
@@ -206,6 +265,11 @@ impl PoolConfig {
         }
         if self.size > MAX_FIBERS {
             return Err(ConfigError::TooManyFibers { size: self.size });
+        }
+        if self.child_reserve > MAX_FIBERS {
+            return Err(ConfigError::ReserveTooLarge {
+                child_reserve: self.child_reserve,
+            });
         }
         if self.stack_size < page {
             return Err(ConfigError::StackTooSmall {

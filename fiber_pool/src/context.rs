@@ -50,7 +50,7 @@ pub enum CancelReason {
     DeadlinePassed,
     /// The process is shutting down and will not wait for the job.
     Shutdown,
-    /// The job that opened a [`scope`](crate::scope) panicked or overflowed its
+    /// The job that opened a [`scope`](crate::scope()) panicked or overflowed its
     /// stack: its children's results will never be read.
     ParentFailed,
     /// The application cancelled it for a reason of its own (a sibling's result
@@ -331,7 +331,7 @@ impl Context {
 
     /// A context cancelled when this one is (with its reason), which can also be
     /// cancelled, or given a tighter deadline, on its own without touching this one:
-    /// what a [`scope`](crate::scope) gives its children.
+    /// what a [`scope`](crate::scope()) gives its children.
     pub fn child(&self) -> Context {
         self.child_until(self.shared.deadline)
     }

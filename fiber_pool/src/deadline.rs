@@ -3,7 +3,7 @@
 //! hooks run then.
 //!
 //! Only contexts with a deadline *and* an application hook are armed (see
-//! [`context`](crate::context)): a deadline alone is seen by comparing the clock, and
+//! [`context`]): a deadline alone is seen by comparing the clock, and
 //! the crate's own waits bound their parking by it. So the usual request (a deadline,
 //! no hook) never comes here. An armed context is one entry of an ordered map keyed
 //! by (deadline, id): arming and disarming (when the context is dropped first) are a

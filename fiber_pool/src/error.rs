@@ -51,13 +51,43 @@ pub enum RunError {
         size: usize,
     },
     /// The job's context was cancelled, or its deadline passed, before the job got a
-    /// fiber (or, for [`blocking`](crate::blocking), while its caller waited); the job
-    /// did not run, or its result was not waited for. A server answers 504 for
+    /// fiber (or, for [`blocking`](crate::blocking()), while its caller waited: a closure
+    /// already running runs on to its end on its thread); the job did not run, or its
+    /// result was not waited for. A server answers 504 for
     /// [`CancelReason::DeadlinePassed`](crate::CancelReason::DeadlinePassed) and no
     /// answer at all for `ClientGone`.
     Cancelled {
         /// Why the context was cancelled.
         reason: crate::CancelReason,
+    },
+    /// A [`scope`](crate::scope()) already had
+    /// [`max_children_per_scope`](crate::PoolConfig::max_children_per_scope) children:
+    /// this one was not started.
+    ScopeFull {
+        /// The configured limit.
+        max: usize,
+    },
+    /// A scope's child found no fiber, free or from the reserve, within
+    /// [`child_wait`](crate::PoolConfig::child_wait): every fiber was busy, the
+    /// reserve's with other scopes' children. The child did not run.
+    NoFiberForChild {
+        /// How long it waited.
+        waited: Duration,
+        /// The pool's [`child_reserve`](crate::PoolConfig::child_reserve).
+        reserve: usize,
+    },
+    /// [`blocking`](crate::blocking()): every thread of the blocking pool was busy and
+    /// `queue` closures were already waiting for one; this one did not run.
+    BlockingQueueFull {
+        /// The pool's [`BlockingConfig::queue`](crate::BlockingConfig::queue).
+        queue: usize,
+    },
+    /// [`blocking`](crate::blocking()): the closure did not finish within the pool's
+    /// [`wait`](crate::BlockingConfig::wait). If it had started it runs on to its end
+    /// on its thread; its result is dropped.
+    BlockingTimeout {
+        /// How long the caller waited.
+        waited: Duration,
     },
     /// The job panicked; its frames were unwound normally.
     Panicked {
@@ -96,6 +126,22 @@ impl fmt::Display for RunError {
             RunError::Retired { size } => write!(
                 f,
                 "all {size} fibers of the pool were retired after stack overflows used up its spare stacks: replace the process, and raise the pool's `stack_size`"
+            ),
+            RunError::ScopeFull { max } => write!(
+                f,
+                "the scope already has {max} children: spawn fewer per scope, or raise the pool's `max_children_per_scope`"
+            ),
+            RunError::NoFiberForChild { waited, reserve } => write!(
+                f,
+                "a scope's child found no fiber within {waited:?}: every fiber was busy, and the {reserve} reserved for children too; raise the pool's `child_reserve` or `child_wait`, or fan out less"
+            ),
+            RunError::BlockingQueueFull { queue } => write!(
+                f,
+                "every blocking thread is busy and {queue} closures are already waiting: retry later, or raise the blocking pool's `threads` or `queue`"
+            ),
+            RunError::BlockingTimeout { waited } => write!(
+                f,
+                "the blocking call did not finish within {waited:?} (it runs on to its end on its thread): raise the blocking pool's `wait`, or give the call a timeout of its own"
             ),
             RunError::Cancelled { reason } => write!(f, "the job did not run to its end: {reason}"),
             RunError::Panicked { label, message } => {

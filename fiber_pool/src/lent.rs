@@ -48,13 +48,34 @@ const _: () = assert!(LENT_STACK_MARGIN >= crate::alloc::ALLOC_STACK_MARGIN + 20
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A registered `Lent`'s cell, as its ledger sees it.
-trait Registered: Send + Sync {
+/// What a ledger holds for its job: a registered `Lent`'s cell, or an open
+/// [`scope`](crate::scope()) (whose children must end before the job's carrier goes on).
+pub(crate) trait Registered: Send + Sync {
     /// After an overflow: hands the value to its abandon callback.
     fn abandon(&self);
     /// Drops the value if its `Lent` was dropped while unwinding (and left the
     /// value to the pool); tells whether it was.
     fn release_if_unwound(&self) -> bool;
+}
+
+impl Ledger {
+    /// Registers `item` (call on the carrier's stack: the lock and the push must not
+    /// be abandoned by an overflow); returns its id for [`unregister`](Self::unregister).
+    pub(crate) fn register(&self, item: Arc<dyn Registered>) -> u64 {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        self.lock().push((id, item));
+        id
+    }
+
+    /// Forgets the registration `id` (on the carrier's stack, as `register`).
+    pub(crate) fn unregister(&self, id: u64) {
+        let removed = {
+            let mut entries = self.lock();
+            let at = entries.iter().position(|(i, _)| *i == id);
+            at.map(|at| entries.remove(at))
+        };
+        drop(removed);
+    }
 }
 
 /// A pool slot's register of lent values; lives beside the slot, outside the

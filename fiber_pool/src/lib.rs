@@ -125,19 +125,68 @@
 //!   panicking `on_abandon`, a retired fiber, an unwinding fiber moved to
 //!   another thread). [`jobs_running_longer_than`] shows a thread held by a
 //!   job (for a stall watchdog).
-//! * **Signals**: asynchronous signals are blocked on may's threads, and on
-//!   any other thread while its fiber runs (see
-//!   [`signal::BLOCKED_ON_MAY_THREADS`]), so none is delivered on a fiber
-//!   stack near its guard; every thread gets a 64 KiB alternate signal stack
-//!   before a fiber runs on it.
-//! * **Spawning carriers is `unsafe`** ([`carrier`]): a may coroutine moves
-//!   between threads at its waits, so its spawner promises that it, and the
-//!   jobs it runs, hold no thread-local borrow or lock guard across one.
+//! * **Signals**: asynchronous signals (SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
+//!   SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGCHLD, SIGWINCH) are blocked on may's
+//!   threads, and on any other thread while its fiber runs (see [`signal`]), so
+//!   that a process-directed one goes to a thread of the application's own and none
+//!   is delivered on a fiber stack near its guard; every thread gets a 64 KiB
+//!   alternate signal stack before a fiber runs on it.
+//! * **Spawning carriers is `unsafe`** ([`mod@spawn`]): a may coroutine moves
+//!   between threads at its waits, so its spawner promises that it, the jobs it
+//!   runs, and the children of their scopes, hold no thread-local borrow or lock
+//!   guard across one.
 //!
 //! This is the limit of trap-based recovery (corosensei's
 //! `setup_trap_handler` contract asks that a trapping coroutine touch no
 //! outside memory): `reserve_stack` moves the overflow to safe points we
 //! choose, it does not make every point safe.
+//!
+//! # Cancellation and deadlines
+//!
+//! Every job runs under a [`Context`]: the one given to [`FiberPool::run_in`] (or
+//! `run_admitted_in`), its calling job's when run from a job, else a fresh one made
+//! when first asked for. It lives on the heap and is found by the fiber's registry
+//! entry ([`current`]), never a thread-local. [`Context::cancel`] (any thread,
+//! idempotent, a [`CancelReason`]: the client went away, the deadline passed, ...)
+//! and a passing deadline end every wait of this crate that the job is in or starts:
+//! the wait for a fiber ([`RunError::Cancelled`], the job then does not run),
+//! [`sleep_or_cancelled`], a scope's children's waits, [`blocking()`]'s. A deadline
+//! costs a clock read (`pool_bench -- context`); only an [`Context::on_cancel`] hook
+//! arms the one deadline thread for it.
+//!
+//! **What a job may do once cancelled**: everything it could before; nothing is
+//! torn down under it. Its cancellable waits return at once (`Err(reason)`), so it
+//! should stop its work and return soon: drop what it would have answered for
+//! `ClientGone`, return what the server turns into a 504 (naming the phase it was
+//! in) for `DeadlinePassed`. Clean-up that must wait (a connection given back, a
+//! `KILL QUERY` settling) uses waits that do not look at the context:
+//! [`sleep`] (which sleeps its full duration whatever the context), a `Lent`'s
+//! drop, [`FiberPool::run_in`] or [`BlockingPool::run_in`] with a fresh
+//! `Context::new()`. Code that never reaches a wait (a CPU loop) sees the
+//! cancellation only if it asks (`is_cancelled`, [`Context::check`]).
+//!
+//! # Fan-out and blocking calls
+//!
+//! [`scope()`] runs children on guarded fibers of the pool, each a job of its own
+//! (a child's overflow or panic is its own `RunError`), under a child of the
+//! parent's context, and returns only once every child has ended: after the
+//! closure returns, after it panics, and, through the parent's ledger, after the
+//! parent overflows (the carrier cancels and joins the children before `run`
+//! returns). So children may borrow the parent's locals. Children take a free
+//! fiber, else one of [`PoolConfig::child_reserve`] that parents never take, at most
+//! [`PoolConfig::max_children_per_scope`] per scope, waiting at most
+//! [`PoolConfig::child_wait`] ([`RunError::NoFiberForChild`]): a pool whose every
+//! fiber runs a parent that fans out still finishes.
+//!
+//! [`blocking()`] runs a closure that blocks its thread (std I/O, `std::fs`, a
+//! synchronous client) on a bounded pool of OS threads ([`BlockingConfig`]) and
+//! parks only the caller. Its threads are plain threads: an overflow there is not
+//! caught, and ends the process.
+//!
+//! Neither is a stall for the watchdog: a parent waiting for its children, and a
+//! caller waiting in `blocking`, are parked on their carriers
+//! ([`jobs_running_longer_than`] does not list them); each child is a job of its
+//! own there, under its label.
 //!
 //! # Example
 //!
@@ -156,19 +205,21 @@
 //!     40 + 2
 //! });
 //! // SAFETY: it holds no thread-local borrow or lock guard across its sleep.
-//! let answer = unsafe { fiber_pool::carrier::go(caller) }.join().unwrap();
+//! let answer = unsafe { fiber_pool::spawn::go(caller) }.join().unwrap();
 //! assert_eq!(answer.unwrap(), 42);
 //! assert_eq!(pool.stats().completed, 1);
 //! ```
 //!
-//! Layout: [`carrier`] (spawning the may coroutines that carry fibers: `unsafe`,
-//! the spawner's promise), [`config`] (limits), [`error`], `stack` (one reservation of
-//! guarded stacks per pool), [`registry`] (pools by address), [`signal`]
-//! (trap handler, alternate stacks), `admission` (FIFO queue), [`pool`]
-//! (`run`), [`lent`] (resource hand-off), [`alloc`] ([`FiberSafeAlloc`]),
-//! `highwater` (stack use), [`stats`], [`net`] (a TCP connect that avoids a race in
-//! may's, and [`net::CarrierStream`]), `offstack` ([`on_carrier`]), [`stall`] (which
-//! job holds each thread), [`mod@aftermath`] (what overflows left behind).
+//! Layout: [`mod@spawn`] (spawning the may coroutines that carry fibers: `unsafe`,
+//! the spawner's promise), [`carrier`] ([`on_carrier`]: calls on the carrier's stack,
+//! [`sleep`]), [`config`] (limits), [`error`], `stack` (one reservation of guarded
+//! stacks per pool), [`registry`] (pools by address), [`signal`] (trap handler,
+//! alternate stacks), `admission` (FIFO queue), [`pool`] (`run`), [`context`]
+//! (cancellation, deadlines), `deadline` (the deadline thread), [`mod@scope`]
+//! (fan-out), [`mod@blocking`] (blocking calls on OS threads), [`lent`] (resource
+//! hand-off), [`alloc`] ([`FiberSafeAlloc`]), `highwater` (stack use), [`stats`],
+//! [`net`] (a socket toolkit for fibers), [`stall`] (which job holds each thread),
+//! [`mod@aftermath`] (what overflows left behind).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -177,6 +228,7 @@
 mod admission;
 pub mod aftermath;
 pub mod alloc;
+pub mod blocking;
 pub mod carrier;
 pub mod config;
 pub mod context;
@@ -185,11 +237,12 @@ pub mod error;
 mod highwater;
 pub mod lent;
 pub mod net;
-mod offstack;
 pub mod panic_hook;
 pub mod pool;
 pub mod registry;
+pub mod scope;
 pub mod signal;
+pub mod spawn;
 mod stack;
 pub mod stall;
 pub mod stats;
@@ -198,13 +251,15 @@ pub mod testing;
 
 pub use aftermath::{aftermath, Aftermath};
 pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
+pub use blocking::{blocking, BlockingConfig, BlockingPool};
+pub use carrier::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use context::{current, sleep_or_cancelled, CancelReason, Context, Registration};
 pub use error::RunError;
 pub use lent::Lent;
-pub use offstack::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use panic_hook::run_panic_hook_off_fiber;
 pub use pool::{Admitted, FiberPool};
+pub use scope::{scope, scope_with_deadline, Child, Scope};
 pub use stall::{jobs_running_longer_than, RunningJob};
 pub use stats::{same_label, LabelStats, PoolStats};
 

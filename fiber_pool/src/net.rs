@@ -1,15 +1,29 @@
-//! Sockets outside may's wait machinery: a connect that avoids may's racy one, and the
-//! zero-timeout readiness check it and the server's accept loop use.
+//! A toolkit for sockets on fibers and may coroutines: what a client or a server
+//! needs beyond may's own sockets, each piece there for a reason may's API does not
+//! cover.
 //!
-//! may 0.3.51 parks a connecting coroutine on an event source that lives on that
-//! coroutine's stack, and reads the source again *after* publishing the coroutine to the
-//! event loop (`TcpStreamConnect::subscribe`: `co.store(co)`, then `io_flag.load`). When
-//! the connection's event arrives on another I/O thread in that gap, the coroutine runs
-//! there, returns from `connect` and reuses its stack, and the first thread reads
-//! whatever is there now: "RefCell already borrowed" in `EventData::fast_schedule`,
-//! then an abort or a SIGSEGV. Many refused connects in a row make it likely: the
-//! server's MySQL-outage test died this way in about 1 run in 12 on a loaded 2-core
-//! machine (debug build, three copies at once).
+//! | piece | what it is for |
+//! |---|---|
+//! | [`connect`] | a TCP connect that avoids a race in may's (below), returning a [`CarrierStream`] |
+//! | [`CarrierStream`] | a may socket whose every may call (read, write, timeouts, drop) runs on the carrier's stack, so none is ever on a fiber stack |
+//! | [`poll_now`] | readiness *now* (`poll(2)`, zero timeout): has the peer closed, is there data, did a connect finish; never parks, never blocks |
+//! | [`recv_append`] | one `recv(2)` into a `Vec`'s spare capacity, without zeroing it first: the cheap read a request loop makes per kept-alive request |
+//! | [`adopt_stream`] | a socket accepted with std (an accept loop that must stop at once, which may's parked `accept` cannot) handed to may |
+//! | [`adopt_listener`] | a listening socket inherited as a std listener (a supervisor, systemd's `LISTEN_FDS`) handed to may |
+//!
+//! None of them waits on may's event machinery except through `CarrierStream`'s
+//! calls, which run on the carrier. fiber_web's HTTP layer is built on them; so can
+//! any other protocol on fibers.
+//!
+//! **Why our own connect.** may 0.3.51 parks a connecting coroutine on an event source
+//! that lives on that coroutine's stack, and reads the source again *after* publishing
+//! the coroutine to the event loop (`TcpStreamConnect::subscribe`: `co.store(co)`, then
+//! `io_flag.load`). When the connection's event arrives on another I/O thread in that
+//! gap, the coroutine runs there, returns from `connect` and reuses its stack, and the
+//! first thread reads whatever is there now: "RefCell already borrowed" in
+//! `EventData::fast_schedule`, then an abort or a SIGSEGV. Many refused connects in a
+//! row make it likely: the server's MySQL-outage test died this way in about 1 run in
+//! 12 on a loaded 2-core machine (debug build, three copies at once).
 //!
 //! [`connect`] starts a non-blocking connect itself and watches it with `poll(2)` at
 //! zero timeout, yielding between looks (first to other ready coroutines, then sleeping
@@ -108,8 +122,15 @@ fn writable(socket: &Socket) -> io::Result<bool> {
 }
 
 /// The events of `events` (plus POLLERR, POLLHUP) that `fd` has now, by `poll(2)` with a
-/// zero timeout: it never blocks, so it is safe on may workers and fibers. Empty when
-/// none, or when a signal interrupted the call.
+/// zero timeout: it never blocks and never parks, so it is safe on may workers and
+/// fibers, and costs one system call. Empty when none, or when a signal interrupted
+/// the call.
+///
+/// For questions about a socket's state that must not wait: has a client that queued
+/// for a fiber gone away (`POLLHUP`/`POLLRDHUP`, or readable at its end), is a
+/// non-blocking connect finished ([`connect`] uses it), is a kept-alive connection
+/// readable before a read is worth starting. may's own sockets only answer such
+/// questions by parking the coroutine in a read or write.
 pub fn poll_now(fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<PollFlags> {
     let mut fds = [PollFd::new(fd, events)];
     match poll(&mut fds, PollTimeout::ZERO) {
@@ -167,9 +188,12 @@ pub fn poll_raw(fds: &mut [RawPoll]) -> io::Result<usize> {
 }
 
 /// One `recv(2)` of at most `max` bytes from `fd`, appended to `buf` without zeroing
-/// them first: safe code can only read into initialised bytes, and zeroing a buffer
-/// for every kept-alive request cost more than parsing its head (docs/PROFILE.md,
-/// session 5). It does what a read does: `WouldBlock` on a non-blocking socket with
+/// them first. For a read loop that grows one buffer per connection (an HTTP
+/// server's, a protocol client's): `Read::read` takes initialised bytes only, and
+/// zeroing the buffer's spare capacity for every kept-alive request cost more than
+/// parsing the request's head (docs/PROFILE.md). No may call: on a non-blocking socket
+/// (every may socket is one) it returns at once, so the caller decides how to wait
+/// (park on may's socket, [`poll_now`]). It does what a read does: `WouldBlock` on a non-blocking socket with
 /// nothing to read, `Interrupted` when a signal came first, `Ok(0)` at the end (and,
 /// as for any read, when `max` is 0). `buf` grows by what arrived only.
 pub fn recv_append(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
@@ -203,16 +227,21 @@ fn into_may(socket: Socket) -> io::Result<may::net::TcpStream> {
     .map_err(|_| io::Error::other("may's event loop refused the new connection"))
 }
 
-/// Give an accepted connection to may: what may's own `accept` does after `accept(2)`
-/// (non-blocking, registered with the event loop). The server's accept loop accepts
-/// with std so that it can stop waiting at once (`WaitIo::waker`), which may's parked
-/// `accept` cannot.
+/// Gives an accepted connection to may: what may's own `accept` does after
+/// `accept(2)` (non-blocking, registered with the event loop). For an accept loop that
+/// accepts with std (or `accept4` directly) so that it can stop waiting at once on
+/// shutdown (fiber_web's waits on readiness with a waker it can fire), which may's
+/// parked `accept` cannot. Errors: may's event loop refusing the socket (out of
+/// memory, or of `max_user_watches`).
 pub fn adopt_stream(stream: std::net::TcpStream) -> io::Result<may::net::TcpStream> {
     into_may(Socket::from(stream))
 }
 
-/// Give a listening socket to may: one inherited from a supervisor or from systemd's
-/// socket activation (`LISTEN_FDS`) arrives as a std listener.
+/// Gives a listening socket to may. A socket inherited from a supervisor or from
+/// systemd's socket activation (`LISTEN_FDS`), or one set up with options may's
+/// `bind` does not offer (a larger backlog), arrives as a std listener; may can only
+/// take it over from its raw descriptor, which is `unsafe`: this does it once, here.
+/// Errors: may's event loop refusing the socket.
 pub fn adopt_listener(listener: std::net::TcpListener) -> io::Result<may::net::TcpListener> {
     use std::os::fd::FromRawFd;
     let fd = listener.into_raw_fd();
@@ -310,10 +339,10 @@ mod tests {
     ///
     /// # Safety
     ///
-    /// As for [`crate::carrier::go`]: `f` holds no thread-bound state across a wait.
+    /// As for [`crate::spawn::go`]: `f` holds no thread-bound state across a wait.
     unsafe fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         // SAFETY: our caller's promise, passed on.
-        unsafe { crate::carrier::go(f) }.join().unwrap()
+        unsafe { crate::spawn::go(f) }.join().unwrap()
     }
 
     #[test]
@@ -418,7 +447,7 @@ mod tests {
                 };
                 // SAFETY: the coroutine only connects: it holds no thread-bound
                 // state across a wait.
-                unsafe { crate::carrier::go(carrier) }
+                unsafe { crate::spawn::go(carrier) }
             })
             .collect();
         let refused: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();

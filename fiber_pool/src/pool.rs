@@ -12,6 +12,7 @@
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
@@ -46,7 +47,11 @@ pub(crate) struct Inner {
     ledgers: Vec<Arc<Ledger>>,
     /// Stacks not handed out yet, for fibers whose stack was quarantined.
     spares: Mutex<Spares>,
+    /// Admission to the `size` fibers of jobs: slots `0..size`.
     admission: Admission,
+    /// Admission to the fibers reserved for scopes' children: slot `i` here is
+    /// `slots[size + i]`.
+    reserve: Admission,
     counters: Counters,
     /// Jobs started, to pick every `measure_every`-th one.
     started: AtomicU64,
@@ -66,10 +71,20 @@ pub struct Admitted {
     pub queued: bool,
 }
 
+/// Which fibers a run may take.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fibers {
+    /// The `size` fibers of jobs, waiting in their queue.
+    Jobs,
+    /// A scope's child: a free fiber of the jobs', else one of the reserve.
+    Child,
+}
+
 /// Gives the slot back to the admission queue, even if `run` unwinds, or
 /// retires it when it has no stack any more.
 struct Release<'a> {
     admission: &'a Admission,
+    /// The slot's index in `admission`.
     slot: usize,
     retire: bool,
 }
@@ -100,9 +115,9 @@ fn init_process() -> Result<(), ConfigError> {
 }
 
 impl FiberPool {
-    /// Creates the pool: reserves `size` stacks of `stack_size` usable bytes
-    /// plus a guard of [`GUARD_SIZE`](crate::config::GUARD_SIZE) each, and
-    /// `spare_stacks` more, in one mapping (address space only; pages are
+    /// Creates the pool: reserves `size` + `child_reserve` stacks of `stack_size`
+    /// usable bytes plus a guard of [`GUARD_SIZE`](crate::config::GUARD_SIZE) each,
+    /// and `spare_stacks` more, in one mapping (address space only; pages are
     /// committed when touched), registers it, and installs the overflow
     /// handler once per process.
     ///
@@ -146,7 +161,7 @@ impl FiberPool {
         init_process()?;
         signal::prepare_thread();
         let (layout, stacks, spares) =
-            stack::reserve(cfg.stacks(), cfg.size, stack_size).map_err(ConfigError::Os)?;
+            stack::reserve(cfg.stacks(), cfg.fibers(), stack_size).map_err(ConfigError::Os)?;
         let slots: Vec<Slot> = stacks
             .into_iter()
             .map(|stack| Slot {
@@ -163,6 +178,7 @@ impl FiberPool {
             inner: Arc::new(Inner {
                 region,
                 admission: Admission::new(cfg.size, cfg.queue),
+                reserve: Admission::new(cfg.child_reserve, cfg.queue),
                 cfg,
                 stack_size,
                 slots,
@@ -202,6 +218,13 @@ impl FiberPool {
     ///   a channel carrying `&local`): memory-safe (see above), but an overflow
     ///   leaves such a thread reading a frame that will never change, and
     ///   `scope` blocks the worker thread while it waits;
+    /// - **lend what it borrows from its caller to a thread that can outlive it**:
+    ///   a `std::thread::scope` thread given a reference the job captured (a value
+    ///   in the caller's frame, not on the fiber) goes on after an overflow of the
+    ///   job, which never joins it, and reads that value after `run` has returned
+    ///   and the caller dropped it. Nothing catches this; fan out with
+    ///   [`scope`](crate::scope()), whose children are joined even after an
+    ///   overflow;
     /// - **block its thread** (`std::thread::sleep`, `std::net`, `std::fs`,
     ///   std `Mutex`/`Condvar` waits, long CPU loops): every coroutine of that
     ///   may worker waits meanwhile ([`jobs_running_longer_than`](crate::jobs_running_longer_than)
@@ -258,7 +281,7 @@ impl FiberPool {
     /// deadline) before the job gets a fiber ends the wait for one, and the job does
     /// not run: [`RunError::Cancelled`]. Once running, the job sees the cancellation
     /// at its waits ([`sleep_or_cancelled`](crate::sleep_or_cancelled), scopes,
-    /// [`blocking`](crate::blocking)) and in `is_cancelled()`; it runs on until it
+    /// [`blocking`](crate::blocking())) and in `is_cancelled()`; it runs on until it
     /// looks (see [`context`](crate::context)).
     ///
     /// ```
@@ -308,17 +331,18 @@ impl FiberPool {
                 let ctx = ctx
                     .cloned()
                     .or_else(|| caller.map(|e| unsafe { e.context() }));
-                self.run_here(label, ctx, job)
+                self.run_here(label, ctx, Fibers::Jobs, job)
             });
         }
-        self.run_here(label, ctx.cloned(), job)
+        self.run_here(label, ctx.cloned(), Fibers::Jobs, job)
     }
 
     /// [`run_admitted`](Self::run_admitted) from the carrier (off any fiber).
-    fn run_here<T, F>(
+    pub(crate) fn run_here<T, F>(
         &self,
         label: &'static str,
         ctx: Option<Context>,
+        fibers: Fibers,
         job: F,
     ) -> (Result<T, RunError>, Option<usize>)
     where
@@ -330,37 +354,22 @@ impl FiberPool {
             inner.counters.cancelled();
             return (Err(RunError::Cancelled { reason }), None);
         }
-        let admitted = inner
-            .admission
-            .acquire(inner.cfg.wait_timeout, ctx.as_ref());
-        let (slot_index, queued) = match admitted {
+        let (admission, slot_index, queued) = match inner.admit(fibers, ctx.as_ref()) {
             Ok(admitted) => admitted,
-            Err(Denied::Busy) => {
-                inner.counters.rejected();
-                let queue = inner.cfg.queue;
-                return (Err(RunError::Busy { queue }), None);
-            }
-            Err(Denied::Timeout(waited)) => {
-                inner.counters.timed_out();
-                return (Err(RunError::Timeout { waited }), None);
-            }
-            Err(Denied::Retired) => {
-                inner.counters.rejected();
-                let size = inner.cfg.size;
-                return (Err(RunError::Retired { size }), None);
-            }
-            Err(Denied::Cancelled(reason)) => {
-                inner.counters.cancelled();
-                return (Err(RunError::Cancelled { reason }), None);
-            }
+            Err(e) => return (Err(e), None),
         };
         let mut release = Release {
-            admission: &inner.admission,
+            admission,
             slot: slot_index,
             retire: false,
         };
         signal::prepare_thread();
-        let slot = &inner.slots[slot_index];
+        let in_slots = if std::ptr::eq(admission, &inner.reserve) {
+            inner.cfg.size + slot_index
+        } else {
+            slot_index
+        };
+        let slot = &inner.slots[in_slots];
         let stack = lock(&slot.stack)
             .take()
             .expect("a slot handed out by admission holds its stack");
@@ -379,7 +388,7 @@ impl FiberPool {
 
         let entry = inner.region.entry(stack_index);
         // SAFETY: we own the slot and no job runs on its stack yet (`begin` is below).
-        unsafe { entry.set_job(ctx) };
+        unsafe { entry.set_job(ctx, Arc::as_ptr(&self.inner)) };
         let mut value: Option<T> = None;
         let out: *mut Option<T> = &mut value;
         let body = move |yielder: &Yielder<(), ()>, (): ()| -> Outcome {
@@ -477,10 +486,29 @@ impl FiberPool {
         (result, used)
     }
 
+    /// The pool of the job running on `entry`'s stack.
+    ///
+    /// # Safety
+    ///
+    /// `pool` is the pool pointer of a job that is running now (from the registry
+    /// entry of the fiber we run on, or of the job parked in our `on_carrier`): its
+    /// `run` borrows the pool, which is alive.
+    pub(crate) unsafe fn of_running_job(pool: *const Inner) -> FiberPool {
+        // SAFETY: the pointer is `Arc::as_ptr` of a live pool's `Inner` (`run_here`
+        // stores it), whose strong count is at least one while the job runs (its
+        // `run` holds `&self`); one more count makes an owned handle of it.
+        let inner = unsafe {
+            Arc::increment_strong_count(pool);
+            Arc::from_raw(pool)
+        };
+        FiberPool { inner }
+    }
+
     /// A snapshot of the pool's counters.
     pub fn stats(&self) -> PoolStats {
         let inner = &*self.inner;
         let (busy, queued, retired) = inner.admission.counts();
+        let (reserve_busy, reserve_queued, _) = inner.reserve.counts();
         // `stats` runs on fibers too (a /stats route): an overflow must not strike
         // with the spares' lock held (the next overflow's carrier would wait on it
         // for ever). `counts` above reserves far more already; this lock keeps its
@@ -493,6 +521,9 @@ impl FiberPool {
             queued,
             retired,
             spare_stacks,
+            child_reserve: inner.cfg.child_reserve,
+            reserve_busy,
+            reserve_queued,
             ..PoolStats::default()
         };
         inner.counters.snapshot(&mut stats);
@@ -519,6 +550,62 @@ pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
 }
 
 impl Inner {
+    /// A fiber for a run of `fibers`: the admission it came from, its slot there,
+    /// and whether the run waited. Counts the refusals.
+    fn admit(
+        &self,
+        fibers: Fibers,
+        ctx: Option<&Context>,
+    ) -> Result<(&Admission, usize, bool), RunError> {
+        let (admission, timeout) = match fibers {
+            Fibers::Jobs => (&self.admission, self.cfg.wait_timeout),
+            Fibers::Child => {
+                if let Some(slot) = self.admission.try_acquire() {
+                    return Ok((&self.admission, slot, false));
+                }
+                if self.cfg.child_reserve == 0 {
+                    self.counters.timed_out();
+                    return Err(RunError::NoFiberForChild {
+                        waited: Duration::ZERO,
+                        reserve: 0,
+                    });
+                }
+                (&self.reserve, Some(self.cfg.child_wait))
+            }
+        };
+        match admission.acquire(timeout, ctx) {
+            Ok((slot, queued)) => Ok((admission, slot, queued)),
+            Err(Denied::Busy) => {
+                self.counters.rejected();
+                Err(RunError::Busy {
+                    queue: self.cfg.queue,
+                })
+            }
+            Err(Denied::Timeout(waited)) => {
+                self.counters.timed_out();
+                Err(match fibers {
+                    Fibers::Jobs => RunError::Timeout { waited },
+                    Fibers::Child => RunError::NoFiberForChild {
+                        waited,
+                        reserve: self.cfg.child_reserve,
+                    },
+                })
+            }
+            Err(Denied::Retired) => {
+                self.counters.rejected();
+                let size = match fibers {
+                    Fibers::Jobs => self.cfg.size,
+                    Fibers::Child => self.cfg.child_reserve,
+                };
+                Err(RunError::Retired { size })
+            }
+            Err(Denied::Cancelled(reason)) => {
+                self.counters.cancelled();
+                Err(RunError::Cancelled { reason })
+            }
+        }
+    }
+
     /// Quarantines `stack`, which overflowed, and returns a spare for its
     /// slot, or `None` when none is left (or the OS refused to make its
     /// guard): the slot is then retired.

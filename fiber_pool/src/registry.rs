@@ -10,7 +10,7 @@
 //!
 //! Each pool's stacks are one contiguous reservation (see `stack`), so the
 //! registry holds one `Node` per *pool*: `[start, end)`, the slot stride,
-//! and the pool's array of [`StackEntry`] (one per slot). The nodes are a
+//! and the pool's array of `StackEntry` (one per slot). The nodes are a
 //! static table of [`MAX_POOLS`]; a lookup scans the ones ever used (as many
 //! as the most pools alive at once) for the range holding the address, and
 //! there computes `slot = (addr - start) / stride`: O(number of pools), two
@@ -32,12 +32,13 @@ use corosensei::Yielder;
 
 use crate::context::Context;
 use crate::lent::Ledger;
+use crate::pool::Inner;
 use crate::signal::Outcome;
 use crate::stack::Layout;
 
-/// One slot's stack as the signal handler and `Lent` see it.
-/// (Internal; public only so the docs can link it.)
-pub struct StackEntry {
+/// One slot's stack as the signal handler, `Lent`, the context lookup and the pool
+/// see it.
+pub(crate) struct StackEntry {
     /// A fiber is running (or suspended inside may I/O) on this stack.
     running: AtomicBool,
     /// Lowest address of the slot (start of the guard).
@@ -52,26 +53,28 @@ pub struct StackEntry {
     trap: UnsafeCell<Option<CoroutineTrapHandler<Outcome>>>,
     /// The running job's label; written with `trap`, under the same rule.
     label: UnsafeCell<&'static str>,
-    /// The running coroutine's yielder, for [`on_carrier`](crate::on_carrier): set
+    /// The running coroutine's yielder, for [`on_carrier`]: set
     /// by the fiber itself when it starts, cleared before it ends; null otherwise.
     yielder: AtomicPtr<Yielder<(), ()>>,
     /// Jobs begun on this stack: tells a `Lent` made by one job from a later one.
     generation: AtomicU64,
-    /// Set by [`reserve_stack`](crate::reserve_stack) just before it overflows on
+    /// Set by [`reserve_stack`] just before it overflows on
     /// purpose: the overflow then struck at a safe point. Cleared by `begin`.
     safe_point: AtomicBool,
-    /// The running job's context: written by the slot's owner before
+    /// The running job's context and pool: written by the slot's owner before
     /// `begin` and taken back after `end`, and by the job itself (a context made on
-    /// its first [`current`](crate::current)); read only by the job. The job and its
+    /// its first [`current`]); read only by the job. The job and its
     /// carrier are one line of control (the carrier is suspended in `resume` while the
     /// job runs), so the two never touch it at once.
     job: UnsafeCell<Job>,
 }
 
-/// What [`StackEntry::job`] holds for the running job.
+/// What `StackEntry::job` holds for the running job.
 pub(crate) struct Job {
     /// Its context; `None` until one is asked for, when it was run without one.
     pub(crate) context: Option<Context>,
+    /// The pool it runs in (alive while it runs: `run` borrows it).
+    pub(crate) pool: *const Inner,
 }
 
 // SAFETY: `bottom`, `guard_end` and `ledger` are written before the entry is
@@ -174,7 +177,10 @@ impl Region {
                     yielder: AtomicPtr::new(ptr::null_mut()),
                     generation: AtomicU64::new(0),
                     safe_point: AtomicBool::new(false),
-                    job: UnsafeCell::new(Job { context: None }),
+                    job: UnsafeCell::new(Job {
+                        context: None,
+                        pool: ptr::null(),
+                    }),
                 }
             })
             .collect();
@@ -386,15 +392,15 @@ impl StackEntry {
         self.guard_end
     }
 
-    /// Hands the next job its context (if it has one).
+    /// Hands the next job its context (if it has one) and its pool.
     ///
     /// # Safety
     ///
     /// Only the slot's owner calls it, between jobs (before `begin`), so that no job
     /// reads the cell meanwhile.
-    pub(crate) unsafe fn set_job(&self, context: Option<Context>) {
+    pub(crate) unsafe fn set_job(&self, context: Option<Context>, pool: *const Inner) {
         // SAFETY: per the contract, nobody else touches the cell now.
-        unsafe { *self.job.get() = Job { context } };
+        unsafe { *self.job.get() = Job { context, pool } };
     }
 
     /// Takes the ended job's context back, to drop it on the carrier.
@@ -414,13 +420,23 @@ impl StackEntry {
     ///
     /// Call only from the job running on this stack (found by its own stack pointer),
     /// or from its carrier while that job is parked in
-    /// [`on_carrier`](crate::on_carrier) (the same line of control), so that neither
+    /// [`on_carrier`] (the same line of control), so that neither
     /// the owner nor another call touches the cell meanwhile.
     pub(crate) unsafe fn context(&self) -> Context {
         // SAFETY: per the contract, we are the only code touching the cell; nothing
         // in here reaches it again (a new context's allocation does not).
         let job = unsafe { &mut *self.job.get() };
         job.context.get_or_insert_with(Context::new).clone()
+    }
+
+    /// The pool of the running job; valid while the job runs.
+    ///
+    /// # Safety
+    ///
+    /// As for [`context`](Self::context).
+    pub(crate) unsafe fn pool(&self) -> *const Inner {
+        // SAFETY: per the contract, no writer exists meanwhile.
+        unsafe { (*self.job.get()).pool }
     }
 
     /// The ledger of the slot owning this stack.

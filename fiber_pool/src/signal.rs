@@ -351,7 +351,7 @@ thread_local! {
 /// thread with `tgkill` stays pending. A thread that calls `run` outside may (a
 /// plain thread) blocks them only while its fiber runs, and gets its own mask back
 /// when `run` returns: it may be the one meant to receive them.
-pub const BLOCKED_ON_MAY_THREADS: [libc::c_int; 11] = [
+pub(crate) const BLOCKED_ON_MAY_THREADS: [libc::c_int; 11] = [
     libc::SIGHUP,
     libc::SIGINT,
     libc::SIGQUIT,
@@ -409,7 +409,7 @@ pub(crate) fn restore_signal_mask(old: &libc::sigset_t) {
 /// stack big enough for an overflow to be caught here, the panic hook's stack
 /// ([`crate::panic_hook`]), and, on a may thread, the asynchronous signals blocked.
 /// Called before every switch onto a fiber (in `run`,
-/// and when [`on_carrier`](crate::on_carrier) returns to the fiber, possibly on
+/// and when [`on_carrier`] returns to the fiber, possibly on
 /// another worker than it left: may moves carriers between workers), so a worker
 /// that never called `run` is readied before the first fiber runs on it. After the
 /// first call on a thread it is one thread-local check.

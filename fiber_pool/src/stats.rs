@@ -16,6 +16,13 @@ pub struct PoolStats {
     pub busy: usize,
     /// Callers waiting for a fiber now.
     pub queued: usize,
+    /// Fibers reserved for scopes' children
+    /// ([`PoolConfig::child_reserve`](crate::PoolConfig::child_reserve)).
+    pub child_reserve: usize,
+    /// Of those, running a child now.
+    pub reserve_busy: usize,
+    /// Children waiting for a reserve fiber now.
+    pub reserve_queued: usize,
     /// Fibers retired: one of their stacks overflowed when no spare stack was
     /// left to replace it. `size - retired` fibers still run jobs.
     pub retired: usize,

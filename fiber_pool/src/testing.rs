@@ -1,7 +1,7 @@
 //! Test support (feature `testing`): which function an overflow's faulting
-//! instruction was in.
+//! instruction was in, the heap in use, and the signals the crate blocks.
 //!
-//! [`RunError::StackOverflow`](crate::RunError::StackOverflow) carries the
+//! [`RunError::StackOverflow`] carries the
 //! address of the instruction that touched the guard page. Tests that overflow
 //! fibers on purpose resolve those addresses here to say where overflows strike
 //! (in a handler's own code, in `reserve_stack`, never inside may or generator).
@@ -163,6 +163,13 @@ impl Maps {
             .find(|(start, end, ..)| (*start..*end).contains(&pc))
             .map(|(start, _, offset, path)| (path.as_str(), pc - start + offset))
     }
+}
+
+/// The asynchronous signals blocked on may's threads (and on a plain thread while
+/// its fiber runs): what `tests/hazards.rs` aims at a fiber near its guard page. The
+/// list is the crate's own (see the crate docs, "Signals").
+pub fn blocked_on_may_threads() -> &'static [libc::c_int] {
+    &crate::signal::BLOCKED_ON_MAY_THREADS
 }
 
 /// Bytes the allocator has handed out and not had back (glibc's `mallinfo2`:

@@ -211,6 +211,13 @@ fn bad_configurations_are_refused_with_what_to_change() {
             },
             "`queue`",
         ),
+        (
+            PoolConfig {
+                child_reserve: usize::MAX,
+                ..PoolConfig::default()
+            },
+            "`child_reserve`",
+        ),
     ];
     for (cfg, field) in cases {
         let err = FiberPool::new(cfg.clone())

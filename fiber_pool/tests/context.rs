@@ -44,7 +44,7 @@ fn a_cancel_from_another_thread_wakes_a_ten_second_sleep_within_milliseconds() {
             })
         };
         // SAFETY: the job sleeps through the crate's sleep and holds nothing across it.
-        let job = unsafe { fiber_pool::carrier::go(sleeper) };
+        let job = unsafe { fiber_pool::spawn::go(sleeper) };
         wait_until("the job to start sleeping", LONG, || {
             asleep.load(Ordering::SeqCst)
         });
@@ -239,7 +239,7 @@ fn a_cancel_ends_the_wait_for_a_fiber_and_the_job_never_runs() {
         })
     };
     // SAFETY: the job sleeps through the crate's sleep and holds nothing across it.
-    let holder = unsafe { fiber_pool::carrier::go(holder) };
+    let holder = unsafe { fiber_pool::spawn::go(holder) };
     wait_until("the only fiber to be taken", LONG, || {
         holding.load(Ordering::SeqCst)
     });
@@ -253,7 +253,7 @@ fn a_cancel_ends_the_wait_for_a_fiber_and_the_job_never_runs() {
         (got, start.elapsed())
     };
     // SAFETY: the job holds no thread-bound state across a wait.
-    let waiter = unsafe { fiber_pool::carrier::go(waiter) };
+    let waiter = unsafe { fiber_pool::spawn::go(waiter) };
     wait_until("the second job to queue", LONG, || pool.stats().queued == 1);
     ctx.cancel(CancelReason::ClientGone);
     let (got, waited) = waiter.join().unwrap();

@@ -88,7 +88,7 @@ fn a_frame_that_jumps_past_the_guard_faults_instead_of_writing_into_the_neighbou
     let carrier = move || p.run("parked", move || parked_with_canary(&r, &d));
     // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
     // borrow, lock guard or stdio lock across its waits.
-    let parked = unsafe { fiber_pool::carrier::go(carrier) };
+    let parked = unsafe { fiber_pool::spawn::go(carrier) };
     while !ready.load(Ordering::SeqCst) {
         std::thread::yield_now();
     }
@@ -101,7 +101,7 @@ fn a_frame_that_jumps_past_the_guard_faults_instead_of_writing_into_the_neighbou
     };
     // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
     // borrow, lock guard or stdio lock across its waits.
-    let jumped = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
+    let jumped = unsafe { fiber_pool::spawn::go(carrier) }.join().unwrap();
     done.store(true, Ordering::SeqCst);
     let changed = parked
         .join()

@@ -85,7 +85,7 @@ fn a_signal_sent_to_a_may_thread_whose_fiber_is_at_its_guard_page_does_not_kill(
     };
     // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
     // borrow, lock guard or stdio lock across its waits.
-    let job = unsafe { fiber_pool::carrier::go(carrier) };
+    let job = unsafe { fiber_pool::spawn::go(carrier) };
     let deadline = Instant::now() + Duration::from_secs(20);
     while tid.load(Ordering::SeqCst) == 0 {
         assert!(
@@ -105,7 +105,7 @@ fn a_signal_sent_to_a_may_thread_whose_fiber_is_at_its_guard_page_does_not_kill(
         .find_map(|l| l.strip_prefix("SigBlk:"))
         .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
         .unwrap();
-    for sig in fiber_pool::signal::BLOCKED_ON_MAY_THREADS {
+    for &sig in fiber_pool::testing::blocked_on_may_threads() {
         assert!(
             blocked & (1 << (sig - 1)) != 0,
             "signal {sig} is not blocked on the fiber's may thread: SigBlk {blocked:x}"
@@ -153,7 +153,7 @@ fn a_lent_kept_in_a_thread_local_panics_outside_its_job_instead_of_racing() {
     };
     // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
     // borrow, lock guard or stdio lock across its waits.
-    let outcome = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
+    let outcome = unsafe { fiber_pool::spawn::go(carrier) }.join().unwrap();
     let err = outcome.unwrap_err();
     assert!(
         err.to_string().contains("outside the job that made it"),
@@ -188,7 +188,7 @@ fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() 
     };
     // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
     // borrow, lock guard or stdio lock across its waits.
-    let sizes = unsafe { fiber_pool::carrier::go(carrier) }
+    let sizes = unsafe { fiber_pool::spawn::go(carrier) }
         .join()
         .unwrap()
         .unwrap();
@@ -225,7 +225,7 @@ fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
     };
     // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
     // borrow, lock guard or stdio lock across its waits.
-    let done = unsafe { fiber_pool::carrier::go(carrier) }
+    let done = unsafe { fiber_pool::spawn::go(carrier) }
         .join()
         .expect("the carrier finished");
     for (n, got) in done.into_iter().enumerate() {
@@ -268,7 +268,7 @@ fn a_panic_hook_runs_on_its_own_stack_so_a_panic_near_the_guard_page_is_reported
         };
         // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
         // borrow, lock guard or stdio lock across its waits.
-        let got = unsafe { fiber_pool::carrier::go(carrier) }.join();
+        let got = unsafe { fiber_pool::spawn::go(carrier) }.join();
         let _ = tx.send(got);
     });
     // Failures abort: with the hook overflowed on the fiber, std's hook lock stays
@@ -317,7 +317,7 @@ fn a_job_that_waits_resumes_on_another_thread() {
     };
     // SAFETY: the coroutine compares thread ids and holds no thread-bound state
     // across its wait.
-    let (before, after) = unsafe { fiber_pool::carrier::go(carrier) }
+    let (before, after) = unsafe { fiber_pool::spawn::go(carrier) }
         .join()
         .unwrap()
         .unwrap();
@@ -350,7 +350,7 @@ fn a_plain_thread_blocks_async_signals_while_it_runs_a_fiber_and_only_then() {
     })
     .join()
     .unwrap();
-    for sig in fiber_pool::signal::BLOCKED_ON_MAY_THREADS {
+    for &sig in fiber_pool::testing::blocked_on_may_threads() {
         let bit = 1u64 << (sig - 1);
         assert_eq!(before & bit, 0, "signal {sig} blocked before: {before:x}");
         assert_ne!(

@@ -76,7 +76,7 @@ fn panicking_per_thread() -> BTreeMap<i32, bool> {
             };
             // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
             // borrow, lock guard or stdio lock across its waits.
-            unsafe { fiber_pool::carrier::go(carrier) }
+            unsafe { fiber_pool::spawn::go(carrier) }
         })
         .collect();
     for h in handles {
@@ -112,7 +112,7 @@ fn a_drop_that_sleeps_while_unwinding_leaves_no_thread_panicking() {
         };
         // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
         // borrow, lock guard or stdio lock across its waits.
-        let (r, panicking_after) = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
+        let (r, panicking_after) = unsafe { fiber_pool::spawn::go(carrier) }.join().unwrap();
         assert!(matches!(r, Err(RunError::Panicked { .. })), "{r:?}");
         assert!(
             !panicking_after,
@@ -163,7 +163,7 @@ fn a_lent_dropped_while_unwinding_is_given_back_after_the_job_not_during() {
         };
         // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
         // borrow, lock guard or stdio lock across its waits.
-        let r = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
+        let r = unsafe { fiber_pool::spawn::go(carrier) }.join().unwrap();
         assert!(matches!(r, Err(RunError::Panicked { .. })), "{r:?}");
     }
     assert_eq!(dropped.load(Ordering::SeqCst), 5, "each value dropped once");
@@ -199,7 +199,7 @@ fn an_unwinding_fiber_that_moves_thread_inside_on_carrier_is_counted_broken() {
     };
     // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
     // borrow, lock guard or stdio lock across its waits.
-    let r = unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap();
+    let r = unsafe { fiber_pool::spawn::go(carrier) }.join().unwrap();
     assert!(matches!(r, Err(RunError::Panicked { .. })), "{r:?}");
     // A may sleep resumes on may's timer thread: always another thread.
     let after = fiber_pool::aftermath();

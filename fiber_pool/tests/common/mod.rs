@@ -141,9 +141,9 @@ pub fn median_p99(samples: &mut [Duration]) -> (Duration, Duration) {
 ///
 /// # Safety
 ///
-/// As for `fiber_pool::carrier::go`: `f`, and the jobs it runs, hold no
+/// As for `fiber_pool::spawn::go`: `f`, and the jobs it runs, hold no
 /// thread-bound state across a wait.
 pub unsafe fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     // SAFETY: our caller's promise, passed on.
-    unsafe { fiber_pool::carrier::go(f) }.join().unwrap()
+    unsafe { fiber_pool::spawn::go(f) }.join().unwrap()
 }

@@ -1,0 +1,389 @@
+//! `blocking` with ONE may worker: real blocking calls (a thread sleep, `std::fs`, a
+//! `std::net` connect that hangs) park only their fibers while another fiber on the
+//! same worker keeps ticking, and none counts as a stall; a panic is an error, a full
+//! queue an error at once, and a caller's deadline, cancel or wait ends its wait
+//! while the closure runs on to its end.
+//!
+//! Every test sets one may worker first (may reads it once per process; nextest runs
+//! each test in a process of its own).
+
+/// Required by `FiberPool::new`: overflows never strike inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{in_coroutine, wait_until};
+use fiber_pool::{
+    BlockingConfig, BlockingPool, CancelReason, Context, FiberPool, PoolConfig, RunError,
+};
+
+const LONG: Duration = Duration::from_secs(10);
+const BLOCK: Duration = Duration::from_millis(300);
+
+fn one_worker_pool(size: usize) -> FiberPool {
+    may::config().set_workers(1);
+    FiberPool::new(PoolConfig {
+        size,
+        ..PoolConfig::default()
+    })
+    .unwrap()
+}
+
+/// A listener whose backlog is full and that never accepts: a blocking connect to it
+/// hangs until its timeout.
+fn unanswering_listener() -> (socket2::Socket, SocketAddr, Vec<std::net::TcpStream>) {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    socket
+        .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+        .unwrap();
+    socket.listen(0).unwrap();
+    let addr = socket.local_addr().unwrap().as_socket().unwrap();
+    let filled = (0..4)
+        .filter_map(|_| {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).ok()
+        })
+        .collect();
+    (socket, addr, filled)
+}
+
+/// A job that counts its turns on the worker: a plain thread (the metronome) sends
+/// it a message every millisecond on a may channel, and the job counts each one it
+/// receives, until `stop` is set. A message from a thread that is not a worker puts
+/// the receiver on the worker's queue, so each count is a turn the worker gave it
+/// (may timers are not used: may resumes a sleeper on its own timer thread, and a
+/// ticker that slept would not need the worker at all).
+struct Ticker {
+    ticks: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    metronome: std::thread::JoinHandle<()>,
+    job: may::coroutine::JoinHandle<Result<(), RunError>>,
+}
+
+impl Ticker {
+    fn start(pool: &FiberPool) -> Ticker {
+        let (tx, rx) = may::sync::mpsc::channel::<()>();
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let metronome = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) && tx.send(()).is_ok() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let (p, t) = (pool.clone(), ticks.clone());
+        let job = move || {
+            p.run("ticker", move || {
+                // The channel's wait, on the carrier (the receiver goes there and back);
+                // it ends when the metronome stops.
+                let mut rx = rx;
+                loop {
+                    let (got, back) = fiber_pool::on_carrier(move || (rx.recv(), rx));
+                    rx = back;
+                    if got.is_err() {
+                        break;
+                    }
+                    t.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        // SAFETY: the job waits on the channel through `on_carrier` and holds no
+        // thread-bound state across it.
+        let job = unsafe { fiber_pool::spawn::go(job) };
+        wait_until("the ticker to tick", LONG, || {
+            ticks.load(Ordering::SeqCst) > 0
+        });
+        Ticker {
+            ticks,
+            stop,
+            metronome,
+            job,
+        }
+    }
+
+    fn ticks(&self) -> usize {
+        self.ticks.load(Ordering::SeqCst)
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.metronome.join().unwrap();
+        self.job.join().unwrap().unwrap();
+    }
+}
+
+#[test]
+fn blocking_calls_park_only_their_fibers_while_another_fiber_on_the_worker_ticks() {
+    let pool = one_worker_pool(4);
+    let (_listener, addr, _filled) = unanswering_listener();
+    let dir = std::env::temp_dir().join(format!("fiber_pool_blocking_{}", std::process::id()));
+
+    let ticker = Ticker::start(&pool);
+
+    let started = Instant::now();
+    let (p, d) = (pool.clone(), dir.clone());
+    let blocked = move || {
+        p.run("blocks", move || {
+            let slept = fiber_pool::blocking(|| std::thread::sleep(BLOCK));
+            let fs = fiber_pool::blocking(move || {
+                std::fs::create_dir_all(&d)?;
+                std::fs::write(d.join("f"), b"on a blocking thread")?;
+                std::fs::read_to_string(d.join("f"))
+            });
+            let connect = fiber_pool::blocking(move || {
+                std::net::TcpStream::connect_timeout(&addr, BLOCK).map(drop)
+            });
+            (slept, fs, connect)
+        })
+    };
+    // SAFETY: the job holds no thread-bound state across its waits.
+    let blocked = unsafe { fiber_pool::spawn::go(blocked) };
+    // While it blocks, nothing holds the worker: no job runs its own code for long.
+    // Looked at in real time: the ticker's turns while the job blocks (a worker held
+    // meanwhile would run them all at once afterwards).
+    let mut looked = 0;
+    let (mut first, mut last) = (None, 0);
+    while !blocked.is_done() {
+        let stalls = fiber_pool::jobs_running_longer_than(Duration::from_millis(100));
+        assert!(
+            stalls.is_empty(),
+            "a blocking call held the worker: {stalls:?}"
+        );
+        looked += 1;
+        last = ticker.ticks();
+        first.get_or_insert(last);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (slept, fs, connect) = blocked.join().unwrap().unwrap();
+    let took = started.elapsed();
+    let ticked = last - first.unwrap_or(last);
+    ticker.stop();
+    std::fs::remove_dir_all(&dir).ok();
+
+    assert_eq!(slept, Ok(()));
+    assert_eq!(fs.unwrap().unwrap(), "on a blocking thread");
+    let connect = connect.unwrap().unwrap_err();
+    assert!(
+        matches!(
+            connect.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+        ),
+        "{connect:?}"
+    );
+    assert!(took >= BLOCK * 2, "{took:?}");
+    assert!(looked > 10, "looked {looked} times");
+    // Turns all through the 600+ ms of blocking: the worker was free.
+    println!("blocked {took:?} on the only worker; the ticker took {ticked} turns meanwhile");
+    assert!(ticked >= 20, "the ticker took {ticked} turns in {took:?}");
+}
+
+#[test]
+fn a_blocking_call_made_on_the_fiber_instead_holds_the_worker() {
+    // The contrast, on the same one worker: the stall watchdog sees it, the ticker stops.
+    let pool = one_worker_pool(2);
+    let ticker = Ticker::start(&pool);
+    let (p, t) = (pool.clone(), ticker.ticks.clone());
+    let job = move || {
+        let before = t.load(Ordering::SeqCst);
+        std::thread::sleep(BLOCK);
+        t.load(Ordering::SeqCst) - before
+    };
+    // SAFETY: the job holds nothing across a wait.
+    let blocked = unsafe { fiber_pool::spawn::go(move || p.run("blocks", job)) };
+    wait_until("the stall to show", LONG, || {
+        fiber_pool::jobs_running_longer_than(Duration::from_millis(100))
+            .iter()
+            .any(|j| j.label == "blocks")
+    });
+    let ticked_meanwhile = blocked.join().unwrap().unwrap();
+    ticker.stop();
+    assert_eq!(
+        ticked_meanwhile, 0,
+        "the ticker ran while the worker was held"
+    );
+}
+
+#[test]
+fn a_panic_in_the_closure_is_the_callers_error() {
+    let pool = one_worker_pool(1);
+    let p = pool.clone();
+    // SAFETY: the job holds nothing across a wait.
+    let got = unsafe {
+        in_coroutine(move || {
+            p.run("panics", || {
+                fiber_pool::blocking(|| -> u8 { panic!("sync {}", "boom") })
+            })
+        })
+    };
+    assert_eq!(
+        got,
+        Ok(Err(RunError::Panicked {
+            label: fiber_pool::blocking::BLOCKING_LABEL,
+            message: "sync boom".into()
+        }))
+    );
+    // The thread survives and serves the next closure.
+    assert_eq!(fiber_pool::blocking(|| 7), Ok(7));
+}
+
+#[test]
+fn over_the_queue_a_call_fails_at_once() {
+    let _pool = one_worker_pool(1);
+    let blocking = BlockingPool::new(BlockingConfig {
+        threads: 1,
+        queue: 1,
+        ..BlockingConfig::default()
+    })
+    .unwrap();
+    let release = Context::new();
+    let running = Arc::new(AtomicBool::new(false));
+    let (b, r, go) = (blocking.clone(), release.clone(), running.clone());
+    let first = std::thread::spawn(move || {
+        b.run(move || {
+            go.store(true, Ordering::SeqCst);
+            // Blocks its thread until released (or 10 s).
+            let start = Instant::now();
+            while !r.is_cancelled() && start.elapsed() < LONG {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    });
+    wait_until("the only thread to be busy", LONG, || {
+        running.load(Ordering::SeqCst)
+    });
+    let b = blocking.clone();
+    let second = std::thread::spawn(move || b.run(|| 2));
+    wait_until("the second to queue", LONG, || blocking.stats().queued == 1);
+    let start = Instant::now();
+    assert_eq!(
+        blocking.run(|| 3),
+        Err(RunError::BlockingQueueFull { queue: 1 })
+    );
+    assert!(
+        start.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        start.elapsed()
+    );
+    release.cancel(CancelReason::Requested);
+    assert_eq!(first.join().unwrap(), Ok(()));
+    assert_eq!(second.join().unwrap(), Ok(2));
+}
+
+#[test]
+fn the_callers_deadline_cancel_or_wait_ends_its_wait_and_the_closure_runs_on() {
+    let pool = one_worker_pool(2);
+    // A deadline.
+    let finished = Arc::new(AtomicBool::new(false));
+    let f = finished.clone();
+    let ctx = Context::new().with_timeout(Duration::from_millis(100));
+    let p = pool.clone();
+    let start = Instant::now();
+    let job = move || {
+        fiber_pool::blocking(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            f.store(true, Ordering::SeqCst);
+        })
+    };
+    // SAFETY: the job holds nothing across a wait.
+    let got = unsafe { in_coroutine(move || p.run_in("deadline", &ctx, job)) };
+    let took = start.elapsed();
+    assert_eq!(
+        got,
+        Ok(Err(RunError::Cancelled {
+            reason: CancelReason::DeadlinePassed
+        }))
+    );
+    assert!(took < Duration::from_millis(350), "{took:?}");
+    assert!(!finished.load(Ordering::SeqCst));
+    wait_until("the closure to run to its end", LONG, || {
+        finished.load(Ordering::SeqCst)
+    });
+
+    // A cancel from another thread.
+    let ctx = Context::new();
+    let entered = Arc::new(AtomicBool::new(false));
+    let (p, c, e) = (pool.clone(), ctx.clone(), entered.clone());
+    let job = move || {
+        fiber_pool::blocking(move || {
+            e.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(300));
+        })
+    };
+    // SAFETY: the job holds nothing across a wait.
+    let waiter = unsafe { fiber_pool::spawn::go(move || p.run_in("cancel", &c, job)) };
+    wait_until("the closure to start", LONG, || {
+        entered.load(Ordering::SeqCst)
+    });
+    let start = Instant::now();
+    ctx.cancel(CancelReason::ClientGone);
+    let got = waiter.join().unwrap();
+    assert_eq!(
+        got,
+        Ok(Err(RunError::Cancelled {
+            reason: CancelReason::ClientGone
+        }))
+    );
+    assert!(
+        start.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        start.elapsed()
+    );
+
+    // The pool's own wait.
+    let short = BlockingPool::new(BlockingConfig {
+        wait: Some(Duration::from_millis(50)),
+        ..BlockingConfig::default()
+    })
+    .unwrap();
+    let got = short.run(|| std::thread::sleep(Duration::from_millis(300)));
+    assert!(
+        matches!(got, Err(RunError::BlockingTimeout { .. })),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn a_closure_still_queued_when_its_caller_stops_waiting_never_runs() {
+    let _pool = one_worker_pool(1);
+    let blocking = BlockingPool::new(BlockingConfig {
+        threads: 1,
+        ..BlockingConfig::default()
+    })
+    .unwrap();
+    let release = Context::new();
+    let busy = Arc::new(AtomicBool::new(false));
+    let (b, r, flag) = (blocking.clone(), release.clone(), busy.clone());
+    let first = std::thread::spawn(move || {
+        b.run(move || {
+            flag.store(true, Ordering::SeqCst);
+            let start = Instant::now();
+            while !r.is_cancelled() && start.elapsed() < LONG {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    });
+    wait_until("the only thread to be busy", LONG, || {
+        busy.load(Ordering::SeqCst)
+    });
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    let ctx = Context::new().with_timeout(Duration::from_millis(50));
+    let got = blocking.run_in(&ctx, move || r.store(true, Ordering::SeqCst));
+    assert_eq!(
+        got,
+        Err(RunError::Cancelled {
+            reason: CancelReason::DeadlinePassed
+        })
+    );
+    release.cancel(CancelReason::Requested);
+    first.join().unwrap().unwrap();
+    // The thread is free again: a later closure runs, the abandoned one never did.
+    assert_eq!(blocking.run(|| 5), Ok(5));
+    assert!(!ran.load(Ordering::SeqCst));
+}
