@@ -1,7 +1,9 @@
 //! `fiberstack bench --quick` end to end: the real binary splits the cores, starts a
 //! private MariaDB and each of the three servers in turn (fibers, async, raw
 //! minihttp), ab and wrk against each, and writes the table, the Markdown and the
-//! chart. Needs `mariadbd`, `ab`, `wrk` and `taskset` (scripts/install-deps); about 20 s.
+//! chart. Then what it refuses before starting anything: limits too small for a row
+//! (smaller limits given through `--proc-sys` and a shell's `ulimit`). Needs
+//! `mariadbd`, `ab`, `wrk`, `taskset` and `prlimit` (scripts/install-deps); about 40 s.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -62,7 +64,7 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
             "no {column} column:\n{stdout}"
         );
     }
-    assert_eq!(main.rows.len(), 15, "5 scenarios x 3 runtimes:\n{stdout}");
+    assert_eq!(main.rows.len(), 24, "8 scenarios x 3 runtimes:\n{stdout}");
     // The idle keep-alive rows have no rate, latency or ratio: only memory, below.
     let (idle, rows): (Vec<&Row>, Vec<&Row>) = main
         .rows
@@ -76,12 +78,23 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     let (skipped, measured): (Vec<&Row>, Vec<&Row>) = rows
         .iter()
         .partition(|r| r.get("served/s median").starts_with("not run: "));
-    // minihttp leaves out ab (it hangs) and /widgets/http (no such route), and says so.
-    assert_eq!(skipped.len(), 2, "{stdout}");
-    assert!(
-        skipped.iter().all(|r| r.get("runtime") == "minihttp"),
-        "{stdout}"
-    );
+    // minihttp leaves out ab (it hangs), /widgets/http and /sleep (no such routes), and
+    // says so; fibers and the twin run /sleep where the demo has it, and say so where
+    // it does not (a 404 to the probe).
+    let sleep_missing = skipped
+        .iter()
+        .filter(|r| r.get("runtime") != "minihttp")
+        .inspect(|r| {
+            assert!(r.get("route").starts_with("/sleep"), "{r:?}");
+            assert!(
+                r.get("served/s median")
+                    .contains("has no such route (GET /sleep?secs=0: 404)"),
+                "{r:?}"
+            );
+        })
+        .count();
+    assert!(sleep_missing == 0 || sleep_missing == 2, "{stdout}");
+    assert_eq!(skipped.len(), 3 + sleep_missing, "{stdout}");
     assert!(
         skipped
             .iter()
@@ -93,8 +106,8 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
             .iter()
             .filter(|r| r.get("runtime") == "minihttp")
             .count(),
-        2,
-        "minihttp runs /hello and /widgets:\n{stdout}"
+        4,
+        "minihttp runs /hello and /widgets, twice each:\n{stdout}"
     );
     for row in &measured {
         let served: f64 = row.get("served/s median").parse().unwrap_or_else(|_| {
@@ -118,7 +131,11 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         .iter()
         .filter_map(|r| r.get("of expected").split('%').next()?.parse().ok())
         .collect();
-    assert_eq!(of_expected.len(), 7, "{stdout}");
+    assert_eq!(
+        of_expected.len(),
+        10 + sleep_missing.abs_diff(2),
+        "{stdout}"
+    );
     assert!(
         of_expected.iter().all(|f| *f > 70.0),
         "{of_expected:?}\n{stdout}"
@@ -140,7 +157,11 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
             "no {column} column:\n{stdout}"
         );
     }
-    assert_eq!(cpu.rows.len(), 3, "hello-16 x 3 runtimes:\n{stdout}");
+    assert_eq!(
+        cpu.rows.len(),
+        6,
+        "hello-16 and hello-200 x 3 runtimes:\n{stdout}"
+    );
     for row in &cpu.rows {
         assert_eq!(row.get("route"), "/hello", "{row:?}");
         let us = |column: &str| -> f64 {
@@ -169,9 +190,10 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         assert_eq!(ratio == "-", row.get("runtime") == "fibers", "{row:?}");
         assert!(ratio == "-" || ratio.contains("x ("), "ratio: {row:?}");
     }
-    // The progress line went to stderr: 5 + 5 + 3 measurements.
+    // The progress line went to stderr: 8 + 8 + 5 measurements (a /sleep the server
+    // turned out not to have counts as one).
     assert!(
-        stderr.contains("bench [") && stderr.contains("13/13"),
+        stderr.contains("bench [") && stderr.contains("21/21"),
         "{stderr}"
     );
     assert!(stdout.contains("KiB per in-flight request"), "{stdout}");
@@ -203,8 +225,8 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     assert!(md_cpu.contains("| server CPU/request |"), "{md}");
     for runtime in ["fibers", "async", "minihttp"] {
         let rows = |part: &str, route| part.matches(&format!("\n| {runtime} | {route}")).count();
-        assert_eq!(rows(md_main, "/"), 5, "{runtime}: {md}");
-        assert_eq!(rows(md_cpu, "/hello |"), 1, "{runtime}: {md}");
+        assert_eq!(rows(md_main, "/"), 8, "{runtime}: {md}");
+        assert_eq!(rows(md_cpu, "/hello |"), 2, "{runtime}: {md}");
         assert!(md.contains(&format!("runtime {runtime}")), "{md}");
     }
     assert!(
@@ -217,8 +239,7 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         .split_once("## Every round (server CPU per served request")
         .unwrap_or_else(|| panic!("no per-round CPU figures:\n{md}"))
         .1;
-    assert_eq!(rounds.matches(" kernel), wrk ").count(), 3, "{rounds}");
-    assert_eq!(rounds.matches(" kernel), ab ").count(), 0, "{rounds}");
+    assert_eq!(rounds.matches(" kernel), wrk ").count(), 6, "{rounds}");
     let svg = std::fs::read_to_string(dirs[0].join("bench.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     for panel in ["Served req/s", "Latency", "Memory per connection"] {
@@ -315,4 +336,134 @@ fn bad_core_splits_are_refused_by_flag() {
         e.contains("--server-cpus and --load-cpus overlap on cpu 0"),
         "{e}"
     );
+}
+
+/// `fiberstack bench ARGS`, refused before it starts anything: its stderr. `--out`
+/// names a directory that cannot be made, so a bench that started would fail there.
+fn refused(args: &[&str]) -> String {
+    refused_under(None, args)
+}
+
+/// The same under `sh -c 'ULIMIT && exec fiberstack bench ARGS'`, so that the bench
+/// has the open-files limit the shell set.
+fn refused_under(ulimit: Option<&str>, args: &[&str]) -> String {
+    let bin = env!("CARGO_BIN_EXE_fiberstack");
+    let mut cmd = match ulimit {
+        Some(u) => {
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(format!("{u} && exec \"$0\" \"$@\""))
+                .arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    let run = cmd
+        .arg("bench")
+        .args(["--out", "/nonexistent/never-written"])
+        .args(args)
+        .output()
+        .expect("run fiberstack bench");
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(!run.status.success(), "{args:?} was accepted:\n{stderr}");
+    assert!(
+        !stderr.contains("bench ["),
+        "{args:?} started measuring:\n{stderr}"
+    );
+    stderr
+}
+
+/// A directory laid out like /proc/sys with the given sysctls.
+fn fake_proc_sys(tag: &str, somaxconn: u32, ports: &str, max_map_count: u32) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("fiberstack-proc-sys-{tag}-{}", std::process::id()));
+    for (file, value) in [
+        ("net/core/somaxconn", somaxconn.to_string()),
+        ("net/ipv4/ip_local_port_range", ports.to_string()),
+        ("vm/max_map_count", max_map_count.to_string()),
+    ] {
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("{value}\n")).unwrap();
+    }
+    dir
+}
+
+/// Limits too small for the rows asked for: each is named with the command that raises
+/// it, before anything starts, and a bench with no row left refuses to start.
+#[test]
+fn limits_too_small_are_named_with_the_command_that_raises_them() {
+    let tiny = fake_proc_sys("tiny", 8, "40000\t40109", 1200);
+    let e = refused(&[
+        "--quick",
+        "--only",
+        "hello",
+        "--proc-sys",
+        tiny.to_str().unwrap(),
+    ]);
+    for line in [
+        // 16 and 200 connections to one address, and 110 ports.
+        "preflight: hello-16 not run on fibers, async, minihttp: local ports (net.ipv4.ip_local_port_range): 16 connections to one address need about 116 ports, the range 40000-40109 has 110; raise it: `sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\"`",
+        "preflight: hello-200 not run on fibers, async, minihttp: local ports",
+        // 200 fibers and 200 connection stacks, two mappings each.
+        "preflight: hello-200 not run on fibers: memory mappings (vm.max_map_count): fibers needs about 1800 (200 fiber and 200 connection stacks, 2 mappings each, + 1000), the limit is 1200; raise it: `sysctl -w vm.max_map_count=262144`",
+        "preflight: hello-200 not run on minihttp: memory mappings (vm.max_map_count): minihttp needs about 1400",
+        // A listen queue of 8 is only a warning: the row would run.
+        "preflight: hello-16 on fibers, async, warning: the listen queue (net.core.somaxconn) is 8, below the 16 of the 16 connections opened at once that the server asks to queue (4096)",
+        "raise it: `sysctl -w net.core.somaxconn=4096`",
+        "nothing left to run",
+    ] {
+        assert!(e.contains(line), "no `{line}` in:\n{e}");
+    }
+
+    // Open files, with a hard limit the shell lowered: MariaDB's connections and tables
+    // are the most any process of idle-200 holds.
+    let e = refused_under(Some("ulimit -n 400"), &["--quick", "--only", "idle-200"]);
+    assert!(
+        e.contains("preflight: idle-200 not run on fibers, async, minihttp: open files (`ulimit -n`): MariaDB needs about 840 (10 + 20 connections + 810); the hard limit `ulimit -Hn` is 400: "),
+        "{e}"
+    );
+    assert!(
+        e.contains("it cannot be raised here") || e.contains("raise it: `ulimit -n 840` as root"),
+        "{e}"
+    );
+    // A soft limit below the hard one is raised for the bench's children, and is no
+    // finding (the ports are what stop idle-200 here).
+    let e = refused_under(
+        Some("ulimit -Sn 400"),
+        &[
+            "--quick",
+            "--only",
+            "idle-200",
+            "--proc-sys",
+            tiny.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        e.contains("preflight: raised the soft open-files limit from 400 to "),
+        "{e}"
+    );
+    assert!(!e.contains("open files (`ulimit -n`)"), "{e}");
+    assert!(
+        e.contains("idle-200 not run on fibers, async, minihttp: local ports"),
+        "{e}"
+    );
+
+    // This machine as the full run meets it: 20000 open files, the kernel's default
+    // ports and mappings. 50,000 idle connections fit none of them.
+    let here = fake_proc_sys("here", 4096, "32768 60999", 65530);
+    let e = refused_under(
+        Some("ulimit -n 20000"),
+        &["--only", "idle-50000", "--proc-sys", here.to_str().unwrap()],
+    );
+    for line in [
+        "preflight: idle-50000 not run on fibers, async, minihttp: open files (`ulimit -n`): the server needs about 50210 (50000 client + 10 MySQL connections + 200)",
+        "preflight: idle-50000 not run on fibers, async, minihttp: local ports (net.ipv4.ip_local_port_range): 50000 connections to one address need about 50100 ports, the range 32768-60999 has 28232",
+        "preflight: idle-50000 not run on fibers: memory mappings (vm.max_map_count): fibers needs about 101200",
+    ] {
+        assert!(e.contains(line), "no `{line}` in:\n{e}");
+    }
+    for dir in [tiny, here] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -3,14 +3,16 @@
 //! identical private MariaDBs, the servers pinned apart from the load tools.
 //!
 //! ```text
-//! core split (cpus.rs); tools and open files checked (preflight.rs); results/<time>
+//! core split (cpus.rs); tools and limits checked, the soft open-files limit raised
+//! (preflight.rs); results/<time>
 //! for each round:                          (the runtimes' order rotates every round)
 //!   for each settings group (scenario.rs):
 //!     for each runtime: a fresh MariaDB (max_connections for the group's pool),
 //!       pinned to the server cpus, `taskset -c S fiberstack serve --runtime X`
 //!       (process.rs), idle RSS,
-//!       for each scenario it runs: warm up, then `taskset -c L` ab or wrk (load.rs)
-//!       while sampling RSS, and reading the server's and the tool's CPU time
+//!       for each scenario it runs: its route probed if the demo may lack it, warm
+//!       up, then `taskset -c L` ab or wrk (load.rs) while sampling RSS, and reading
+//!       the server's and the tool's CPU time
 //!       stop it (SIGTERM)                  (a progress line on stderr: progress.rs)
 //! spreads over rounds, per-round ratios, bounds (bounds.rs) -> table (report.rs),
 //!   chart (chart.rs), Markdown (markdown.rs) -> results/<time>/bench.md, bench.svg, logs
@@ -38,6 +40,7 @@ use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
 use fiberstack::config::Runtime;
 
 use crate::bench::cpus::Split;
+use crate::bench::preflight::Limits;
 use crate::bench::process::{CpuTimes, RssSampler, ServerProcess};
 use crate::bench::progress::Progress;
 use crate::bench::report::{Bounds, Row, Sample, Table};
@@ -66,7 +69,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=600))]
     pub duration: u64,
     /// Only the scenarios whose name contains this (ab-c5, ab-c220, hello-64, hello-256,
-    /// widgets-http-100, widgets-1000, widgets-5000).
+    /// hello-1024, hello-5000, widgets-http-100, widgets-1000, widgets-5000,
+    /// widgets-10000, sleep-10000, idle-9000, idle-50000; with --quick: ab-c5,
+    /// hello-16, hello-200, widgets-http-10, widgets-20, widgets-200, sleep-200,
+    /// idle-200).
     #[arg(long)]
     pub only: Option<String>,
     /// Worker threads of each server (may or tokio); default: the server cpus.
@@ -79,6 +85,11 @@ pub struct BenchArgs {
     /// Cpus of ab and wrk (default: the lower half, or those --server-cpus leaves).
     #[arg(long)]
     pub load_cpus: Option<String>,
+    /// Where the preflight reads net.core.somaxconn, net.ipv4.ip_local_port_range and
+    /// vm.max_map_count. For tests: a directory laid out like /proc/sys with smaller
+    /// limits.
+    #[arg(long, env = "FIBERSTACK_BENCH_PROC_SYS", default_value = preflight::DEFAULT_PROC_SYS)]
+    pub proc_sys: PathBuf,
     /// Where the results directory is created.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
@@ -140,7 +151,40 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
         .map_or(split.server.len(), |w| w as usize)
         .max(1);
     preflight::check_tools(&scenarios)?;
-    preflight::check_open_files(&scenarios)?;
+    // Raised first, so that the check below sees what the children will have.
+    if let Some(line) = preflight::raise_open_files(preflight::most_open_files(&scenarios)) {
+        eprintln!("{line}");
+    }
+    let limits = Limits::read(&args.proc_sys);
+    let pre = preflight::check_limits(
+        &scenarios,
+        &limits,
+        &|s, r| s.skipped_on(r).is_some(),
+        &preflight::hard_open_files_refusal,
+    );
+    for line in &pre.lines {
+        eprintln!("{line}");
+    }
+    // Why a row is not run on a runtime: its own reason, or this machine's limits.
+    let not_run: HashMap<(&'static str, Runtime), String> = scenarios
+        .iter()
+        .flat_map(|s| RUNTIMES.map(|r| (s, r)))
+        .filter_map(|(s, r)| {
+            let why = s
+                .skipped_on(r)
+                .or_else(|| pre.not_run.get(&(s.name, r)).cloned())?;
+            Some(((s.name, r), why))
+        })
+        .collect();
+    let runs = |s: &Scenario, r: Runtime| !not_run.contains_key(&(s.name, r));
+    let runnable = |s: &Scenario| RUNTIMES.iter().any(|r| runs(s, *r));
+    if !scenarios.iter().any(runnable) {
+        return Err(
+            "nothing left to run: every row selected is beyond this machine's limits (the \
+             preflight's lines above say which, and how to raise them)"
+                .into(),
+        );
+    }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     let dir = args.out.join(calendar::timestamp(SystemTime::now()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -149,15 +193,14 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
         .rounds
         .unwrap_or(if args.quick { QUICK_ROUNDS } else { ROUNDS }) as usize;
     let groups = scenario::groups(&scenarios);
-    let runs = |r: Runtime| {
-        scenarios
-            .iter()
-            .filter(|s| s.skipped_on(r).is_none())
-            .count()
-    };
-    let total = rounds * RUNTIMES.iter().map(|r| runs(*r)).sum::<usize>();
-    let mut progress = Progress::new(total);
+    let per_round = scenarios
+        .iter()
+        .map(|s| RUNTIMES.iter().filter(|r| runs(s, **r)).count())
+        .sum::<usize>();
+    let mut progress = Progress::new(rounds * per_round);
     let mut samples: HashMap<(&'static str, Runtime), Vec<Sample>> = HashMap::new();
+    // Rows whose route the server turned out not to have (a probe answered 404).
+    let mut missing: HashMap<(&'static str, Runtime), String> = HashMap::new();
     let mut banners: Vec<String> = Vec::new();
     let started = Instant::now();
     for round in 0..rounds {
@@ -166,10 +209,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
         order.rotate_left(round % RUNTIMES.len());
         for (settings, list) in &groups {
             for runtime in order {
-                let list: Vec<&Scenario> = list
-                    .iter()
-                    .filter(|s| s.skipped_on(runtime).is_none())
-                    .collect();
+                let list: Vec<&Scenario> = list.iter().filter(|s| runs(s, runtime)).collect();
                 if list.is_empty() {
                     continue;
                 }
@@ -204,6 +244,20 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                         s.load.concurrency(),
                         s.load.describe()
                     ));
+                    if let Some(probe) = s.probe {
+                        let status = server.status_of(probe);
+                        if status.is_none_or(|code| code == 404) {
+                            let answer = status.map_or("no answer".into(), |c| c.to_string());
+                            missing.insert(
+                                (s.name, runtime),
+                                format!(
+                                    "this server has no such route (GET {probe}: {answer}); \
+                                     BENCHMARKS.md, \"The scale rows\", proposes it"
+                                ),
+                            );
+                            continue;
+                        }
+                    }
                     if let Err(e) = server.wait_idle(IDLE_TIMEOUT) {
                         progress.note(format!("bench: before {} on {runtime}: {e}", s.name));
                     }
@@ -228,13 +282,14 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
             // Per-round ratios between fibers and each other runtime.
             let (fibers, this) = (of(s.name, Runtime::Fibers), of(s.name, runtime));
             let vs_fibers = runtime != Runtime::Fibers;
+            let key = (s.name, runtime);
             let base = Row {
                 runtime: runtime.to_string(),
                 scenario: s.name.to_string(),
                 route: s.path.clone(),
                 concurrency: s.load.concurrency(),
                 load: s.load.describe(),
-                skipped: s.skipped_on(runtime),
+                skipped: not_run.get(&key).or(missing.get(&key)).cloned(),
                 ratio: vs_fibers
                     .then(|| report::round_ratios(fibers, this, report::rps))
                     .flatten(),
@@ -267,14 +322,17 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
         if args.quick { " (--quick)" } else { "" }
     );
     let md = markdown::markdown(
-        &title,
-        &split,
-        workers,
+        &markdown::Context {
+            title: &title,
+            split: &split,
+            workers,
+            preflight: &pre.lines,
+            took: started.elapsed(),
+        },
         &scenarios,
         &rows,
         &samples,
         &banners,
-        started.elapsed(),
     );
     write(&dir.join("bench.md"), &md)?;
     write(&dir.join("bench.svg"), &chart::svg(&rows, &title))?;
