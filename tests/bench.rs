@@ -1,16 +1,30 @@
 //! `fiberstack bench --quick` end to end: the real binary splits the cores, starts a
 //! private MariaDB and each of the three servers in turn (fibers, async, raw
-//! minihttp), ab and wrk against each, and writes the table, the Markdown and the
-//! chart. Then what it refuses before starting anything: limits too small for a row
-//! (smaller limits given through `--proc-sys` and a shell's `ulimit`). Needs
-//! `mariadbd`, `ab`, `wrk`, `taskset` and `prlimit` (scripts/install-deps); about 40 s.
+//! minihttp), ab and wrk against each, the CPU-bound rows under a CPU quota where the
+//! rule gives one, and writes the table, the Markdown and the chart. Then what it
+//! refuses before starting anything: bad quotas, a cgroup it cannot write, limits too
+//! small for a row (smaller limits given through `--proc-sys` and a shell's `ulimit`);
+//! and the quota's cgroup removed after a Ctrl-C. Needs `mariadbd`, `ab`, `wrk`,
+//! `taskset` and `prlimit` (scripts/install-deps), and root for the quota; about 40 s.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The tests that start servers take turns: on two cores, one's wrk would be the
+/// other's noise (nextest runs each test in a process of its own, at once).
+fn servers_to_myself() -> File {
+    let lock = File::create(std::env::temp_dir().join("fiberstack-bench-tests.lock"))
+        .expect("create the lock file");
+    lock.lock().expect("lock the lock file");
+    lock
+}
 
 #[test]
 fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
+    let _turn = servers_to_myself();
     let out = std::env::temp_dir().join(format!("fiberstack-bench-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let started = Instant::now();
@@ -36,6 +50,22 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     } else {
         assert!(split.contains("taskset -c"), "{split}");
     }
+    // The quota line: the rule's choice (40% of a cpu where the load tools have no
+    // more cpus than the server, as on two cores) and why.
+    let quota_line = stdout
+        .lines()
+        .find(|l| l.starts_with("quota: "))
+        .unwrap_or_else(|| panic!("no quota line:\n{stdout}"));
+    assert!(quota_line.contains("--server-quota auto"), "{quota_line}");
+    let quota = quota_line
+        .contains("hold the server to 40% of one cpu")
+        .then_some(40);
+    if quota.is_some() {
+        assert!(
+            quota_line.contains("cgroup v") && quota_line.contains("fiberstack-bench-"),
+            "{quota_line}"
+        );
+    }
     // The main table comes first; the CPU table of the CPU-bound scenarios after it.
     // Each is read by its structure (the header, the dashes that give each column's
     // span, the rows up to the blank line), so the notes printed around the tables
@@ -55,6 +85,7 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         "failed",
         "server RSS",
         "CPU",
+        "quota",
         "of ceiling C/S",
         "of expected",
         "fibers/this",
@@ -124,6 +155,12 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         let ratio = row.get("fibers/this");
         assert_eq!(ratio == "-", row.get("runtime") == "fibers", "{row:?}");
         assert!(ratio == "-" || ratio.contains("x ("), "ratio: {row:?}");
+        // The quota holds the /hello rows only, and each says how much of it its
+        // server used.
+        match (row.get("route"), quota) {
+            ("/hello", Some(pct)) => quota_used(row.get("quota"), pct),
+            _ => assert_eq!(row.get("quota"), "-", "{row:?}"),
+        }
     }
     // The sleeping routes reach most of the expected figure on every runtime: a
     // server that serialised requests would be far below it.
@@ -151,6 +188,7 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         "kernel",
         "this/fibers",
         "load tool CPU",
+        "quota",
     ] {
         assert!(
             cpu.header.iter().any(|h| h == column),
@@ -164,6 +202,10 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     );
     for row in &cpu.rows {
         assert_eq!(row.get("route"), "/hello", "{row:?}");
+        match quota {
+            Some(pct) => quota_used(row.get("quota"), pct),
+            None => assert_eq!(row.get("quota"), "-", "{row:?}"),
+        }
         let us = |column: &str| -> f64 {
             let cell = row.get(column);
             cell.strip_suffix(" us")
@@ -240,6 +282,14 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         .unwrap_or_else(|| panic!("no per-round CPU figures:\n{md}"))
         .1;
     assert_eq!(rounds.matches(" kernel), wrk ").count(), 6, "{rounds}");
+    if let Some(pct) = quota {
+        assert_eq!(
+            rounds.matches(&format!(", quota {pct}% used ")).count(),
+            6,
+            "{rounds}"
+        );
+    }
+    assert_eq!(rounds.matches(" kernel), ab ").count(), 0, "{rounds}");
     let svg = std::fs::read_to_string(dirs[0].join("bench.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     for panel in ["Served req/s", "Latency", "Memory per connection"] {
@@ -248,6 +298,17 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
     assert!(svg.contains("not run: ab hangs"), "{svg}");
     assert!(!svg.contains("no result"), "{svg}");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A `quota` cell of a row held to `pct`% of a cpu: `40%, used 98%`, the use a figure
+/// (a busy machine can keep the server below its quota; the bench then says so).
+fn quota_used(cell: &str, pct: u32) {
+    let used: f64 = cell
+        .strip_prefix(&format!("{pct}%, used "))
+        .and_then(|u| u.strip_suffix('%'))
+        .and_then(|u| u.parse().ok())
+        .unwrap_or_else(|| panic!("not a quota of {pct}% with its use: {cell:?}"));
+    assert!(used > 0.0 && used < 150.0, "{cell}");
 }
 
 /// A table the bench prints: a header line, a line of dashes under each column, then
@@ -373,6 +434,65 @@ fn refused_under(ulimit: Option<&str>, args: &[&str]) -> String {
     stderr
 }
 
+/// A quota that is no share of a cpu is refused by clap, naming the flag and what to give.
+#[test]
+fn quotas_outside_1_to_100_are_refused_naming_the_flag() {
+    for bad in ["0", "101"] {
+        let e = refused(&["--quick", "--server-quota", bad]);
+        assert!(
+            e.contains("--server-quota") && e.contains("give 1-100") && e.contains("off"),
+            "{bad}: {e}"
+        );
+    }
+}
+
+/// A cgroup root that is none: absent, or a plain directory laid out like cgroup v1
+/// (writable here, but the kernel makes no interface files in it). The bench refuses
+/// before it starts anything, names `--server-quota` and what to do, and leaves no
+/// directory of its own behind.
+#[test]
+fn a_cgroup_it_cannot_write_is_refused_naming_the_flag() {
+    let e = refused(&[
+        "--quick",
+        "--server-quota",
+        "40",
+        "--cgroup-root",
+        "/nonexistent/cgroup",
+    ]);
+    assert!(
+        e.contains("--server-quota 40: cannot hold the server to 40% of a cpu")
+            && e.contains("no cgroup cpu controller at /nonexistent/cgroup")
+            && e.contains("--server-quota off"),
+        "{e}"
+    );
+    let fake = std::env::temp_dir().join(format!("fiberstack-fake-cgroup-{}", std::process::id()));
+    std::fs::create_dir_all(fake.join("cpu")).unwrap();
+    std::fs::write(fake.join("cpu/cpu.cfs_quota_us"), "-1\n").unwrap();
+    let root = fake.to_str().unwrap();
+    // An explicit quota, so that the refusal does not depend on this machine's cpus
+    // (auto gives none where the load tools have more cpus than the server).
+    let e = refused(&[
+        "--quick",
+        "--only",
+        "hello-16",
+        "--cgroup-root",
+        root,
+        "--server-quota",
+        "40",
+    ]);
+    assert!(
+        e.contains("--server-quota 40: cannot hold") && e.contains("is not a cgroup"),
+        "{e}"
+    );
+    let left: Vec<_> = std::fs::read_dir(fake.join("cpu")).unwrap().collect();
+    assert_eq!(
+        left.len(),
+        1,
+        "only the fake interface file is left: {left:?}"
+    );
+    std::fs::remove_dir_all(&fake).unwrap();
+}
+
 /// A directory laid out like /proc/sys with the given sysctls.
 fn fake_proc_sys(tag: &str, somaxconn: u32, ports: &str, max_map_count: u32) -> PathBuf {
     let dir =
@@ -466,4 +586,94 @@ fn limits_too_small_are_named_with_the_command_that_raises_them() {
     for dir in [tiny, here] {
         std::fs::remove_dir_all(dir).unwrap();
     }
+}
+
+/// Whether this process may create cgroups with a CPU quota here (root, and a v2 cpu
+/// controller or a v1 cpu hierarchy).
+fn can_hold_a_quota() -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    let cgroup = Path::new("/sys/fs/cgroup");
+    root && (cgroup.join("cgroup.controllers").is_file()
+        || cgroup.join("cpu/cpu.cfs_quota_us").is_file())
+}
+
+/// Ctrl-C in the terminal (SIGINT to the bench's process group) while a quota'd row
+/// runs: the bench dies before any `Drop`, yet its server stops and the quota's cgroup
+/// is removed.
+#[test]
+fn a_ctrl_c_mid_row_leaves_no_cgroup_behind() {
+    if !can_hold_a_quota() {
+        eprintln!("skipped: no cgroup with a CPU quota can be made here (root and cgroup cpu)");
+        return;
+    }
+    let _turn = servers_to_myself();
+    let out = std::env::temp_dir().join(format!("fiberstack-bench-ctrl-c-{}", std::process::id()));
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_fiberstack"))
+        .args([
+            "bench",
+            "--quick",
+            "--only",
+            "hello-16",
+            "--server-quota",
+            "40",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // A process group of its own, as a terminal's job is: the SIGINT below reaches
+        // the bench and its servers, not this test.
+        .process_group(0)
+        .spawn()
+        .expect("run fiberstack bench");
+    let name = format!("fiberstack-bench-{}", bench.id());
+    let cgroup = Path::new("/sys/fs/cgroup");
+    let group = [cgroup.join(&name), cgroup.join("cpu").join(&name)];
+    let procs = || -> Vec<u32> {
+        group
+            .iter()
+            .filter_map(|g| std::fs::read_to_string(g.join("cgroup.procs")).ok())
+            .flat_map(|t| {
+                t.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let server = loop {
+        if let Some(pid) = procs().first() {
+            break *pid;
+        }
+        assert!(
+            bench.try_wait().unwrap().is_none() && Instant::now() < deadline,
+            "no server entered {name}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let interrupted = Command::new("kill")
+        .args(["-INT", "--", &format!("-{}", bench.id())])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let status = bench.wait().unwrap();
+    assert!(!status.success(), "the bench was interrupted: {status}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while group.iter().any(|g| g.exists()) {
+        assert!(
+            Instant::now() < deadline,
+            "{name} is still there after the Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !Path::new(&format!("/proc/{server}")).exists()
+            || std::fs::read_to_string(format!("/proc/{server}/stat"))
+                .is_ok_and(|s| s.contains(") Z ")),
+        "the server {server} outlived the bench"
+    );
+    let _ = std::fs::remove_dir_all(&out);
 }

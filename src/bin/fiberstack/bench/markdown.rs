@@ -1,7 +1,7 @@
-//! `bench.md`: the machine and its core split, the preflight's findings, the commit,
-//! the table, memory per request, server CPU per request and the load tools' own use,
-//! the scenarios with their bounds, every round's req/s and CPU figures, and the
-//! servers' start-up lines.
+//! `bench.md`: the machine and its core split, the quota and the preflight's findings,
+//! the commit, the table, memory per request, server CPU per request and the load
+//! tools' own use, the scenarios with their bounds, every round's req/s and CPU
+//! figures (with the quota's use), and the servers' start-up lines.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -20,6 +20,8 @@ pub struct Context<'a> {
     pub title: &'a str,
     pub split: &'a Split,
     pub workers: usize,
+    /// The quota line (`quota: ...`).
+    pub quota: &'a str,
     /// What the preflight printed.
     pub preflight: &'a [String],
     pub took: Duration,
@@ -62,6 +64,12 @@ pub fn markdown(
         fiberstack::config::cores(),
         cx.took.as_secs_f64()
     );
+    let _ = writeln!(
+        md,
+        "{}. A quota'd row's `quota` cell says how much of its quota the server used (its \
+         CPU over the load's wall time, over the quota).\n",
+        cx.quota.replacen("quota:", "Quota:", 1)
+    );
     if !cx.preflight.is_empty() {
         md.push_str("The preflight, before anything started:\n\n");
         for line in cx.preflight {
@@ -99,14 +107,15 @@ pub fn markdown(
         md.push_str(&cpu.markdown());
         md.push('\n');
     }
-    let load_bound = report::load_bound_lines(rows);
+    let mut load_bound = report::load_bound_lines(rows);
+    load_bound.extend(report::quota_lines(rows));
     for line in &load_bound {
         let _ = writeln!(md, "- {line}");
     }
     if !load_bound.is_empty() {
         md.push('\n');
     }
-    md.push_str("## Scenarios\n\n| name | request | load | --fibers | --db-pool | --queue | --max-connections | ceiling C/S | expected |\n|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str("## Scenarios\n\n| name | request | load | --fibers | --db-pool | --queue | --max-connections | quota | ceiling C/S | expected |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for s in scenarios {
         let load = match s.load {
             Load::Ab {
@@ -152,9 +161,13 @@ pub fn markdown(
             ),
             (None, _) | (Some(_), Load::Idle { .. }) => "-".into(),
         };
+        let quota = s
+            .settings
+            .quota
+            .map_or("-".into(), |p| format!("{p}% of a cpu"));
         let _ = writeln!(
             md,
-            "| {} | `{}` | {load} | {} | {} | {} | {} | {ceiling} | {expected} |",
+            "| {} | `{}` | {load} | {} | {} | {} | {} | {quota} | {ceiling} | {expected} |",
             s.name,
             s.path,
             s.settings.fibers,
@@ -197,7 +210,20 @@ pub fn markdown(
                 )
             });
             let tool = x.load_pct().map_or("-".into(), |p| format!("{p:.0}%"));
-            format!("{server}, {} {tool}", s.load.tool().unwrap_or("load"))
+            let quota = match (x.quota, x.quota_used_pct()) {
+                (Some(q), Some(used)) => format!(
+                    ", quota {}% used {used:.0}%{}",
+                    q.percent,
+                    x.throttled_pct().map_or(String::new(), |t| format!(
+                        " (throttled in {t:.0}% of periods)"
+                    ))
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "{server}, {} {tool}{quota}",
+                s.load.tool().unwrap_or("load")
+            )
         },
     );
     md.push_str("\n## Servers\n\n");

@@ -3,16 +3,17 @@
 //! identical private MariaDBs, the servers pinned apart from the load tools.
 //!
 //! ```text
-//! core split (cpus.rs); tools and limits checked, the soft open-files limit raised
-//! (preflight.rs); results/<time>
+//! core split (cpus.rs); the quota rule picks the CPU-bound rows' quota (quota.rs);
+//! tools and limits checked, the soft open-files limit raised (preflight.rs); the
+//! quota's cgroup created; results/<time>
 //! for each round:                          (the runtimes' order rotates every round)
-//!   for each settings group (scenario.rs):
+//!   for each settings group (scenario.rs; a quota is a setting):
 //!     for each runtime: a fresh MariaDB (max_connections for the group's pool),
 //!       pinned to the server cpus, `taskset -c S fiberstack serve --runtime X`
-//!       (process.rs), idle RSS,
+//!       (process.rs), moved into the quota's cgroup if the group has one, idle RSS,
 //!       for each scenario it runs: its route probed if the demo may lack it, warm
 //!       up, then `taskset -c L` ab or wrk (load.rs) while sampling RSS, and reading
-//!       the server's and the tool's CPU time
+//!       the server's and the tool's CPU time and the quota's periods
 //!       stop it (SIGTERM)                  (a progress line on stderr: progress.rs)
 //! spreads over rounds, per-round ratios, bounds (bounds.rs) -> table (report.rs),
 //!   chart (chart.rs), Markdown (markdown.rs) -> results/<time>/bench.md, bench.svg, logs
@@ -28,6 +29,7 @@ pub mod markdown;
 pub mod preflight;
 pub mod process;
 pub mod progress;
+pub mod quota;
 pub mod report;
 pub mod scenario;
 
@@ -43,6 +45,7 @@ use crate::bench::cpus::Split;
 use crate::bench::preflight::Limits;
 use crate::bench::process::{CpuTimes, RssSampler, ServerProcess};
 use crate::bench::progress::Progress;
+use crate::bench::quota::{CpuGroup, QuotaChoice, QuotaUse};
 use crate::bench::report::{Bounds, Row, Sample, Table};
 use crate::bench::scenario::Scenario;
 
@@ -85,6 +88,24 @@ pub struct BenchArgs {
     /// Cpus of ab and wrk (default: the lower half, or those --server-cpus leaves).
     #[arg(long)]
     pub load_cpus: Option<String>,
+    /// Hold the server of the CPU-bound rows (/hello under wrk) to PCT% of one cpu
+    /// with a cgroup CPU quota, so that the server, not the load tool, is the limit:
+    /// 1-100, off, or auto (default): 40 when the load tools have no more cpus than the
+    /// server (one each on two cores: wrk otherwise tops out first), none when they
+    /// have more.
+    ///
+    /// Only the server goes into the quota's cgroup (fiberstack-bench-<pid>, removed
+    /// at the end, also after Ctrl-C); its MariaDB stays on the server cpus outside
+    /// it. Sleeping and idle rows never run under a quota. The tables' `quota` column
+    /// says whether a row ran under one and how much of it the server used. Needs a
+    /// writable cgroup v2 cpu controller or v1 cpu hierarchy (root): without one, a
+    /// bench that needs a quota refuses to start.
+    #[arg(long, default_value = "auto", value_name = "PCT|auto|off")]
+    pub server_quota: QuotaChoice,
+    /// Where the cgroup file system is mounted (v2, or v1 with the cpu hierarchy in
+    /// cpu/). For tests: a directory that is not a cgroup shows the refusal.
+    #[arg(long, env = "FIBERSTACK_BENCH_CGROUP_ROOT", default_value = quota::DEFAULT_ROOT)]
+    pub cgroup_root: PathBuf,
     /// Where the preflight reads net.core.somaxconn, net.ipv4.ip_local_port_range and
     /// vm.max_map_count. For tests: a directory laid out like /proc/sys with smaller
     /// limits.
@@ -107,12 +128,15 @@ pub struct Outcome {
     /// Server CPU per request on the CPU-bound scenarios (`None` if none ran).
     pub cpu_table: Option<String>,
     pub split: Split,
+    /// What the CPU-bound rows ran under: the quota and its cgroup, or none, and why.
+    pub quota: String,
 }
 
 /// `fiberstack bench`: run, print the table, write the files.
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     let outcome = bench(args)?;
-    println!("{}\n", outcome.split);
+    println!("{}", outcome.split);
+    println!("{}\n", outcome.quota);
     println!("{}", outcome.table);
     for line in report::memory_lines(&outcome.rows) {
         println!("{line}");
@@ -120,7 +144,10 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     if let Some(cpu) = &outcome.cpu_table {
         println!("\nServer CPU per served request (the CPU-bound scenarios):\n\n{cpu}");
     }
-    for line in report::load_bound_lines(&outcome.rows) {
+    for line in report::load_bound_lines(&outcome.rows)
+        .into_iter()
+        .chain(report::quota_lines(&outcome.rows))
+    {
         println!("{line}");
     }
     println!("\nwritten: {}", outcome.dir.display());
@@ -146,6 +173,8 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
         &cpus::usable()?,
     )?;
     eprintln!("bench: {split}");
+    let decision = quota::decide(args.server_quota, &split);
+    scenario::hold_cpu_bound(&mut scenarios, decision.percent);
     let workers = args
         .workers
         .map_or(split.server.len(), |w| w as usize)
@@ -185,6 +214,39 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                 .into(),
         );
     }
+    let group = match decision.percent {
+        Some(pct)
+            if scenarios
+                .iter()
+                .any(|s| s.settings.quota.is_some() && runnable(s)) =>
+        {
+            Some(CpuGroup::create(&args.cgroup_root, pct).map_err(|e| {
+                format!(
+                    "--server-quota {}: cannot hold the server to {pct}% of a cpu: {e}. Run \
+                     the bench as root where the cgroup file system at {} (--cgroup-root) has \
+                     cgroup v2's cpu controller or v1's cpu hierarchy, or pass --server-quota \
+                     off to run the /hello rows without a quota (the load tool may then be \
+                     their limit)",
+                    args.server_quota,
+                    args.cgroup_root.display()
+                )
+            })?)
+        }
+        _ => None,
+    };
+    let quota_line = match (&group, decision.percent) {
+        (Some(g), Some(pct)) => format!(
+            "quota: the CPU-bound rows (/hello under wrk) hold the server to {pct}% of one cpu \
+             ({g}; {}); MariaDB stays outside it",
+            decision.why
+        ),
+        (None, Some(pct)) => format!(
+            "quota: none (no CPU-bound row runs; {pct}% from {})",
+            decision.why
+        ),
+        (_, None) => format!("quota: none ({})", decision.why),
+    };
+    eprintln!("bench: {quota_line}");
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     let dir = args.out.join(calendar::timestamp(SystemTime::now()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -227,6 +289,14 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                     &split,
                     &log,
                 )?;
+                // Only the server goes under the quota (quota.rs says why).
+                let held = match (settings.quota, &group) {
+                    (Some(_), Some(g)) => {
+                        g.add(server.pid())?;
+                        Some(g)
+                    }
+                    _ => None,
+                };
                 if !banners
                     .iter()
                     .any(|b| b.contains(&format!("runtime {runtime}")))
@@ -238,11 +308,14 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                 let idle_kib = server.rss_kib().unwrap_or(0);
                 for s in list {
                     progress.step(&format!(
-                        "round {}/{rounds} {runtime:<8} {} c={} {}",
+                        "round {}/{rounds} {runtime:<8} {} c={} {}{}",
                         round + 1,
                         s.path,
                         s.load.concurrency(),
-                        s.load.describe()
+                        s.load.describe(),
+                        s.settings
+                            .quota
+                            .map_or(String::new(), |p| format!(" quota {p}%"))
                     ));
                     if let Some(probe) = s.probe {
                         let status = server.status_of(probe);
@@ -261,7 +334,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                     if let Err(e) = server.wait_idle(IDLE_TIMEOUT) {
                         progress.note(format!("bench: before {} on {runtime}: {e}", s.name));
                     }
-                    let sample = measure(&server, s, idle_kib, &split);
+                    let sample = measure(&server, s, idle_kib, &split, held);
                     if let Err(e) = &sample.result {
                         progress.note(format!("bench: {} on {runtime} failed: {e}", s.name));
                     }
@@ -299,6 +372,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                 tool: s.load.tool(),
                 load_cpus: split.load.len(),
                 pinned: split.pinned,
+                quota: s.settings.quota,
                 ..Row::default()
             };
             let bounds = s.route_secs.map(|secs| Bounds {
@@ -326,6 +400,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
             title: &title,
             split: &split,
             workers,
+            quota: &quota_line,
             preflight: &pre.lines,
             took: started.elapsed(),
         },
@@ -336,12 +411,15 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
     );
     write(&dir.join("bench.md"), &md)?;
     write(&dir.join("bench.svg"), &chart::svg(&rows, &title))?;
+    // The servers are stopped: the quota's group is empty, and goes.
+    drop(group);
     Ok(Outcome {
         dir,
         rows,
         table,
         cpu_table,
         split,
+        quota: quota_line,
     })
 }
 
@@ -356,8 +434,14 @@ fn fresh_database(db_pool: usize) -> Result<MariaDb, String> {
 }
 
 /// One scenario on a running server: warm-up, then the load while RSS and CPU are
-/// sampled.
-fn measure(server: &ServerProcess, s: &Scenario, idle_kib: u64, split: &Split) -> Sample {
+/// sampled, and the periods of the quota the server is `held` under, if any.
+fn measure(
+    server: &ServerProcess,
+    s: &Scenario,
+    idle_kib: u64,
+    split: &Split,
+    held: Option<&CpuGroup>,
+) -> Sample {
     let url = format!("http://{}{}", server.addr, s.path);
     if s.warmup_secs > 0 {
         let _ = load::wrk(
@@ -368,6 +452,7 @@ fn measure(server: &ServerProcess, s: &Scenario, idle_kib: u64, split: &Split) -
         )
         .output();
     }
+    let throttling_before = held.and_then(CpuGroup::throttling);
     let cpu_before = server.cpu_times();
     let tool_before = s.load.tool().and(process::children_cpu_times());
     let sampler = RssSampler::start(server.pid());
@@ -376,6 +461,12 @@ fn measure(server: &ServerProcess, s: &Scenario, idle_kib: u64, split: &Split) -
     let wall_secs = t0.elapsed().as_secs_f64();
     let peak_kib = sampler.finish();
     let since = |before: Option<CpuTimes>, after: Option<CpuTimes>| Some(after?.since(before?));
+    let quota = held.map(|g| QuotaUse {
+        percent: g.percent(),
+        throttling: g
+            .throttling()
+            .and_then(|after| Some(after.since(throttling_before?))),
+    });
     Sample {
         result,
         idle_kib,
@@ -384,6 +475,7 @@ fn measure(server: &ServerProcess, s: &Scenario, idle_kib: u64, split: &Split) -
         server_cpu: since(cpu_before, server.cpu_times()),
         load_cpu: since(tool_before, process::children_cpu_times()),
         load_cpus: split.load.len(),
+        quota,
     }
 }
 

@@ -2,7 +2,9 @@
 //! route, run against a server started with settings that match the load.
 //!
 //! Scenarios that need the same server settings share one server start (a
-//! [`Settings`] group), so a round starts each runtime once per group.
+//! [`Settings`] group), so a round starts each runtime once per group. A CPU quota is
+//! one of the settings: the rows that run under one get servers of their own, moved
+//! into the quota's cgroup right after they start (quota.rs).
 
 use fiberstack::config::{Runtime, DEFAULT_MAX_CONNECTIONS};
 
@@ -65,6 +67,9 @@ pub struct Settings {
     pub queue: usize,
     /// `--max-connections`: the server's default (15,000) unless a scenario holds more.
     pub max_connections: usize,
+    /// The server held to this % of one cpu (quota.rs); `None`: no quota. Set on the
+    /// CPU-bound scenarios by [`hold_cpu_bound`], never on the sleeping or idle ones.
+    pub quota: Option<u32>,
 }
 
 /// One measurement.
@@ -89,6 +94,12 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// A route without a sleep driven by wrk: the server's CPU is the limit, or the
+    /// load tool's (the rows a quota is for, and the rows of the CPU table).
+    pub fn cpu_bound(&self) -> bool {
+        self.route_secs.is_none() && matches!(self.load, Load::Wrk { .. })
+    }
+
     /// Why `runtime` does not run this scenario, if it does not: the raw minihttp
     /// baseline runs only the wrk loads on routes it has, within its listen backlog.
     pub fn skipped_on(&self, runtime: Runtime) -> Option<String> {
@@ -123,6 +134,7 @@ const SMALL: Settings = Settings {
     db_pool: 300,
     queue: 1024,
     max_connections: DEFAULT_MAX_CONNECTIONS,
+    quota: None,
 };
 
 /// Settings for the `/hello` rows, 64 to 5000 connections: a fiber for every
@@ -133,6 +145,7 @@ const HELLO: Settings = Settings {
     db_pool: 10,
     queue: 1024,
     max_connections: DEFAULT_MAX_CONNECTIONS,
+    quota: None,
 };
 
 /// Settings for the idle keep-alive scenario: a server of its own (no other load
@@ -142,6 +155,7 @@ const IDLE: Settings = Settings {
     db_pool: 10,
     queue: 1024,
     max_connections: DEFAULT_MAX_CONNECTIONS,
+    quota: None,
 };
 
 /// Connections above a scenario's own that `--max-connections` leaves room for (the
@@ -162,6 +176,7 @@ fn in_flight(requests: usize, db_pool: usize) -> Settings {
         db_pool,
         queue: 1024,
         max_connections: DEFAULT_MAX_CONNECTIONS.max(requests + CONNECTION_ROOM),
+        quota: None,
     }
 }
 
@@ -204,6 +219,13 @@ fn idle(name: &'static str, connections: usize, hold_secs: u64) -> Scenario {
         warmup_secs: 0,
         memory_per_request: true,
         probe: None,
+    }
+}
+
+/// Hold the server of every CPU-bound scenario to `quota` % of one cpu (`None`: none).
+pub fn hold_cpu_bound(scenarios: &mut [Scenario], quota: Option<u32>) {
+    for s in scenarios.iter_mut().filter(|s| s.cpu_bound()) {
+        s.settings.quota = quota;
     }
 }
 
@@ -292,13 +314,14 @@ pub fn full(duration: u64) -> Vec<Scenario> {
 }
 
 /// A smoke run of a few seconds per runtime: every kind of scenario, small loads,
-/// short sleeps; the scale rows in small versions.
+/// short sleeps; the scale rows and the quota'd `/hello` in small versions.
 pub fn quick() -> Vec<Scenario> {
     let small = Settings {
         fibers: 40,
         db_pool: 20,
         queue: 64,
         max_connections: DEFAULT_MAX_CONNECTIONS,
+        quota: None,
     };
     let hello_settings = Settings {
         fibers: 200,
@@ -398,6 +421,24 @@ mod tests {
         // ab and the self-call; /hello; /widgets at 1000, 5000 and 10,000; /sleep;
         // each idle row on a server of its own.
         assert_eq!(groups(&full(10)).len(), 8);
+    }
+
+    #[test]
+    fn a_quota_holds_the_cpu_bound_rows_only_and_gives_them_servers_of_their_own() {
+        let mut list = full(10);
+        hold_cpu_bound(&mut list, Some(40));
+        let held: Vec<&str> = list
+            .iter()
+            .filter(|s| s.settings.quota.is_some())
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(held, ["hello-64", "hello-256", "hello-1024", "hello-5000"]);
+        assert!(groups(&list)
+            .iter()
+            .all(|(settings, g)| g.iter().all(|s| s.settings == *settings)));
+        let mut quick = quick();
+        hold_cpu_bound(&mut quick, None);
+        assert!(quick.iter().all(|s| s.settings.quota.is_none()));
     }
 
     #[test]
