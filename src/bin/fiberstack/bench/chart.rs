@@ -85,12 +85,16 @@ fn not_run(row: &Row) -> Option<String> {
     Some(format!("not run: {}", why.split(':').next().unwrap_or(why)))
 }
 
-/// The group of one scenario's `rows`, headed by its route and load.
+/// The group of one scenario's `rows`, headed by its route and load (and its server's
+/// CPU quota, if it ran under one).
 fn group(rows: &[&Row], bars: Vec<Bar>, lines: Vec<(f64, &'static str)>) -> Group {
     let first = rows[0];
+    let quota = first
+        .quota
+        .map_or(String::new(), |p| format!(", server held to {p}% of a cpu"));
     Group {
         title: first.route.clone(),
-        subtitle: format!("c={} {}", first.concurrency, first.load),
+        subtitle: format!("c={} {}{quota}", first.concurrency, first.load),
         bars,
         lines,
     }

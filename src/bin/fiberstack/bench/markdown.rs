@@ -1,6 +1,7 @@
-//! `bench.md`: the machine and its core split, the commit, the table, memory per
-//! request, server CPU per request and the load tools' own use, the scenarios with
-//! their bounds, every round's req/s and CPU figures, and the servers' start-up lines.
+//! `bench.md`: the machine and its core split, the quota and the preflight's findings,
+//! the commit, the table, memory per request, server CPU per request and the load
+//! tools' own use, the scenarios with their bounds, every round's req/s and CPU
+//! figures (with the quota's use), and the servers' start-up lines.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -14,19 +15,28 @@ use crate::bench::report::{self, Row, Sample, Table};
 use crate::bench::scenario::{Load, Scenario};
 use crate::bench::{bounds, load, RUNTIMES};
 
+/// How the run was set up, for the report's opening.
+pub struct Context<'a> {
+    pub title: &'a str,
+    pub split: &'a Split,
+    pub workers: usize,
+    /// The quota line (`quota: ...`).
+    pub quota: &'a str,
+    /// What the preflight printed.
+    pub preflight: &'a [String],
+    pub took: Duration,
+}
+
 /// The Markdown report: settings, the table, memory, and every round's req/s.
-#[allow(clippy::too_many_arguments)]
 pub fn markdown(
-    title: &str,
-    split: &Split,
-    workers: usize,
+    cx: &Context<'_>,
     scenarios: &[Scenario],
     rows: &[Row],
     samples: &HashMap<(&'static str, Runtime), Vec<Sample>>,
     banners: &[String],
-    took: Duration,
 ) -> String {
-    let mut md = format!("# {title}\n\n");
+    let (split, workers) = (cx.split, cx.workers);
+    let mut md = format!("# {}\n\n", cx.title);
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -52,8 +62,21 @@ pub fn markdown(
          the median of the per-round ratios of fibers' req/s to this row's, with their \
          min-max.\n",
         fiberstack::config::cores(),
-        took.as_secs_f64()
+        cx.took.as_secs_f64()
     );
+    let _ = writeln!(
+        md,
+        "{}. A quota'd row's `quota` cell says how much of its quota the server used (its \
+         CPU over the load's wall time, over the quota).\n",
+        cx.quota.replacen("quota:", "Quota:", 1)
+    );
+    if !cx.preflight.is_empty() {
+        md.push_str("The preflight, before anything started:\n\n");
+        for line in cx.preflight {
+            let _ = writeln!(md, "- {line}");
+        }
+        md.push('\n');
+    }
     md.push_str(&Table::main(rows).markdown());
     md.push('\n');
     let memory = report::memory_lines(rows);
@@ -84,14 +107,15 @@ pub fn markdown(
         md.push_str(&cpu.markdown());
         md.push('\n');
     }
-    let load_bound = report::load_bound_lines(rows);
+    let mut load_bound = report::load_bound_lines(rows);
+    load_bound.extend(report::quota_lines(rows));
     for line in &load_bound {
         let _ = writeln!(md, "- {line}");
     }
     if !load_bound.is_empty() {
         md.push('\n');
     }
-    md.push_str("## Scenarios\n\n| name | request | load | --fibers | --db-pool | --queue | ceiling C/S | expected |\n|---|---|---|---|---|---|---|---|\n");
+    md.push_str("## Scenarios\n\n| name | request | load | --fibers | --db-pool | --queue | --max-connections | quota | ceiling C/S | expected |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for s in scenarios {
         let load = match s.load {
             Load::Ab {
@@ -137,13 +161,22 @@ pub fn markdown(
             ),
             (None, _) | (Some(_), Load::Idle { .. }) => "-".into(),
         };
+        let quota = s
+            .settings
+            .quota
+            .map_or("-".into(), |p| format!("{p}% of a cpu"));
         let _ = writeln!(
             md,
-            "| {} | `{}` | {load} | {} | {} | {} | {ceiling} | {expected} |",
-            s.name, s.path, s.settings.fibers, s.settings.db_pool, s.settings.queue
+            "| {} | `{}` | {load} | {} | {} | {} | {} | {quota} | {ceiling} | {expected} |",
+            s.name,
+            s.path,
+            s.settings.fibers,
+            s.settings.db_pool,
+            s.settings.queue,
+            s.settings.max_connections
         );
     }
-    every_round(&mut md, "req/s", scenarios, samples, &|s, x, r| {
+    every_round(&mut md, "req/s", scenarios, rows, samples, &|s, x, r| {
         if matches!(s.load, Load::Idle { .. }) {
             format!(
                 "{:.1} KiB a connection ({} failed)",
@@ -165,6 +198,7 @@ pub fn markdown(
         &mut md,
         "server CPU per served request; the load tool's CPU",
         &cpu_bound,
+        rows,
         samples,
         &|s, x, _| {
             let server = x.cpu_us_per_request().map_or("-".into(), |c| {
@@ -176,7 +210,20 @@ pub fn markdown(
                 )
             });
             let tool = x.load_pct().map_or("-".into(), |p| format!("{p:.0}%"));
-            format!("{server}, {} {tool}", s.load.tool().unwrap_or("load"))
+            let quota = match (x.quota, x.quota_used_pct()) {
+                (Some(q), Some(used)) => format!(
+                    ", quota {}% used {used:.0}%{}",
+                    q.percent,
+                    x.throttled_pct().map_or(String::new(), |t| format!(
+                        " (throttled in {t:.0}% of periods)"
+                    ))
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "{server}, {} {tool}{quota}",
+                s.load.tool().unwrap_or("load")
+            )
         },
     );
     md.push_str("\n## Servers\n\n");
@@ -188,11 +235,12 @@ pub fn markdown(
 
 /// A section of `md` listing each round's `cell` for every scenario and runtime
 /// (`cell` gets the round's load result when it has one; a failed round reads
-/// `error`).
+/// `error`; a row not run says why, as its row in `rows` does).
 fn every_round(
     md: &mut String,
     what: &str,
     scenarios: &[Scenario],
+    rows: &[Row],
     samples: &HashMap<(&'static str, Runtime), Vec<Sample>>,
     cell: &dyn Fn(&Scenario, &Sample, &LoadResult) -> String,
 ) {
@@ -202,7 +250,11 @@ fn every_round(
     );
     for s in scenarios {
         for runtime in RUNTIMES {
-            if let Some(why) = s.skipped_on(runtime) {
+            let skipped = rows
+                .iter()
+                .find(|r| r.scenario == s.name && r.runtime == runtime.to_string())
+                .and_then(|r| r.skipped.as_deref());
+            if let Some(why) = skipped {
                 let _ = writeln!(md, "| {} | {runtime} | not run: {why} |", s.name);
                 continue;
             }

@@ -63,6 +63,7 @@ impl ServerProcess {
             .args(["--fibers", &settings.fibers.to_string()])
             .args(["--db-pool", &settings.db_pool.to_string()])
             .args(["--queue", &settings.queue.to_string()])
+            .args(["--max-connections", &settings.max_connections.to_string()])
             .args(["--workers", &workers.to_string()])
             // One process with no supervisor, whatever FIBERSTACK_PROCESSES or
             // FIBERSTACK_SUPERVISOR say: its /proc is then all the server's CPU and memory
@@ -106,7 +107,12 @@ impl ServerProcess {
         self.child.id()
     }
 
-    /// Resident memory now, in KiB.
+    /// The status of `GET path` (`None`: no answer), to tell whether the server has
+    /// a route at all.
+    pub fn status_of(&self, path: &str) -> Option<u16> {
+        get(self.addr, path).map(|(status, _)| status)
+    }
+
     /// Wait (up to `within`) until the server holds no MySQL connection, i.e. what
     /// the previous load left in flight has finished. A fiber finishes a request
     /// whose client went away (wrk stops mid-request); the async twin drops it. Not
@@ -125,6 +131,7 @@ impl ServerProcess {
         }
     }
 
+    /// Resident memory now, in KiB.
     pub fn rss_kib(&self) -> Option<u64> {
         rss_kib(self.pid())
     }
@@ -170,14 +177,23 @@ impl Drop for ServerProcess {
     }
 }
 
-/// `GET /stats` of the server at `addr`, as JSON. The body is read as far as its
-/// Content-Length, not to the end: minihttp never closes a connection.
+/// `GET /stats` of the server at `addr`, as JSON.
 fn stats_json(addr: SocketAddr) -> Option<serde_json::Value> {
+    let (_, body) = get(addr, "/stats")?;
+    serde_json::from_str(&body).ok()
+}
+
+/// `GET path` of the server at `addr`: the status and the body. The body is read as
+/// far as its Content-Length, not to the end: minihttp never closes a connection.
+fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"GET /stats HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
-        .ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -187,13 +203,14 @@ fn stats_json(addr: SocketAddr) -> Option<serde_json::Value> {
         let Some((head, body)) = text.split_once("\r\n\r\n") else {
             continue;
         };
+        let status: u16 = head.get(9..12)?.parse().ok()?;
         let len: usize = head.lines().find_map(|l| {
             let (name, value) = l.split_once(':')?;
             name.eq_ignore_ascii_case("content-length")
                 .then(|| value.trim().parse().ok())?
         })?;
         if body.len() >= len {
-            return serde_json::from_str(&body[..len]).ok();
+            return Some((status, body[..len].to_string()));
         }
     }
 }

@@ -1,13 +1,16 @@
 //! The results as tables: medians and spreads over rounds, per-round ratios, one row
 //! per runtime and scenario; a second table of server CPU per request on the
-//! CPU-bound scenarios, and a note where the load tool was the bottleneck. In plain
-//! text for the terminal and in Markdown for `bench.md`.
+//! CPU-bound scenarios, whether each ran under a CPU quota and how much of it the
+//! server used, and a note where the load tool was the bottleneck, or a quota'd
+//! server did not reach its quota. In plain text for the terminal and in Markdown for
+//! `bench.md`.
 
 use std::fmt::Write;
 
 use crate::bench::bounds::median;
 use crate::bench::load::LoadResult;
 use crate::bench::process::CpuTimes;
+use crate::bench::quota::{self, QuotaUse};
 use crate::bench::scenario::IDLE_LOAD;
 
 /// A load tool that used this much of its cpus (%) or more was the bottleneck: the
@@ -32,6 +35,8 @@ pub struct Sample {
     pub load_cpu: Option<CpuTimes>,
     /// How many cpus the load tool was given.
     pub load_cpus: usize,
+    /// The server's CPU quota during the load (`None`: it ran without one).
+    pub quota: Option<QuotaUse>,
 }
 
 impl Sample {
@@ -54,6 +59,17 @@ impl Sample {
         let cpu = self.load_cpu?;
         let capacity = self.wall_secs * self.load_cpus.max(1) as f64;
         (capacity > 0.0).then(|| cpu.total() / capacity * 100.0)
+    }
+
+    /// The server's CPU over its quota, in % (100: it used all of it).
+    pub fn quota_used_pct(&self) -> Option<f64> {
+        Some(self.cpu_pct()? / f64::from(self.quota?.percent) * 100.0)
+    }
+
+    /// Of the quota's periods during the load, those in which the server used it up, %.
+    pub fn throttled_pct(&self) -> Option<f64> {
+        let t = self.quota?.throttling?;
+        (t.periods > 0).then(|| t.throttled as f64 / t.periods as f64 * 100.0)
     }
 
     /// (peak RSS - idle RSS) / `connections`, in KiB.
@@ -135,6 +151,12 @@ pub struct Row {
     pub pinned: bool,
     /// (peak RSS - idle RSS) / concurrency, KiB (scenarios that ask for it).
     pub kib_per_request: Option<f64>,
+    /// The server's CPU quota, % of one cpu (`None`: no quota).
+    pub quota: Option<u32>,
+    /// How much of its quota the server used, and in how many of the quota's periods
+    /// it used it up, %: medians over the rounds.
+    pub quota_used: Option<f64>,
+    pub throttled_pct: Option<f64>,
 }
 
 impl Row {
@@ -174,6 +196,8 @@ impl Row {
             } else {
                 None
             },
+            quota_used: med(&|_, s| s.quota_used_pct().unwrap_or(f64::NAN)),
+            throttled_pct: med(&|_, s| s.throttled_pct().unwrap_or(f64::NAN)),
             ..base
         }
     }
@@ -261,6 +285,18 @@ pub const RPS_COLUMN: &str = "served/s median";
 /// The column of the CPU table that holds the median server CPU per request.
 pub const CPU_COLUMN: &str = "server CPU/request";
 
+/// The column of both tables that says whether a row ran under a CPU quota.
+pub const QUOTA_COLUMN: &str = "quota";
+
+/// `-`, or the quota with how much of it the server used: `40%, used 99%`.
+fn quota_cell(r: &Row) -> String {
+    match (r.quota, r.quota_used) {
+        (None, _) => "-".into(),
+        (Some(p), Some(used)) => format!("{p}%, used {used:.0}%"),
+        (Some(p), None) => format!("{p}%"),
+    }
+}
+
 /// The header and cells of the main table, a row per runtime and scenario.
 fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let header = vec![
@@ -275,6 +311,7 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "failed",
         "server RSS",
         "CPU",
+        QUOTA_COLUMN,
         "of ceiling C/S",
         "of expected",
         "fibers/this",
@@ -285,7 +322,7 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
             let mut cells = lead(r);
             if let Some(why) = &r.skipped {
                 cells.push(format!("not run: {why}"));
-                cells.extend((0..9).map(|_| "-".to_string()));
+                cells.extend((0..10).map(|_| "-".to_string()));
                 return cells;
             }
             cells.push(match (r.rps, r.errors) {
@@ -303,6 +340,7 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 opt(r.failed, |v| format!("{v:.0}")),
                 opt(r.peak_mib, |v| format!("{v:.0} MiB")),
                 opt(r.cpu_pct, |v| format!("{v:.0}%")),
+                quota_cell(r),
                 match (bounds, r.bounds) {
                     (Some((c, _)), Some(b)) => format!("{:.1}% of {:.1}", c * 100.0, b.ceiling),
                     _ => "-".into(),
@@ -331,6 +369,7 @@ fn cpu_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "kernel",
         "this/fibers",
         "load tool CPU",
+        QUOTA_COLUMN,
     ]);
     let us = |v: f64| format!("{v:.2} us");
     let body = rows
@@ -345,6 +384,7 @@ fn cpu_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 opt(r.kernel_us, us),
                 ratio(r, r.cpu_ratio),
                 opt(r.load_pct, |v| format!("{v:.0}% of {}", cpus(r.load_cpus))),
+                quota_cell(r),
             ]);
             cells
         })
@@ -432,19 +472,51 @@ fn cpus(n: usize) -> String {
 }
 
 /// The rows whose load tool was the bottleneck (it used [`LOAD_BOUND_PCT`] or more
-/// of its cpus), each as a sentence saying so.
+/// of its cpus), each as a sentence saying so and what to do.
 pub fn load_bound_lines(rows: &[Row]) -> Vec<String> {
     rows.iter()
         .filter_map(|r| {
             let (pct, tool) = (r.load_pct?, r.tool?);
+            let what = match r.quota {
+                None => format!(
+                    "req/s is bounded by the load tool; compare server CPU per request, or \
+                     hold the server under a quota (--server-quota {})",
+                    quota::AUTO_PERCENT
+                ),
+                Some(p) => format!(
+                    "even with the server held to {p}% of a cpu the load tool was the limit: \
+                     give a smaller --server-quota"
+                ),
+            };
             (pct >= LOAD_BOUND_PCT).then(|| {
                 format!(
-                    "{} {} c={}: {tool} used {pct:.0}% of its {}: req/s is bounded by the \
-                     load tool; compare server CPU per request",
+                    "{} {} c={}: {tool} used {pct:.0}% of its {}: {what}",
                     r.runtime,
                     r.route,
                     r.concurrency,
                     cpus(r.load_cpus)
+                )
+            })
+        })
+        .collect()
+}
+
+/// The quota'd rows whose server did not reach its quota (it used less than
+/// [`quota::REACHED_PCT`] of it): the quota did not hold it, something else did.
+pub fn quota_lines(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| {
+            let (p, used) = (r.quota?, r.quota_used?);
+            (used < quota::REACHED_PCT).then(|| {
+                format!(
+                    "{} {} c={}: held to {p}% of a cpu, the server used {used:.0}% of it and ran \
+                     out in {} of the quota's periods: the quota was not the limit (the load \
+                     tool used {} of its cpus; a busy machine takes the server's cpu too)",
+                    r.runtime,
+                    r.route,
+                    r.concurrency,
+                    opt(r.throttled_pct, |v| format!("{v:.0}%")),
+                    opt(r.load_pct, |v| format!("{v:.0}%")),
                 )
             })
         })
@@ -502,6 +574,7 @@ mod tests {
                 kernel: 0.3,
             }),
             load_cpus: 1,
+            quota: None,
         }
     }
 
@@ -623,7 +696,8 @@ mod tests {
             notes,
             [
                 "fibers /hello c=2: wrk used 97% of its 1 cpu: req/s is bounded by the load \
-              tool; compare server CPU per request"
+              tool; compare server CPU per request, or hold the server under a quota \
+              (--server-quota 40)"
             ]
         );
         // Sleeping routes and the idle load are not in the CPU table.
@@ -650,6 +724,67 @@ mod tests {
             (None, None)
         );
         assert_eq!(unread.cpu_pct(), None);
+    }
+
+    /// A round under a quota of 40%: the server used `cpu_pct` of a core over the load,
+    /// and used the quota up in `throttled` of 100 periods.
+    fn quota_sample(cpu_pct: f64, throttled: u64) -> Sample {
+        Sample {
+            server_cpu: Some(CpuTimes {
+                user: 0.0,
+                kernel: cpu_pct / 100.0,
+            }),
+            quota: Some(QuotaUse {
+                percent: 40,
+                throttling: Some(quota::Throttling {
+                    periods: 100,
+                    throttled,
+                }),
+            }),
+            ..cpu_sample(1.0, 7.0, 45.0)
+        }
+    }
+
+    #[test]
+    fn quota_rows_say_how_much_of_it_the_server_used() {
+        let held = |samples: &[Sample]| {
+            let base = Row {
+                route: "/hello".into(),
+                tool: Some("wrk"),
+                load_cpus: 1,
+                quota: Some(40),
+                ..row("fibers", &[], None)
+            };
+            Row::from_samples(base, samples, None, false)
+        };
+        let full = held(&[quota_sample(39.6, 97), quota_sample(40.4, 99)]);
+        assert!((full.quota_used.unwrap() - 100.0).abs() < 1e-9, "{full:?}");
+        assert!(
+            (full.throttled_pct.unwrap() - 98.0).abs() < 1e-9,
+            "{full:?}"
+        );
+        let short = held(&[quota_sample(20.0, 10)]);
+        let unheld = row("async", &[sample(10.0, 1)], None);
+        let rows = [full, short, unheld];
+        let main = Table::main(&rows).markdown();
+        assert!(main.contains("| 40%, used 100% |"), "{main}");
+        assert!(main.contains("| 40%, used 50% |"), "{main}");
+        assert!(main.contains("| 50% | - |"), "no quota: {main}");
+        let cpu = Table::cpu(&rows[..2]).markdown();
+        assert!(cpu.ends_with("| 45% of 1 cpu | 40%, used 50% |\n"), "{cpu}");
+        // Only the server that did not reach its quota gets a note.
+        assert_eq!(
+            quota_lines(&rows),
+            [
+                "fibers /hello c=2: held to 40% of a cpu, the server used 50% of it and ran out \
+              in 10% of the quota's periods: the quota was not the limit (the load tool used \
+              45% of its cpus; a busy machine takes the server's cpu too)"
+            ]
+        );
+        // A load tool at its limit under a quota: the quota should be smaller.
+        let mut saturated = rows[0].clone();
+        saturated.load_pct = Some(95.0);
+        assert!(load_bound_lines(&[saturated])[0].ends_with("give a smaller --server-quota"));
     }
 
     #[test]
