@@ -90,8 +90,9 @@ impl Default for PoolConfig {
     /// high-water measured on every
     /// 64th job: measuring costs about 4 us per job against 0.15 us for an
     /// unmeasured empty job (`pool_bench` example). Every 16th cost a server
-    /// 0.25 us of a 7-8 us `/hello` (3%, docs/PROFILE.md); every 64th costs
-    /// 0.06 us and still takes hundreds of samples a second under load.
+    /// 0.25 us of a 7-8 us `/hello` (3%, BENCHMARKS.md, "Where a request's time
+    /// goes"); every 64th costs 0.06 us and still takes hundreds of samples a
+    /// second under load.
     /// 256 spare stacks: 256 overflows keep at most 16 MiB of quarantined
     /// 64 KiB stacks resident (`pool_bench -- quarantine` measures it), and
     /// overflows are bugs to fix long before that many.

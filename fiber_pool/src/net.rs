@@ -191,9 +191,10 @@ pub fn poll_raw(fds: &mut [RawPoll]) -> io::Result<usize> {
 /// them first. For a read loop that grows one buffer per connection (an HTTP
 /// server's, a protocol client's): `Read::read` takes initialised bytes only, and
 /// zeroing the buffer's spare capacity for every kept-alive request cost more than
-/// parsing the request's head (docs/PROFILE.md). No may call: on a non-blocking socket
-/// (every may socket is one) it returns at once, so the caller decides how to wait
-/// (park on may's socket, [`poll_now`]). It does what a read does: `WouldBlock` on a non-blocking socket with
+/// parsing the request's head (BENCHMARKS.md, "Where a request's time goes"). No
+/// may call: on a non-blocking socket (every may socket is one) it returns at once,
+/// so the caller decides how to wait (park on may's socket, [`poll_now`]). It does
+/// what a read does: `WouldBlock` on a non-blocking socket with
 /// nothing to read, `Interrupted` when a signal came first, `Ok(0)` at the end (and,
 /// as for any read, when `max` is 0). `buf` grows by what arrived only.
 pub fn recv_append(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
