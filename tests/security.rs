@@ -103,8 +103,10 @@ fn assert_no_way_in(port: u16, app_user: &str) {
             let (ok, out) = tcp_login(port, user, other);
             assert!(
                 !ok && out.contains("Access denied"),
-                "user `{user}` (tried as {}) over TCP without a password: {out}",
-                if other { OTHER_USER } else { "ourselves" }
+                "user `{user}` (tried as {}) over TCP without a password: {out}\n\
+                 the server's log ends:\n{}",
+                if other { OTHER_USER } else { "ourselves" },
+                log_tail(port)
             );
         }
     }
@@ -126,8 +128,9 @@ fn assert_admin_only_via_socket(socket: &Path) {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
-        "admin via socket: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "admin via socket: {}\nthe server's log ends:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        log_tail_in(&socket.with_file_name("mariadbd.log"))
     );
     for line in text.lines() {
         assert!(
@@ -197,6 +200,18 @@ fn fiberstack(args: &[&str], tmp: &Path, cache: &Path) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// The last lines of the log of the mariadbd listening on `port`, for a failure's message.
+fn log_tail(port: u16) -> String {
+    log_tail_in(&datadir_of(port).join("mariadbd.log"))
+}
+
+/// The last lines of the server log `log`.
+fn log_tail_in(log: &Path) -> String {
+    let text = fs::read_to_string(&log).unwrap_or_else(|e| format!("{}: {e}", log.display()));
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
 /// The private server's port in a `mysql://user:***@127.0.0.1:PORT/db` text.

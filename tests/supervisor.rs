@@ -493,3 +493,50 @@ fn an_app_on_the_library_gets_the_supervisor_the_example_shows() {
     }
     stop(serve);
 }
+
+/// `serve | head -1`, or a reader that took the start-up line and left: the
+/// supervisor and its worker print their lines into a closed pipe (EPIPE), and go on
+/// serving, the private MariaDB with them.
+#[test]
+fn a_server_whose_stdout_is_closed_keeps_serving() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader); // every write to stdout now fails with EPIPE
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--bind",
+            &addr.to_string(),
+            "--fibers",
+            "8",
+            "--db-pool",
+            "4",
+        ])
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let answered = |path: &str| get(addr, path).is_some_and(|(status, _)| status == 200);
+    let up = common::poll(START_TIMEOUT, || answered("/widgets?sleep=0"));
+    assert!(up, "no answer within {START_TIMEOUT:?}");
+    // The supervisor prints its line once its worker accepts: for two seconds after
+    // that, it must stay, and MySQL must go on answering.
+    let exited = common::poll(Duration::from_secs(2), || {
+        child.try_wait().unwrap().is_some() || !answered("/widgets?sleep=0")
+    });
+    assert!(
+        !exited,
+        "the supervisor exited, or MySQL went, on a closed stdout"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}

@@ -156,6 +156,11 @@ impl Killer {
         None
     }
 
+    /// Connections kept open for the next kill.
+    pub(crate) fn kept(&self) -> usize {
+        self.idle().len()
+    }
+
     fn keep(&self, conn: Conn) {
         self.idle().push(conn);
     }

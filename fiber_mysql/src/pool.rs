@@ -169,6 +169,10 @@ pub struct PoolStats {
     pub reset_failures: u64,
     /// Connections opened since start.
     pub opened: u64,
+    /// Side-channel connections kept open for `KILL QUERY` (at most
+    /// [`KILL_CONNECTIONS`](crate::cancel::KILL_CONNECTIONS)): server connections of
+    /// this pool beyond `idle` and `in_use`.
+    pub kill_connections: usize,
 }
 
 /// One connection of either driver, boxed: a checkout moves it through several
@@ -480,7 +484,12 @@ impl Pool {
         fiber_pool::check_stack(CHECKOUT_STACK_MARGIN);
         let ctx = fiber_pool::current();
         if let Some(ctx) = &ctx {
-            ctx.check().map_err(|_| Error::Cancelled)?;
+            ctx.check().map_err(|reason| match reason {
+                fiber_pool::CancelReason::DeadlinePassed => Error::DeadlineExceeded {
+                    phase: Phase::CheckoutWait,
+                },
+                _ => Error::Cancelled,
+            })?;
         }
         let mut conn = match ctx.as_ref().and_then(fiber_pool::Context::deadline) {
             Some(deadline) => fiber_pool::Lent::acquire(
@@ -594,6 +603,7 @@ impl Pool {
             resets: s.resets.load(Ordering::Relaxed),
             reset_failures: s.reset_failures.load(Ordering::Relaxed),
             opened: s.opened.load(Ordering::Relaxed),
+            kill_connections: s.killer.kept(),
         }
     }
 
@@ -799,7 +809,12 @@ impl PooledConn {
             self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));
         }
         let handle = self.cancel_handle();
-        self.following = Some(ctx.on_cancel(move |_reason| {
+        self.following = Some(ctx.on_cancel(move |reason| {
+            // A deadline the checkout carries already: its query kills itself then,
+            // and fails as `DeadlineExceeded` naming the phase, not as `Cancelled`.
+            if reason == fiber_pool::CancelReason::DeadlinePassed {
+                return;
+            }
             let spawned = std::thread::Builder::new()
                 .name("fiber_mysql-cancel".into())
                 .spawn(move || {

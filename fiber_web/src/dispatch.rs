@@ -228,14 +228,24 @@ impl<S: Send + Sync + 'static> Routed<S> {
         };
         let (ran, stack_used) = self.fibers.run_admitted_in(fiber_label, Some(&ctx), job);
         drop(turn);
-        if ctx.reason() == Some(CancelReason::ClientGone) {
-            // Nobody reads the answer: nothing is sent, and the connection closes.
-            self.stats.cancelled();
-            return None;
-        }
+        // A client gone: nobody reads the answer, so nothing is sent and the
+        // connection closes. Counted as abandoned when no handler ran (its client
+        // left while it waited for a fiber), as cancelled when one was stopped.
+        let gone = ctx.reason() == Some(CancelReason::ClientGone);
         let resp = match ran {
+            Ok(None) => {
+                self.stats.abandoned();
+                return None;
+            }
+            Err(RunError::Cancelled { .. }) if gone => {
+                self.stats.abandoned();
+                return None;
+            }
+            _ if gone => {
+                self.stats.cancelled();
+                return None;
+            }
             Ok(Some(resp)) => resp,
-            Ok(None) => return None,
             Err(e) => fiber_error(fiber_label, req, e, self.fibers.config()),
         };
         Some((resp, label, stack_used))

@@ -1,5 +1,6 @@
-//! Logs: the logger the binary installs (env_logger behind the `log` facade), and the
-//! lines both servers write: the access line and the 5xx line.
+//! Logs: the logger the binary installs (env_logger behind the `log` facade), the
+//! lines both servers write (the access line and the 5xx line), and the start-up
+//! line on stdout ([`banner`]).
 //!
 //! - `RUST_LOG` is honoured, on top of the defaults `info,may=warn`: a directive it
 //!   gives replaces the default of the same name, so `RUST_LOG=debug` leaves may at
@@ -161,6 +162,15 @@ impl std::fmt::Display for Timestamp {
         // Only ASCII digits and punctuation were written.
         f.write_str(std::str::from_utf8(&self.0).unwrap_or("?"))
     }
+}
+
+/// Prints a start-up line (`listening on ...`) on stdout and flushes it. A closed
+/// stdout (`serve | head -1`, a reader that took the first line and left) is no
+/// reason to stop serving: a failed write is dropped, where `println!` would panic
+/// and take the process down, and with a supervisor its private MariaDB too.
+pub fn banner(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 /// The access line of one request, at info under [`ACCESS_TARGET`]:

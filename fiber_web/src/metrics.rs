@@ -270,7 +270,7 @@ impl Exposition {
 
     /// The MySQL pool's families (`fiberstack_db_pool_*`).
     pub fn db_pool(&mut self, s: &fiber_mysql::PoolStats) {
-        let families: [(&str, Kind, &str, f64); 7] = [
+        let families: [(&str, Kind, &str, f64); 9] = [
             (
                 "fiberstack_db_pool_connections",
                 Gauge,
@@ -312,6 +312,18 @@ impl Exposition {
                 Counter,
                 "MySQL connections closed after an error and replaced.",
                 s.replaced as f64,
+            ),
+            (
+                "fiberstack_db_pool_resets_total",
+                Counter,
+                "MySQL connections reset at give-back because their session changed.",
+                s.resets as f64,
+            ),
+            (
+                "fiberstack_db_pool_kill_connections",
+                Gauge,
+                "Side-channel MySQL connections kept open for KILL QUERY.",
+                s.kill_connections as f64,
             ),
         ];
         for (name, kind, help, value) in families {

@@ -120,13 +120,13 @@ where
     }
     let stops = supervisor::stop_requests().map_err(|e| Error::io("install signal handlers", e))?;
     let serving = start(&options, Box::new(supervisor::ask_for_replacement), build)?;
-    println!(
+    crate::logging::banner(&format!(
         "listening on http://{} | {} fibers x {} stack, {} may workers",
         serving.addr(),
         options.fibers,
         crate::config::ByteSize(options.stack_size),
         options.workers,
-    );
+    ));
     supervisor::ready();
     let why = stops.wait();
     log::info!(

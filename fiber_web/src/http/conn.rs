@@ -39,8 +39,9 @@ use crate::shutdown::Stop;
 
 /// What handles a request: routing and running handlers is the server's business.
 pub trait Service: Send + Sync + 'static {
-    /// The response to `req`, or `None` when the service found `peer` gone before it
-    /// ran anything ([`Peer::gone`]): nothing is sent, and the connection closes. The
+    /// The response to `req`, or `None` when `peer` has gone: before anything ran
+    /// ([`Peer::gone`]) or while it ran (the sweeper saw it leave). Nothing is sent,
+    /// and the connection closes; the service counts it. The
     /// request is the connection's, lent for the call: a service may change it (the
     /// router stores the path's parameters in it, layers add headers).
     fn call(&self, req: &mut Request, peer: &Peer<'_>) -> Option<Response>;
@@ -174,8 +175,8 @@ pub fn serve<S: Service + ?Sized>(
             watch: &stream.watch,
             minor_version: req.minor_version,
         };
+        // No answer: the client has gone (the service counted it).
         let Some(resp) = service.call(&mut req, &peer) else {
-            stats.abandoned();
             return;
         };
         stats.response(resp.status);

@@ -320,7 +320,7 @@ impl State {
         loop {
             if self.workers.iter().all(|p| p.phase == Phase::Serving) {
                 // The start-up line, on stdout like a single server's.
-                println!(
+                crate::logging::banner(&format!(
                     "fiberstack: listening on http://{} | supervisor pid {}, {} worker \
                      processes (SIGHUP restarts them one by one){}",
                     self.sup.addr().map_err(|e| e.to_string())?,
@@ -331,7 +331,7 @@ impl State {
                     } else {
                         format!(" | {}", self.sup.note)
                     }
-                );
+                ));
                 return Ok(());
             }
             let failure = match rx.recv_timeout(TICK) {

@@ -300,7 +300,7 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
         Runtime::Minihttp => return serve_minihttp(cfg, &stops),
         Runtime::Fibers => {
             let running = start::start(cfg).map_err(|e| e.to_string())?;
-            println!("{}", running.banner(cfg));
+            fiber_web::logging::banner(&running.banner(cfg));
             supervisor::ready();
             stopping(
                 &stops.wait(),
@@ -311,7 +311,7 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
         }
         Runtime::Async => {
             let running = fiberstack::twin::start(cfg).map_err(|e| e.to_string())?;
-            println!("{}", running.banner(cfg));
+            fiber_web::logging::banner(&running.banner(cfg));
             supervisor::ready();
             stopping(&stops.wait(), running.server.stop_state().in_flight(), cfg);
             running.shutdown(cfg.web.shutdown_grace)
@@ -380,7 +380,7 @@ fn serve_minihttp(cfg: &ServeConfig, stops: &StopRequests) -> Result<(), String>
         log::warn!("fiberstack: minihttp: {line}");
     }
     let running = fiberstack::mini::start(cfg).map_err(|e| e.to_string())?;
-    println!("{}", running.banner(cfg));
+    fiber_web::logging::banner(&running.banner(cfg));
     let why = stops.wait();
     log::info!("fiberstack: {why}; minihttp has no graceful shutdown, open connections are cut");
     running.shutdown();
