@@ -209,7 +209,7 @@ fn log_tail(port: u16) -> String {
 
 /// The last lines of the server log `log`.
 fn log_tail_in(log: &Path) -> String {
-    let text = fs::read_to_string(&log).unwrap_or_else(|e| format!("{}: {e}", log.display()));
+    let text = fs::read_to_string(log).unwrap_or_else(|e| format!("{}: {e}", log.display()));
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
