@@ -1,11 +1,14 @@
-//! A JSON API of todos in MySQL on fiber_web: list, create, show and delete, plus one
-//! route that calls two upstreams one after the other. Every handler is plain code on
-//! a guarded fiber; every bad request gets the status that says what to send instead.
+//! A JSON API of todos in MySQL on fiber_web: list, create, show and delete, one route
+//! that calls two upstreams at once (`fiber_pool::scope`), and one that writes a
+//! backup file with `std::fs` (`fiber_pool::blocking`: the write blocks a thread of
+//! the blocking pool, not the fiber's worker). Every handler is plain code on a
+//! guarded fiber; every bad request gets the status that says what to send instead.
 //!
 //! Run with: DATABASE_URL=mysql://user:pass@127.0.0.1:3306/db \
 //!           cargo run --release --example todo_api -- --bind 127.0.0.1:3005
 //! Then:     curl -i -H 'Content-Type: application/json' -d '{"title":"milk"}' localhost:3005/todos
 //!           curl -i localhost:3005/todos/1
+//!           curl -i -X POST localhost:3005/backup      # writes ./todos-backup.json
 #![forbid(unsafe_code)]
 
 use fiber_mysql::{Pool, PoolConfig, Row};
@@ -109,7 +112,8 @@ fn remove(app: &Todos, req: &Request) -> Result<Response, Response> {
     Ok(Response::no_content())
 }
 
-/// `GET /summary`: the count of todos from one upstream and the health of another.
+/// `GET /summary`: the count of todos from one upstream and the health of another,
+/// both asked at once, each on a child fiber.
 fn summary(app: &Todos, _: &Request) -> Result<Json<serde_json::Value>, Response> {
     let [todos, health] = &app.upstreams;
     let got = |url: &Url| {
@@ -117,14 +121,30 @@ fn summary(app: &Todos, _: &Request) -> Result<Json<serde_json::Value>, Response
             .get(url)
             .map_err(|e| Response::error(e.gateway_status(), format!("GET {url}: {e}")))
     };
-    let todos: Vec<Todo> = serde_json::from_slice(&got(todos)?.body)
+    let (listed, healthy) = fiber_pool::scope(|s| {
+        let (a, b) = (s.spawn(|| got(todos)), s.spawn(|| got(health)));
+        (a.join(), b.join())
+    });
+    let todos: Vec<Todo> = serde_json::from_slice(&listed??.body)
         .map_err(|e| Response::error(502, format!("GET {todos}: not a list of todos: {e}")))?;
-    let health = String::from_utf8_lossy(&got(health)?.body)
-        .trim()
-        .to_string();
+    let health = String::from_utf8_lossy(&healthy??.body).trim().to_string();
     Ok(Json(
         serde_json::json!({ "todos": todos.len(), "health": health }),
     ))
+}
+
+/// `POST /backup`: every todo, as JSON, into `$TODO_BACKUP` (default
+/// `todos-backup.json`), mode 0600, written by `std::fs` on the blocking pool.
+fn backup(app: &Todos, req: &Request) -> Result<Json<serde_json::Value>, Response> {
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    let Json(all) = list(app, req)?;
+    let path = std::env::var_os("TODO_BACKUP").unwrap_or_else(|| "todos-backup.json".into());
+    let text = serde_json::to_vec(&all).map_err(|e| Response::error(500, e.to_string()))?;
+    let (mut file, saved) = (std::fs::OpenOptions::new(), all.len());
+    file.write(true).create(true).truncate(true).mode(0o600);
+    fiber_pool::blocking(move || file.open(path)?.write_all(&text))?
+        .map_err(|e| Response::error(500, format!("writing the backup: {e}")))?;
+    Ok(Json(serde_json::json!({ "saved": saved })))
 }
 
 fn main() -> Result<(), fiber_web::Error> {
@@ -146,6 +166,7 @@ fn main() -> Result<(), fiber_web::Error> {
                 .delete("/todos/{id}", remove)
                 .get("/summary", summary)
                 .limit(8, Duration::from_secs(5), "it calls back into this server")
+                .post("/backup", backup)
                 .layer(RequestId::default())
                 .readiness(|app| app.db.ping().map_err(|e| e.to_string())),
         )

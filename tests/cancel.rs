@@ -15,51 +15,18 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use fiberstack::config::{Options, Runtime, ServeConfig};
+use common::either::{Server, RUNTIMES};
+use fiberstack::config::Runtime;
 
 /// Clients that leave.
 const LEAVING: usize = 20;
 
-/// Either runtime, started in this process.
-enum Server {
-    Fibers(fiberstack::start::Running),
-    Twin(fiberstack::twin::Running),
-}
-
-impl Server {
-    fn start(runtime: Runtime, request_timeout: Option<Duration>) -> Server {
-        let cfg = ServeConfig {
-            runtime,
-            db_pool: LEAVING + 5,
-            database_url: Some(common::database_url()),
-            web: Options {
-                request_timeout,
-                fibers: 50,
-                ..common::config().web
-            },
-            ..common::config()
-        };
-        match runtime {
-            Runtime::Fibers => Server::Fibers(fiberstack::start::start(&cfg).unwrap()),
-            Runtime::Async => Server::Twin(fiberstack::twin::start(&cfg).unwrap()),
-            other => panic!("{other} is not measured here"),
-        }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        match self {
-            Server::Fibers(s) => s.addr(),
-            Server::Twin(s) => s.addr(),
-        }
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        serde_json::from_str(&common::get(self.addr(), "/stats").body).unwrap()
-    }
-
-    fn in_use(&self) -> u64 {
-        self.stats()["db"]["in_use"].as_u64().unwrap()
-    }
+/// Either runtime with a pool of `LEAVING + 5`, and `request_timeout`.
+fn server(runtime: Runtime, request_timeout: Option<Duration>) -> Server {
+    Server::start(runtime, |cfg| {
+        cfg.db_pool = LEAVING + 5;
+        cfg.web.request_timeout = request_timeout;
+    })
 }
 
 /// Send `GET path` on a new connection, without closing it.
@@ -84,8 +51,8 @@ fn until_in_use(server: &Server, want: u64, within: Duration) -> Duration {
 
 #[test]
 fn clients_that_leave_give_their_connections_back_at_once() {
-    for runtime in [Runtime::Fibers, Runtime::Async] {
-        let server = Server::start(runtime, None);
+    for runtime in RUNTIMES {
+        let server = server(runtime, None);
         let clients: Vec<TcpStream> = (0..LEAVING)
             .map(|_| ask(server.addr(), "/widgets?sleep=10"))
             .collect();
@@ -108,8 +75,8 @@ fn clients_that_leave_give_their_connections_back_at_once() {
 
 #[test]
 fn a_client_that_half_closes_still_gets_its_answer() {
-    for runtime in [Runtime::Fibers, Runtime::Async] {
-        let server = Server::start(runtime, None);
+    for runtime in RUNTIMES {
+        let server = server(runtime, None);
         let mut s = ask(server.addr(), "/widgets?sleep=0.3");
         s.shutdown(Shutdown::Write).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -131,8 +98,8 @@ fn a_client_that_half_closes_still_gets_its_answer() {
 #[test]
 fn a_request_past_its_deadline_is_a_504_and_its_query_is_killed() {
     let timeout = Duration::from_millis(500);
-    for runtime in [Runtime::Fibers, Runtime::Async] {
-        let server = Server::start(runtime, Some(timeout));
+    for runtime in RUNTIMES {
+        let server = server(runtime, Some(timeout));
         let started = Instant::now();
         let r = common::get(server.addr(), "/widgets?sleep=3");
         let took = started.elapsed();

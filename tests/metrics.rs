@@ -13,55 +13,9 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::either::{Server, RUNTIMES};
 use common::{get, parse, raw, Resp};
-use fiberstack::config::{Runtime, ServeConfig};
-
-/// A server of either runtime, stopped on drop.
-enum Server {
-    Fibers(Option<fiberstack::start::Running>),
-    Twin(Option<fiberstack::twin::Running>),
-}
-
-impl Server {
-    fn start(runtime: Runtime, tweak: impl FnOnce(&mut ServeConfig)) -> Server {
-        let mut cfg = ServeConfig {
-            database_url: Some(common::database_url()),
-            ..common::config()
-        };
-        tweak(&mut cfg);
-        let failed =
-            |e: fiberstack::Error| -> ! { panic!("the {runtime} server did not start: {e}") };
-        match runtime {
-            Runtime::Fibers => Server::Fibers(Some(
-                fiberstack::start::start(&cfg).unwrap_or_else(|e| failed(e)),
-            )),
-            Runtime::Async => Server::Twin(Some(
-                fiberstack::twin::start(&cfg).unwrap_or_else(|e| failed(e)),
-            )),
-            // The bench's raw baseline serves only what the bench reads.
-            other => panic!("{other} serves no /metrics"),
-        }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        match self {
-            Server::Fibers(r) => r.as_ref().unwrap().addr(),
-            Server::Twin(r) => r.as_ref().unwrap().addr(),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let grace = Duration::from_secs(5);
-        match self {
-            Server::Fibers(r) => drop(r.take().map(|r| r.shutdown(grace))),
-            Server::Twin(r) => drop(r.take().map(|r| r.shutdown(grace))),
-        }
-    }
-}
-
-const RUNTIMES: [Runtime; 2] = [Runtime::Fibers, Runtime::Async];
+use fiberstack::config::Runtime;
 
 /// `GET /metrics`, checked to be the text format.
 fn scrape(addr: SocketAddr) -> String {

@@ -88,10 +88,22 @@ impl RouteLimit {
         }
     }
 
-    /// Wait for a turn, or the 503 that says why there was none.
-    fn enter(self: &Arc<Self>, label: &str) -> Result<Turn, Response> {
-        if self.permits.wait_timeout(self.wait) {
+    /// Wait for a turn, or the 503 that says why there was none; a 504 when the
+    /// request's `deadline` comes first.
+    fn enter(self: &Arc<Self>, label: &str, deadline: Option<Instant>) -> Result<Turn, Response> {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let wait = left.map_or(self.wait, |left| left.min(self.wait));
+        if self.permits.wait_timeout(wait) {
             Ok(Turn(Arc::clone(self)))
+        } else if wait < self.wait {
+            Err(Response::error(
+                504,
+                format!(
+                    "the request's deadline passed while it waited for a turn of route \
+                     {label} ({} at once: {})",
+                    self.max, self.why
+                ),
+            ))
         } else {
             Err(Response::error(
                 503,
@@ -185,21 +197,11 @@ impl<S: Send + Sync + 'static> Routed<S> {
         };
         let label = route.map(|r| r.label);
         let ep = route.map(|r| &r.handler);
-        let turn = match ep.and_then(|ep| ep.limit.as_ref()) {
-            Some(limit) => match limit.enter(label.unwrap_or(UNMATCHED)) {
-                Ok(turn) => Some(turn),
-                Err(refused) => return Some((refused, label, None)),
-            },
-            None => None,
-        };
         let state: &S = &self.state;
         let layers: &[Arc<dyn Layer<S>>] = match ep {
             Some(ep) if ep.without_layers || ep.on_carrier => &[],
             _ => &self.layers,
         };
-        if ep.is_some_and(|ep| ep.on_carrier) {
-            return Some((Next::new(layers, end).run(state, req), label, None));
-        }
         // The request's context: its deadline (the earlier of the server's and the
         // route's), and its cancellation when its client goes (the sweeper watches
         // the client while the job runs: `peer.watch`). Every wait of the job sees
@@ -212,6 +214,16 @@ impl<S: Send + Sync + 'static> Routed<S> {
             Some(t) => Context::new().with_deadline(asked + t),
             None => Context::new(),
         };
+        let turn = match ep.and_then(|ep| ep.limit.as_ref()) {
+            Some(limit) => match limit.enter(label.unwrap_or(UNMATCHED), ctx.deadline()) {
+                Ok(turn) => Some(turn),
+                Err(refused) => return Some((refused, label, None)),
+            },
+            None => None,
+        };
+        if ep.is_some_and(|ep| ep.on_carrier) {
+            return Some((Next::new(layers, end).run(state, req), label, None));
+        }
         let _watched = peer.map(|p| p.watch(&ctx));
         // A request that waited for its turn or its fiber may have lost its client
         // meanwhile: then it is not run (the check costs a system call, so a request

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use crate::config::{
     cores, ByteSize, HttpLimits, WatchdogLimits, DEFAULT_ACCESS_LOG, DEFAULT_BIND, DEFAULT_FIBERS,
-    DEFAULT_FIBER_WAIT, DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_STACK_SIZE, DEFAULT_WORKER_START_TIMEOUT,
+    DEFAULT_FIBER_WAIT, DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SCOPE_CHILDREN,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE, DEFAULT_WORKER_START_TIMEOUT,
 };
 use crate::Error;
 
@@ -46,6 +46,14 @@ pub struct Options {
     /// the ones each wait has of its own. A route can set a tighter one
     /// (`App::timeout`).
     pub request_timeout: Option<Duration>,
+    /// Most children one [`fiber_pool::scope`] of a handler may have; one more fails
+    /// with `RunError::ScopeFull` (a 503 when passed on with `?`).
+    pub scope_children: usize,
+    /// Fibers beyond `fibers` kept for scopes' children, so that fan-outs finish when
+    /// requests hold every other fiber.
+    pub child_reserve: usize,
+    /// The threads [`fiber_pool::blocking`] runs closures on, and how many may wait.
+    pub blocking: fiber_pool::BlockingConfig,
     /// may worker threads.
     pub workers: usize,
     /// Worker processes the supervisor runs behind the port.
@@ -79,6 +87,9 @@ impl Default for Options {
             queue: DEFAULT_QUEUE,
             fiber_wait: DEFAULT_FIBER_WAIT,
             request_timeout: None,
+            scope_children: DEFAULT_SCOPE_CHILDREN,
+            child_reserve: fiber_pool::PoolConfig::default().child_reserve,
+            blocking: fiber_pool::BlockingConfig::default(),
             workers: cores(),
             processes: DEFAULT_PROCESSES,
             supervise: true,
@@ -153,6 +164,36 @@ const FLAGS: &[Flag] = &[
                 .to_string()
         },
         set: |o, v| seconds(v).map(|d| o.request_timeout = (!d.is_zero()).then_some(d)),
+    },
+    Flag {
+        name: "scope-children",
+        value: "N",
+        help: "most children one fan-out (fiber_pool::scope) may have; more get a 503",
+        default: |o| o.scope_children.to_string(),
+        set: |o, v| count(v, 1, MAX_FIBERS).map(|n| o.scope_children = n),
+    },
+    Flag {
+        name: "child-reserve",
+        value: "N",
+        help: "fibers beyond --fibers kept for fan-outs' children",
+        default: |o| o.child_reserve.to_string(),
+        set: |o, v| count(v, 0, MAX_FIBERS).map(|n| o.child_reserve = n),
+    },
+    Flag {
+        name: "blocking-threads",
+        value: "N",
+        help: "threads that run blocking calls (fiber_pool::blocking)",
+        default: |o| o.blocking.threads.to_string(),
+        set: |o, v| {
+            count(v, 1, fiber_pool::blocking::MAX_BLOCKING_THREADS).map(|n| o.blocking.threads = n)
+        },
+    },
+    Flag {
+        name: "blocking-queue",
+        value: "N",
+        help: "blocking calls that may wait for a thread; more fail at once (503)",
+        default: |o| o.blocking.queue.to_string(),
+        set: |o, v| count(v, 0, fiber_pool::config::MAX_QUEUE).map(|n| o.blocking.queue = n),
     },
     Flag {
         name: "workers",
@@ -382,6 +423,8 @@ impl Options {
             queue: self.queue,
             wait_timeout: Some(self.fiber_wait),
             spare_stacks: defaults.spare_stacks.max(limit),
+            max_children_per_scope: self.scope_children,
+            child_reserve: self.child_reserve,
             ..defaults
         }
     }

@@ -198,6 +198,7 @@ where
         .set_workers(options.workers)
         .set_pool_capacity(COROUTINE_CACHE);
     let fibers = FiberPool::new(options.pool_config())?;
+    size_blocking(&options.blocking)?;
     let watchdog = crate::watchdog::spawn(options.watchdog, replace)
         .map_err(|e| Error::io("start the stall watchdog", e))?;
     let stats = Arc::new(HttpStats::unrouted(options.access_log));
@@ -242,4 +243,27 @@ fn supervise(options: &Options) -> Result<(), Error> {
     })
     .map_err(Error::Supervisor)?;
     sup.run().map_err(Error::Supervisor)
+}
+
+/// Sizes the process's pool for [`fiber_pool::blocking`]. A second server in the same
+/// process (tests start several) shares the first one's pool: the same sizes are
+/// fine, and other sizes are said once in the log, not an error.
+fn size_blocking(cfg: &fiber_pool::BlockingConfig) -> Result<(), Error> {
+    match fiber_pool::blocking::set_default(cfg.clone()) {
+        Ok(()) => Ok(()),
+        Err(fiber_pool::ConfigError::BlockingStarted) => {
+            let running = fiber_pool::blocking::default_pool().config();
+            if running != cfg {
+                log::warn!(
+                    "fiber_web: this process's blocking pool already runs with {} threads \
+                     and a queue of {}; --blocking-threads and --blocking-queue apply to \
+                     the first server of a process only",
+                    running.threads,
+                    running.queue
+                );
+            }
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }

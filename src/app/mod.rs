@@ -45,6 +45,7 @@ pub struct AppState {
 pub const ROUTE_LABELS: &[&str] = &[
     "dashboard",
     "widgets",
+    "widgets_parallel",
     "widgets_http",
     "upstream_search",
     "deep",
@@ -67,6 +68,8 @@ pub fn app(state: Arc<AppState>, self_calls: usize, wait: Duration) -> App<AppSt
         .named("dashboard")
         .get("/widgets", widgets::widgets)
         .named("widgets")
+        .get("/widgets/parallel", widgets::widgets_parallel)
+        .named("widgets_parallel")
         .get("/widgets/http", widgets::widgets_http)
         .named("widgets_http")
         .limit(

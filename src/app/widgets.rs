@@ -1,7 +1,12 @@
 //! `/widgets` (a one-second MySQL query) and `/widgets/http` (an HTTP call back to
-//! `/widgets` on this same server): the original demo's two routes.
+//! `/widgets` on this same server): the original demo's two routes; and
+//! `/widgets/parallel`, N of those queries at once from one handler (a fan-out on
+//! `fiber_pool::scope`).
+
+use std::time::{Duration, Instant};
 
 use crate::app::{db_error, upstream_error, AppState};
+use fiber_pool::{RunError, Scope};
 use fiber_web::http::client::{ClientError, ClientResponse, Url};
 use fiber_web::http::{Request, Response};
 
@@ -40,6 +45,112 @@ pub fn widgets(state: &AppState, req: &Request) -> Response {
         Ok(_) => Response::text(200, WIDGETS_BODY),
         Err(e) => db_error(&e),
     }
+}
+
+/// Queries `/widgets/parallel` runs without `?n=`.
+pub const DEFAULT_PARALLEL: usize = 3;
+/// Most queries `/widgets/parallel` runs (`?n=`); within fiber_web's default
+/// `--scope-children`.
+pub const MAX_PARALLEL: usize = 10;
+/// Longest `?deadline=` of `/widgets/parallel`, in seconds.
+pub const MAX_DEADLINE_SECS: f64 = 60.0;
+
+/// What `/widgets/parallel` was asked for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Parallel {
+    /// Queries at once.
+    pub n: usize,
+    /// Seconds each query sleeps.
+    pub sleep: f64,
+    /// The fan-out's deadline, from the handler's start.
+    pub deadline: Option<Duration>,
+}
+
+/// Parse `/widgets/parallel`'s `?n=` (1 to [`MAX_PARALLEL`], default
+/// [`DEFAULT_PARALLEL`]), `?sleep=` (as `/widgets`) and `?deadline=` (seconds above 0,
+/// at most [`MAX_DEADLINE_SECS`]; none by default).
+pub fn parse_parallel(
+    n: Option<&str>,
+    sleep: Option<&str>,
+    deadline: Option<&str>,
+) -> Result<Parallel, String> {
+    let n = match n {
+        None => DEFAULT_PARALLEL,
+        Some(raw) => match raw.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_PARALLEL).contains(&n) => n,
+            _ => {
+                return Err(format!(
+                    "n must be a whole number of queries from 1 to {MAX_PARALLEL}, like ?n=3; \
+                     got '{raw}'"
+                ))
+            }
+        },
+    };
+    let deadline = match deadline {
+        None => None,
+        Some(raw) => match raw.trim().parse::<f64>() {
+            Ok(d) if d > 0.0 && d <= MAX_DEADLINE_SECS => Some(Duration::from_secs_f64(d)),
+            _ => {
+                return Err(format!(
+                    "deadline must be a number of seconds above 0 and at most \
+                     {MAX_DEADLINE_SECS}, like ?deadline=0.5; got '{raw}'"
+                ))
+            }
+        },
+    };
+    Ok(Parallel {
+        n,
+        sleep: parse_sleep(sleep)?,
+        deadline,
+    })
+}
+
+/// What `/widgets/parallel` answers when every query returned (shared with the twin).
+pub fn parallel_answer(n: usize, took: Duration) -> Response {
+    Response::json(
+        200,
+        &serde_json::json!({ "queries": n, "took_ms": took.as_millis() as u64 }),
+    )
+}
+
+/// `GET /widgets/parallel[?n=N][&sleep=S][&deadline=D]`: N `select sleep(S)` at once,
+/// each on a child fiber of one scope (with the deadline, if given, on all of them),
+/// answered once all have returned: in about S seconds, not N x S. Past the deadline
+/// the queries are killed and the answer is a 504 naming the phase.
+pub fn widgets_parallel(state: &AppState, req: &Request) -> Result<Response, Response> {
+    let ask = parse_parallel(
+        req.query_param("n").as_deref(),
+        req.query_param("sleep").as_deref(),
+        req.query_param("deadline").as_deref(),
+    )
+    .map_err(|why| Response::error(400, why))?;
+    let started = Instant::now();
+    let results = match ask.deadline {
+        Some(d) => fiber_pool::scope_with_deadline(started + d, |s| fan_out(s, state, ask)),
+        None => fiber_pool::scope(|s| fan_out(s, state, ask)),
+    };
+    for result in results {
+        // A child that did not finish (RunError) or a query that failed.
+        result??;
+    }
+    Ok(parallel_answer(ask.n, started.elapsed()))
+}
+
+/// `ask.n` children, each running one query; their outcomes, in order.
+fn fan_out<'scope>(
+    s: &'scope Scope<'scope, '_>,
+    state: &'scope AppState,
+    ask: Parallel,
+) -> Vec<Result<Result<(), fiber_mysql::Error>, RunError>> {
+    let children: Vec<_> = (0..ask.n)
+        .map(|_| {
+            s.spawn(move || {
+                let mut conn = state.db.checkout()?;
+                conn.exec("select sleep(?)", (ask.sleep,)).map(drop)
+            })
+        })
+        .collect();
+    children.into_iter().map(|child| child.join()).collect()
 }
 
 /// `GET /widgets/http`: GET this server's own `/widgets` and return its body.

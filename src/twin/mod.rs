@@ -78,6 +78,10 @@ pub fn router(state: Shared) -> Router {
         .route("/", on("dashboard", get(dashboard)))
         .route("/widgets", on("widgets", get(widgets::widgets)))
         .route(
+            "/widgets/parallel",
+            on("widgets_parallel", get(widgets::widgets_parallel)),
+        )
+        .route(
             "/widgets/http",
             on("widgets_http", get(widgets::widgets_http)),
         )

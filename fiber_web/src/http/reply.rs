@@ -104,6 +104,57 @@ impl IntoResponse for fiber_mysql::Error {
     }
 }
 
+/// What a handler answers for a job of its own that did not finish (a
+/// [`scope`](fiber_pool::scope())'s child, a [`blocking`](fiber_pool::blocking())
+/// call), so that `child.join()?` passes it on: 504 when the request's deadline
+/// passed or a blocking call ran past its wait; 503 (with `Retry-After`) when there
+/// was no room (the scope, the fibers, the blocking queue) or the request was
+/// cancelled; 500 for a child's panic or stack overflow. The message names the limit
+/// to raise.
+impl From<fiber_pool::RunError> for Response {
+    fn from(e: fiber_pool::RunError) -> Response {
+        use fiber_pool::{CancelReason, RunError};
+        match &e {
+            RunError::Cancelled {
+                reason: CancelReason::DeadlinePassed,
+            } => Response::error(
+                504,
+                "the request's deadline passed before its work finished",
+            ),
+            RunError::BlockingTimeout { .. } => Response::error(504, e.to_string()),
+            RunError::StackOverflow { .. } | RunError::Panicked { .. } => {
+                Response::error(500, e.to_string())
+            }
+            // The limits a server sets through its options: named by their flags.
+            RunError::ScopeFull { max } => busy(format!(
+                "a fan-out asked for more than {max} children, the most one scope may \
+                 have: spawn fewer, or raise --scope-children"
+            )),
+            RunError::NoFiberForChild { waited, reserve } => busy(format!(
+                "a fan-out's child found no fiber within {waited:?}: every fiber and the \
+                 {reserve} kept for children were busy; raise --child-reserve or --fibers, \
+                 or fan out less"
+            )),
+            RunError::BlockingQueueFull { queue } => busy(format!(
+                "every blocking thread is busy and {queue} calls already wait for one: \
+                 retry later, or raise --blocking-threads or --blocking-queue"
+            )),
+            _ => busy(e.to_string()),
+        }
+    }
+}
+
+/// A 503 saying `why`, with `Retry-After`.
+fn busy(why: String) -> Response {
+    Response::error(503, why).header("Retry-After", "1")
+}
+
+impl IntoResponse for fiber_pool::RunError {
+    fn into_response(self) -> Response {
+        Response::from(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +184,23 @@ mod tests {
             "{:?}",
             down.headers
         );
+    }
+
+    #[test]
+    fn a_job_that_did_not_finish_is_its_gateway_or_server_error() {
+        use fiber_pool::{CancelReason, RunError};
+        let status = |e: RunError| Response::from(e).status;
+        let deadline = RunError::Cancelled {
+            reason: CancelReason::DeadlinePassed,
+        };
+        assert_eq!(status(deadline), 504);
+        assert_eq!(status(RunError::ScopeFull { max: 8 }), 503);
+        let full = Response::from(RunError::BlockingQueueFull { queue: 256 });
+        assert!(String::from_utf8_lossy(&full.body).contains("--blocking-queue"));
+        let panicked = RunError::Panicked {
+            label: "child",
+            message: "boom".into(),
+        };
+        assert_eq!(status(panicked), 500);
     }
 }
