@@ -68,22 +68,48 @@ impl Exchange<'_> {
     }
 
     /// Send `request` on `conn` and read the whole response. `Ok` holds the response
-    /// and whether `conn` may be reused.
+    /// and whether `conn` may be reused. Each phase is a function of its own: in a
+    /// debug build every temporary has its own stack slot, and one function for all of
+    /// them made the deepest frame of a call.
     pub(crate) fn run(
         &self,
         conn: &mut Conn,
         request: &[u8],
     ) -> Result<(ClientResponse, bool), Failed> {
-        let limits = self.limits;
-        let send = self.call.phase(phase::SEND, limits.send_timeout);
-        if let Err(f) = conn.write_all(request, send) {
+        self.send(conn, request)?;
+        let mut received = self.first_byte(conn)?;
+        let head = self.head(conn, &mut received)?;
+        let framed = self.body(conn, &head, &mut received)?;
+        let reusable = framed
+            && !self.close
+            && head.keep_alive
+            && !head.conflicting
+            && conn.filled().is_empty();
+        let response = ClientResponse {
+            status: head.status,
+            headers: head.headers,
+            body: std::mem::take(&mut conn.body),
+        };
+        Ok((response, reusable))
+    }
+
+    fn send(&self, conn: &mut Conn, request: &[u8]) -> Result<(), Failed> {
+        let send = self.call.phase(phase::SEND, self.limits.send_timeout);
+        conn.write_all(request, send).map_err(|f| {
             let closed = f.is_closed_connection();
             let e = self.error(f, phase::SEND, &send);
-            return Err(if closed { Failed::Closed(e) } else { e.into() });
-        }
+            if closed {
+                Failed::Closed(e)
+            } else {
+                Failed::Error(e)
+            }
+        })
+    }
 
+    /// Wait for the response to start: how many bytes came.
+    fn first_byte(&self, conn: &mut Conn) -> Result<usize, Failed> {
         let first = self.read_deadline(phase::FIRST_BYTE, self.call);
-        let mut received = match conn.fill(first) {
+        let received = match conn.fill(first) {
             Ok(0) => {
                 return Err(Failed::Closed(ClientError::BadResponse(
                     "the connection closed before any response".into(),
@@ -96,27 +122,46 @@ impl Exchange<'_> {
             }
             Err(f) => return Err(self.error(f, phase::FIRST_BYTE, &first).into()),
         };
-        if received > limits.max_response_bytes {
-            return Err(ClientError::TooLarge {
-                limit: limits.max_response_bytes,
-            }
-            .into());
-        }
-        let mut more = |conn: &mut Conn, phase: &'static str, deadline: Deadline| {
-            let n = conn
-                .fill(deadline)
-                .map_err(|f| self.error(f, phase, &deadline))?;
-            received += n;
-            if received > limits.max_response_bytes {
-                return Err(ClientError::TooLarge {
-                    limit: limits.max_response_bytes,
-                });
-            }
-            Ok(n)
-        };
+        self.within_cap(received)?;
+        Ok(received)
+    }
 
+    fn within_cap(&self, received: usize) -> Result<(), ClientError> {
+        let limit = self.limits.max_response_bytes;
+        if received > limit {
+            return Err(ClientError::TooLarge { limit });
+        }
+        Ok(())
+    }
+
+    /// Read more of the response in `phase` (0 at its end), counted against the cap.
+    fn more(
+        &self,
+        conn: &mut Conn,
+        received: &mut usize,
+        phase: &'static str,
+        deadline: Deadline,
+    ) -> Result<usize, ClientError> {
+        let n = conn
+            .fill(deadline)
+            .map_err(|f| self.error(f, phase, &deadline))?;
+        *received += n;
+        self.within_cap(*received)?;
+        Ok(n)
+    }
+
+    /// The final response's head (interim 1xx responses skipped), consumed.
+    fn head(&self, conn: &mut Conn, received: &mut usize) -> Result<Head, ClientError> {
+        let limits = self.limits;
+        let too_large = || {
+            ClientError::BadResponse(format!(
+                "the response head is larger than the {}-byte limit",
+                limits.max_head_bytes
+            ))
+        };
         let head = loop {
             match parse_head(conn.filled(), limits)? {
+                Some(head) if head.len > limits.max_head_bytes => return Err(too_large()),
                 Some(head) if (100..200).contains(&head.status) && head.status != 101 => {
                     // An interim response (100 Continue, 103 Early Hints): the final
                     // one follows.
@@ -127,99 +172,101 @@ impl Exchange<'_> {
                 None => {}
             }
             if conn.filled().len() > limits.max_head_bytes {
-                return Err(ClientError::BadResponse(format!(
-                    "the response head is larger than the {}-byte limit",
-                    limits.max_head_bytes
-                ))
-                .into());
+                return Err(too_large());
             }
             let d = self.read_deadline(phase::HEAD, self.call);
-            if more(conn, phase::HEAD, d)? == 0 {
+            if self.more(conn, received, phase::HEAD, d)? == 0 {
                 return Err(ClientError::BadResponse(
                     "the connection closed inside the response head".into(),
-                )
-                .into());
+                ));
             }
         };
         conn.consume(head.len);
         if head.status == 101 {
             return Err(ClientError::BadResponse(
                 "101 Switching Protocols, but no upgrade was asked for".into(),
-            )
-            .into());
+            ));
         }
+        Ok(head)
+    }
 
-        let framing = head.framing(self.method)?;
-        let body = self.call.phase(phase::BODY, limits.body_timeout);
-        let mut read_body = |conn: &mut Conn| -> Result<usize, ClientError> {
-            more(conn, phase::BODY, self.read_deadline(phase::BODY, body))
+    /// The body into `conn.body`, as the head frames it; whether it was framed (a
+    /// body read to the close leaves no connection to reuse).
+    fn body(
+        &self,
+        conn: &mut Conn,
+        head: &Head,
+        received: &mut usize,
+    ) -> Result<bool, ClientError> {
+        let body = self.call.phase(phase::BODY, self.limits.body_timeout);
+        let mut read = |conn: &mut Conn| {
+            let d = self.read_deadline(phase::BODY, body);
+            self.more(conn, received, phase::BODY, d)
         };
         conn.body.clear();
-        let framed = match framing {
-            Framing::Empty => true,
+        match head.framing(self.method)? {
+            Framing::Empty => Ok(true),
             Framing::Length(len) => {
-                if len > limits.max_response_bytes {
-                    return Err(ClientError::TooLarge {
-                        limit: limits.max_response_bytes,
-                    }
-                    .into());
-                }
-                conn.body.reserve_exact(len);
-                loop {
-                    let take = conn.filled().len().min(len - conn.body.len());
-                    conn.consume_into_body(take);
-                    if conn.body.len() == len {
-                        break;
-                    }
-                    if read_body(conn)? == 0 {
-                        return Err(ClientError::BadResponse(format!(
-                            "the body ended after {} of its {len} bytes",
-                            conn.body.len()
-                        ))
-                        .into());
-                    }
-                }
-                true
+                self.within_cap(len)?;
+                length(conn, len, &mut read)?;
+                Ok(true)
             }
             Framing::Chunked => {
-                chunked(conn, limits.max_response_bytes, &mut read_body)?;
-                true
+                chunked(conn, self.limits.max_response_bytes, &mut read)?;
+                Ok(true)
             }
             Framing::UntilClose => {
-                loop {
-                    let n = conn.filled().len();
-                    conn.consume_into_body(n);
-                    match read_body(conn) {
-                        Ok(0) => break,
-                        Ok(_) => {}
-                        Err(ClientError::Broken { source, .. })
-                            if conn.is_tls()
-                                && source.kind() == std::io::ErrorKind::UnexpectedEof =>
-                        {
-                            return Err(ClientError::BadResponse(
-                                "the TLS connection ended without close_notify, so the \
-                                 body (delimited by the close) may be cut short"
-                                    .into(),
-                            )
-                            .into())
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                false
+                until_close(conn, &mut read)?;
+                Ok(false)
             }
-        };
-        let reusable = framed
-            && !self.close
-            && head.keep_alive
-            && !head.conflicting
-            && conn.filled().is_empty();
-        let response = ClientResponse {
-            status: head.status,
-            headers: head.headers,
-            body: std::mem::take(&mut conn.body),
-        };
-        Ok((response, reusable))
+        }
+    }
+}
+
+/// A body of `len` bytes.
+fn length(
+    conn: &mut Conn,
+    len: usize,
+    read: &mut dyn FnMut(&mut Conn) -> Result<usize, ClientError>,
+) -> Result<(), ClientError> {
+    conn.body.reserve_exact(len);
+    loop {
+        let take = conn.filled().len().min(len - conn.body.len());
+        conn.consume_into_body(take);
+        if conn.body.len() == len {
+            return Ok(());
+        }
+        if read(conn)? == 0 {
+            return Err(ClientError::BadResponse(format!(
+                "the body ended after {} of its {len} bytes",
+                conn.body.len()
+            )));
+        }
+    }
+}
+
+/// A body that ends when the connection does.
+fn until_close(
+    conn: &mut Conn,
+    read: &mut dyn FnMut(&mut Conn) -> Result<usize, ClientError>,
+) -> Result<(), ClientError> {
+    loop {
+        let n = conn.filled().len();
+        conn.consume_into_body(n);
+        match read(conn) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(ClientError::Broken { source, .. })
+                if conn.is_tls() && source.kind() == std::io::ErrorKind::UnexpectedEof =>
+            {
+                return Err(ClientError::BadResponse(
+                    "the TLS connection ended without close_notify, so the body \
+                     (delimited by the close) may be cut short"
+                        .into(),
+                ))
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
