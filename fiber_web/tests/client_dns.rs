@@ -201,6 +201,15 @@ fn a_lookup_that_hangs_is_a_dns_timeout_and_holds_no_worker() {
             .build(),
     );
     let pool = fibers();
+    // The hung lookups end after 5 s whatever happens, so that a client that waited
+    // for them on its own thread fails this test instead of hanging it.
+    let releaser = {
+        let release = Arc::clone(&release);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(5));
+            release.store(true, Ordering::SeqCst);
+        })
+    };
     // Every may worker has a fiber waiting for DNS, and a coroutine that only needs
     // its worker still runs meanwhile: the waits park carriers, not threads.
     let workers = may::config().get_workers().max(1);
@@ -249,6 +258,7 @@ fn a_lookup_that_hangs_is_a_dns_timeout_and_holds_no_worker() {
     }
     assert_eq!(http.stats().in_flight, 0);
     release.store(true, Ordering::SeqCst);
+    drop(releaser);
 }
 
 #[test]

@@ -312,10 +312,14 @@ fn a_body_over_the_cap_is_an_error_however_it_is_framed() {
         let (e, _) = fails(limits.clone(), &up.url("/"), get);
         assert!(matches!(e, ClientError::TooLarge { limit: 1000 }), "{e:?}");
     }
-    // Unannounced: bytes until the close, more than the cap.
+    // Unannounced: bytes until the close, more than the cap, after the head (so that
+    // it is the body's reads that pass the cap, not the first one).
     let up = Upstream::start(|s, _| {
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n");
-        let _ = s.write_all(&[b'x'; 4096]);
+        for _ in 0..4 {
+            std::thread::sleep(Duration::from_millis(20));
+            let _ = s.write_all(&[b'x'; 400]);
+        }
         Next::Close
     });
     let (e, _) = fails(limits, &up.url("/"), get);
