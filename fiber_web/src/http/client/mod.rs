@@ -114,7 +114,7 @@ pub struct ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// Trust these roots for `https://` instead of Mozilla's ([`webpki_roots`]): a
+    /// Trust these roots for `https://` instead of Mozilla's ([`webpki_roots()`]): a
     /// private CA, or a test's own certificate. Verification is never turned off.
     pub fn root_certificates(mut self, roots: rustls::RootCertStore) -> Self {
         self.roots = Some(roots);
