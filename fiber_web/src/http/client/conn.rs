@@ -18,10 +18,12 @@ use fiber_pool::net::CarrierStream;
 
 use super::deadline::Deadline;
 
-/// Bytes read at a time, and the read buffer a new connection starts with.
-pub(crate) const READ_CHUNK: usize = 16 * 1024;
-/// A pooled connection's buffer is cut back to [`READ_CHUNK`] when it grew past this.
-const KEEP_BUFFER: usize = 4 * READ_CHUNK;
+/// The read buffer a connection starts with, and keeps while it is idle in the pool: a
+/// response head and a small body fit in one read, and a hundred idle connections hold
+/// 400 KiB.
+const FIRST_READ: usize = 4 * 1024;
+/// The largest single read: a large body is read in reads that double up to this.
+const MAX_READ: usize = 64 * 1024;
 
 /// Why a read or write did not complete.
 #[derive(Debug)]
@@ -50,24 +52,30 @@ impl Failure {
 }
 
 /// A read buffer that is zeroed once, when it grows, not before every read: `filled`
-/// is `data[start..end]`, `data[end..]` the room for the next read.
+/// is `data[start..end]`, `data[end..]` the room for the next read. Reads start at
+/// [`FIRST_READ`] bytes and double, up to [`MAX_READ`], while each fills the room it
+/// was given.
 struct Buf {
     data: Vec<u8>,
     start: usize,
     end: usize,
+    /// Room the next read gets at least.
+    want: usize,
 }
 
 impl Buf {
     fn new() -> Buf {
         Buf {
-            data: vec![0; READ_CHUNK],
+            data: vec![0; FIRST_READ],
             start: 0,
             end: 0,
+            want: FIRST_READ,
         }
     }
 
     /// Room for at least `want` more bytes after the filled part.
-    fn spare(&mut self, want: usize) -> &mut [u8] {
+    fn spare(&mut self) -> &mut [u8] {
+        let want = self.want;
         if self.start == self.end {
             (self.start, self.end) = (0, 0);
         }
@@ -80,6 +88,23 @@ impl Buf {
             self.data.resize(grown, 0);
         }
         &mut self.data[self.end..]
+    }
+
+    /// `n` bytes arrived in the room [`Buf::spare`] gave.
+    fn commit(&mut self, n: usize) {
+        self.end += n;
+        if n >= self.want {
+            self.want = (2 * self.want).min(MAX_READ);
+        }
+    }
+
+    /// Empty, and back to its first size if a large response grew it.
+    fn reset(&mut self) {
+        (self.start, self.end, self.want) = (0, 0, FIRST_READ);
+        if self.data.len() > FIRST_READ {
+            self.data.truncate(FIRST_READ);
+            self.data.shrink_to_fit();
+        }
     }
 }
 
@@ -210,14 +235,14 @@ impl Conn {
         let buf = &mut self.buf;
         let Some(tls) = self.tls.as_deref_mut() else {
             io.arm_read(deadline)?;
-            let n = io.tcp.read(buf.spare(READ_CHUNK)).map_err(io_failure)?;
-            buf.end += n;
+            let n = io.tcp.read(buf.spare()).map_err(io_failure)?;
+            buf.commit(n);
             return Ok(n);
         };
         loop {
-            match tls.reader().read(buf.spare(READ_CHUNK)) {
+            match tls.reader().read(buf.spare()) {
                 Ok(n) => {
-                    buf.end += n;
+                    buf.commit(n);
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -235,11 +260,7 @@ impl Conn {
     /// Ready to go back to the pool: no bytes left over, the buffer cut back if a
     /// large response grew it.
     pub(crate) fn park(&mut self) {
-        (self.buf.start, self.buf.end) = (0, 0);
-        if self.buf.data.len() > KEEP_BUFFER {
-            self.buf.data.truncate(READ_CHUNK);
-            self.buf.data.shrink_to_fit();
-        }
+        self.buf.reset();
         self.body = Vec::new();
         self.idle_since = Instant::now();
     }
@@ -321,21 +342,47 @@ fn io_failure(e: io::Error) -> Failure {
 
 #[cfg(test)]
 mod tests {
-    use super::Buf;
+    use super::{Buf, FIRST_READ, MAX_READ};
 
     #[test]
     fn the_buffer_compacts_before_it_grows_and_keeps_what_is_filled() {
         let mut b = Buf::new();
+        b.spare()[3990..4000].copy_from_slice(b"0123456789");
+        b.commit(4000);
+        b.start = 3998;
+        // A whole first read's room does not fit beside what is filled, even
+        // compacted: the buffer grows, with the filled bytes moved to its start.
+        assert!(b.spare().len() >= FIRST_READ);
+        assert_eq!(b.data.len(), 2 * FIRST_READ);
+        assert_eq!((b.start, &b.data[b.start..b.end]), (0, &b"89"[..]));
+        // Consumed to the last byte but two, a smaller room fits by compacting alone.
         let len = b.data.len();
-        b.spare(10)[..10].copy_from_slice(b"0123456789");
-        b.end += 10;
-        b.start += 8;
-        // Room for a whole buffer minus what is filled: compacting makes it.
-        assert!(b.spare(len - 2).len() >= len - 2);
-        assert_eq!(b.data.len(), len, "compacted, not grown");
-        assert_eq!(&b.data[b.start..b.end], b"89");
-        assert!(b.spare(len).len() >= len);
-        assert!(b.data.len() >= len + 2, "grown");
-        assert_eq!(&b.data[b.start..b.end], b"89");
+        b.end = len - 2;
+        b.start = len - 4;
+        assert!(b.spare().len() >= FIRST_READ);
+        assert_eq!(
+            (b.data.len(), b.start, b.end),
+            (len, 0, 2),
+            "compacted, not grown"
+        );
+    }
+
+    #[test]
+    fn reads_that_fill_their_room_double_it_and_a_reset_gives_the_memory_back() {
+        let mut b = Buf::new();
+        for _ in 0..8 {
+            let room = b.spare().len();
+            b.commit(room);
+            b.start = b.end;
+        }
+        assert_eq!(b.want, MAX_READ);
+        b.spare();
+        assert!(b.data.len() >= MAX_READ);
+        b.reset();
+        assert_eq!(
+            (b.data.len(), b.want, b.start, b.end),
+            (FIRST_READ, FIRST_READ, 0, 0)
+        );
+        assert!(b.data.capacity() < 2 * FIRST_READ);
     }
 }
