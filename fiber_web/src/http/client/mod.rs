@@ -14,25 +14,38 @@
 //! given back the same way.
 //!
 //! ```no_run
+//! use std::time::Duration;
 //! use fiber_web::config::ClientLimits;
 //! use fiber_web::http::client::{HttpClient, Method, Url};
-//! use std::time::Duration;
+//! use fiber_web::http::{Request, Response};
 //!
-//! let client = HttpClient::new(ClientLimits::default());
-//! let url = Url::parse("https://api.example.com/todos").unwrap();
-//! // On a fiber (a handler), this yields to may while it waits.
-//! let created = client
-//!     .request(Method::Post, &url)
-//!     .header("Authorization", "Bearer t0ken")
-//!     .json(&serde_json::json!({ "title": "milk" }))
-//!     .timeout(Duration::from_secs(2))
-//!     .send();
-//! match created {
-//!     Ok(resp) if resp.is_success() => println!("{}", resp.text()),
-//!     Ok(resp) => println!("answered {}", resp.status),
-//!     // A handler answers e.gateway_status(): 504 for a timeout, else 502.
-//!     Err(e) => println!("{} failed in phase {}: {e}", url, e.phase()),
+//! struct State {
+//!     http: HttpClient,
+//!     todos: Url,
 //! }
+//!
+//! // A handler: it runs on a fiber, and the call yields to may while it waits.
+//! fn create(state: &State, _req: &Request) -> Response {
+//!     let sent = state
+//!         .http
+//!         .request(Method::Post, &state.todos)
+//!         .header("Authorization", "Bearer t0ken")
+//!         .json(&serde_json::json!({ "title": "milk" }))
+//!         .timeout(Duration::from_secs(2))
+//!         .send();
+//!     match sent {
+//!         Ok(resp) if resp.is_success() => Response::text(201, resp.text().into_owned()),
+//!         Ok(resp) => Response::error(502, format!("{} answered {}", state.todos, resp.status)),
+//!         // 504 for a timeout, else 502; the message names the phase.
+//!         Err(e) => Response::error(e.gateway_status(), format!("{}: {e}", state.todos)),
+//!     }
+//! }
+//!
+//! let state = State {
+//!     http: HttpClient::new(ClientLimits::default()),
+//!     todos: Url::parse("https://api.example.com/todos").unwrap(),
+//! };
+//! # let _ = (state, create);
 //! ```
 //!
 //! Layout: `url.rs` ([`Url`]), `request.rs` ([`Method`], [`RequestBuilder`]),
