@@ -135,19 +135,63 @@ impl Default for HttpLimits {
     }
 }
 
-/// Limits of the outgoing HTTP client (`/widgets/http`, `/twitter`).
+/// Limits of the outgoing HTTP client (`fiber_web::http::client`; the demo's
+/// `/widgets/http` and `/twitter`). Every wait of a call is bounded by its phase's limit
+/// and by the call's own (`total_timeout`, or the request's timeout or deadline),
+/// whichever ends first; the error names the one that did.
 #[derive(Clone, Debug)]
 pub struct ClientLimits {
-    /// Time allowed to open a TCP connection.
+    /// Time allowed to open a TCP connection (phase `connect`), all of a name's
+    /// addresses together.
     pub connect_timeout: Duration,
-    /// Time allowed between bytes of a response (and for the first byte).
+    /// Time allowed for the response's first byte after the request is sent (phase
+    /// `first byte`), and the longest silence between two reads after it (phases `head`
+    /// and `body`).
     pub read_timeout: Duration,
-    /// Time allowed for a whole exchange, from connect to the last body byte.
+    /// Time allowed for a whole call, from the DNS lookup to the last body byte (phase
+    /// `total`), unless the request sets its own timeout.
     pub total_timeout: Duration,
     /// Largest response (head plus body) accepted; more is an error, not a truncation.
     pub max_response_bytes: usize,
-    /// Idle keep-alive connections kept per upstream address.
+    /// Idle keep-alive connections kept per origin (scheme, host, port).
     pub max_idle_per_host: usize,
+    /// Idle keep-alive connections kept in all.
+    pub max_idle_total: usize,
+    /// An idle connection older than this is closed, not reused. Under the 15 s our
+    /// own server keeps an idle connection (`HttpLimits::idle_timeout`), so that the
+    /// client does not pick a connection the server is closing at that moment.
+    pub idle_timeout: Duration,
+    /// Time allowed to write the whole request, head and body (phase `send`).
+    pub send_timeout: Duration,
+    /// Time allowed for the whole body once the head has arrived (phase `body`).
+    pub body_timeout: Duration,
+    /// Time allowed for the TLS handshake, certificate checks included (phase
+    /// `tls handshake`).
+    pub tls_handshake_timeout: Duration,
+    /// Servers whose TLS session tickets are remembered for resumption (rustls counts
+    /// 8 tickets a server: the cache holds `tls_session_cache` tickets).
+    pub tls_session_cache: usize,
+    /// Most response headers accepted; more is a bad response.
+    pub max_headers: usize,
+    /// Largest response head accepted, in bytes; more is a bad response.
+    pub max_head_bytes: usize,
+    /// Time allowed for a host name's lookup (phase `dns`).
+    pub dns_timeout: Duration,
+    /// How long a name's addresses are reused before it is looked up again. The
+    /// system resolver does not say a record's TTL, so this one bounds how late a
+    /// moved name is followed.
+    pub dns_ttl: Duration,
+    /// How long a failed lookup is remembered: a name that does not resolve is not
+    /// looked up by every call meanwhile.
+    pub dns_negative_ttl: Duration,
+    /// OS threads that run lookups (`getaddrinfo` blocks and allocates inside libc:
+    /// never on a fiber or a may worker). Started when first needed.
+    pub dns_threads: usize,
+    /// Lookups that may wait for a thread; more fail at once (a dead DNS server holds
+    /// every thread for its timeout).
+    pub dns_queue: usize,
+    /// Host names the DNS cache holds.
+    pub dns_cache_entries: usize,
 }
 
 impl Default for ClientLimits {
@@ -158,6 +202,20 @@ impl Default for ClientLimits {
             total_timeout: Duration::from_secs(20),
             max_response_bytes: 4 * 1024 * 1024,
             max_idle_per_host: 256,
+            max_idle_total: 1024,
+            idle_timeout: Duration::from_secs(10),
+            send_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(15),
+            tls_handshake_timeout: Duration::from_secs(5),
+            tls_session_cache: 256,
+            max_headers: 64,
+            max_head_bytes: 64 * 1024,
+            dns_timeout: Duration::from_secs(5),
+            dns_ttl: Duration::from_secs(30),
+            dns_negative_ttl: Duration::from_secs(2),
+            dns_threads: 2,
+            dns_queue: 256,
+            dns_cache_entries: 1024,
         }
     }
 }

@@ -333,7 +333,7 @@ impl Exposition {
 
     /// The outgoing HTTP client's families (`fiberstack_http_client_*`).
     pub fn http_client(&mut self, s: &ClientStats) {
-        let families: [(&str, Kind, &str, u64); 6] = [
+        let families: [(&str, Kind, &str, u64); 9] = [
             (
                 "fiberstack_http_client_requests_total",
                 Counter,
@@ -369,6 +369,24 @@ impl Exposition {
                 Gauge,
                 "Kept-alive outgoing connections idle now.",
                 s.idle_connections,
+            ),
+            (
+                "fiberstack_http_client_dns_lookups_total",
+                Counter,
+                "Host names the outgoing HTTP client looked up (DNS cache misses).",
+                s.dns_lookups,
+            ),
+            (
+                "fiberstack_http_client_dns_cache_hits_total",
+                Counter,
+                "Host names the outgoing HTTP client answered from its DNS cache.",
+                s.dns_cache_hits,
+            ),
+            (
+                "fiberstack_http_client_tls_handshakes_total",
+                Counter,
+                "TLS handshakes the outgoing HTTP client started.",
+                s.tls_handshakes,
             ),
         ];
         for (name, kind, help, value) in families {
