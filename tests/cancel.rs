@@ -120,3 +120,59 @@ fn a_request_past_its_deadline_is_a_504_and_its_query_is_killed() {
         assert_eq!(r.status, 504, "{runtime}: {}", r.body);
     }
 }
+
+/// An upstream that accepts connections (the kernel does, from its backlog) and
+/// never answers; `/twitter` on a server pointed at it waits for its first byte.
+fn silent_upstream() -> (std::net::TcpListener, String) {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/search.json", silent.local_addr().unwrap());
+    (silent, url)
+}
+
+#[test]
+fn clients_that_leave_abandon_their_upstream_calls() {
+    let (_silent, upstream) = silent_upstream();
+    for runtime in RUNTIMES {
+        let server = Server::start(runtime, |cfg| cfg.upstream = Some(upstream.clone()));
+        let in_flight = || server.stats()["http_client"]["in_flight"].as_u64().unwrap();
+        let clients: Vec<TcpStream> = (0..LEAVING)
+            .map(|_| ask(server.addr(), "/twitter"))
+            .collect();
+        let waiting = common::poll(Duration::from_secs(10), || in_flight() == LEAVING as u64);
+        assert!(
+            waiting,
+            "{runtime}: {} calls in flight, not {LEAVING}",
+            in_flight()
+        );
+        drop(clients);
+        // The client's read timeout is 15 s: only the cancel ends the calls this soon.
+        let ended = common::poll(Duration::from_millis(1500), || in_flight() == 0);
+        assert!(
+            ended,
+            "{runtime}: {} calls still in flight 1.5 s after their clients left",
+            in_flight()
+        );
+        let cancelled = server.stats()["http_server"]["cancelled"].as_u64().unwrap();
+        assert_eq!(cancelled, LEAVING as u64, "{runtime}");
+    }
+}
+
+#[test]
+fn an_upstream_call_past_the_requests_deadline_is_a_504() {
+    let (_silent, upstream) = silent_upstream();
+    for runtime in RUNTIMES {
+        let server = Server::start(runtime, |cfg| {
+            cfg.upstream = Some(upstream.clone());
+            cfg.web.request_timeout = Some(Duration::from_millis(500));
+        });
+        let started = Instant::now();
+        let r = common::get(server.addr(), "/twitter");
+        let took = started.elapsed();
+        assert_eq!(r.status, 504, "{runtime}: {}", r.body);
+        assert!(r.body.contains("deadline"), "{runtime}: {}", r.body);
+        assert!(
+            took < Duration::from_millis(800),
+            "{runtime}: answered after {took:?}"
+        );
+    }
+}

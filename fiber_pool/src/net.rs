@@ -292,6 +292,15 @@ impl CarrierStream {
     pub fn peek_now(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.inner().peek(buf)
     }
+
+    /// A second descriptor of this socket (`dup`), with which another thread can end
+    /// this stream's waits: its `shutdown(Both)` shuts the socket itself down, so a
+    /// read or write waiting here returns at once. A copy, not the number: the socket
+    /// stays open while the copy lives, so its number cannot be reused for another
+    /// socket that a late shutdown would hit.
+    pub fn shutdown_handle(&self) -> io::Result<std::net::TcpStream> {
+        self.0.inner().try_clone()
+    }
 }
 
 impl Read for CarrierStream {

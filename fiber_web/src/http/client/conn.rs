@@ -123,6 +123,10 @@ pub(crate) struct Conn {
     write_armed: Option<Duration>,
     /// When it went back to the pool.
     pub(crate) idle_since: Instant,
+    /// The cancel hook of the call using it (`HttpClient`'s `follow`): here, inside
+    /// the connection's `Lent`, so that an overflow mid-call drops it with the
+    /// connection instead of leaving it, and a copy of the socket, registered forever.
+    pub(crate) following: Option<fiber_pool::Registration>,
 }
 
 impl Conn {
@@ -136,6 +140,7 @@ impl Conn {
             read_armed: None,
             write_armed: None,
             idle_since: Instant::now(),
+            following: None,
         }
     }
 
@@ -263,6 +268,12 @@ impl Conn {
         self.buf.reset();
         self.body = Vec::new();
         self.idle_since = Instant::now();
+    }
+
+    /// A copy of the socket with which a cancel ends this connection's waits
+    /// ([`CarrierStream::shutdown_handle`]).
+    pub(crate) fn shutdown_handle(&self) -> io::Result<std::net::TcpStream> {
+        self.tcp.shutdown_handle()
     }
 
     /// `TCP_NODELAY`: requests are written whole, nothing to wait for.

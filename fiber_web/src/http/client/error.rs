@@ -90,14 +90,23 @@ pub enum ClientError {
     /// The connection broke, in a phase that is not known: what a client that cannot
     /// tell gives (the async twin's).
     Io(io::Error),
+    /// The call's job was cancelled (for a server's handler: its client left), so the
+    /// call was abandoned and its connection closed. A deadline that passes is a
+    /// [`ClientError::Timeout`] with [`phase::DEADLINE`] instead.
+    Cancelled {
+        /// Why the job was cancelled.
+        reason: fiber_pool::CancelReason,
+    },
 }
 
 impl ClientError {
     /// The status a server answers with when this error comes from its upstream: 504
-    /// for a timeout, 502 otherwise.
+    /// for a timeout, 503 for a cancelled call, 502 otherwise.
     pub fn gateway_status(&self) -> u16 {
         match self {
             ClientError::Timeout { .. } => 504,
+            // Nobody reads the answer (the client left), or the server is stopping.
+            ClientError::Cancelled { .. } => 503,
             _ => 502,
         }
     }
@@ -114,6 +123,7 @@ impl ClientError {
             | ClientError::Broken { phase, .. } => phase,
             ClientError::TooLarge { .. } | ClientError::BadResponse(_) => "response",
             ClientError::Io(_) => "exchange",
+            ClientError::Cancelled { .. } => "cancelled",
         }
     }
 
@@ -160,6 +170,7 @@ impl fmt::Display for ClientError {
                 write!(f, "upstream connection failed ({phase}): {source}")
             }
             ClientError::Io(e) => write!(f, "upstream connection failed: {e}"),
+            ClientError::Cancelled { reason } => write!(f, "upstream call abandoned: {reason}"),
         }
     }
 }

@@ -71,6 +71,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use fiber_pool::{CancelReason, Context};
+
 use fiber_pool::Lent;
 
 pub use error::{phase, ClientError};
@@ -206,7 +208,30 @@ impl HttpClient {
         result
     }
 
+    /// One call under the calling job's context, if it has one: the context's deadline
+    /// bounds the call as its own deadline does, and its cancellation abandons the
+    /// call (see [`follow`]).
     fn execute(&self, req: &mut RequestBuilder<'_>) -> Result<ClientResponse, ClientError> {
+        let ctx = fiber_pool::current();
+        let deadline = match (req.deadline, ctx.as_ref().and_then(|c| c.deadline())) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let result = self.execute_until(req, deadline, ctx.as_ref());
+        match ctx.and_then(|c| c.reason()) {
+            Some(reason) if result.is_err() && reason != CancelReason::DeadlinePassed => {
+                Err(ClientError::Cancelled { reason })
+            }
+            _ => result,
+        }
+    }
+
+    fn execute_until(
+        &self,
+        req: &mut RequestBuilder<'_>,
+        deadline: Option<Instant>,
+        ctx: Option<&Context>,
+    ) -> Result<ClientResponse, ClientError> {
         let start = Instant::now();
         let url = req.url;
         let mut call = Deadline::after(
@@ -214,12 +239,15 @@ impl HttpClient {
             phase::TOTAL,
             req.timeout.unwrap_or(self.limits.total_timeout),
         );
-        if let Some(at) = req.deadline {
+        if let Some(at) = deadline {
             call = call.min(Deadline::at(
                 at,
                 phase::DEADLINE,
                 at.saturating_duration_since(start),
             ));
+        }
+        if let Some(reason) = ctx.and_then(Context::reason) {
+            return Err(ClientError::Cancelled { reason });
         }
         let wire = req.encode()?;
         let idempotent = req.method.is_idempotent();
@@ -236,6 +264,9 @@ impl HttpClient {
             // new connection if this one turns out closed.
             if idempotent || !conn.has_news() {
                 self.counters.reused.fetch_add(1, Ordering::Relaxed);
+                if let Some(ctx) = ctx {
+                    follow(ctx, &mut conn);
+                }
                 match exchange.run(&mut conn, &wire) {
                     Ok((response, reusable)) => {
                         self.finish(url, conn, reusable);
@@ -247,6 +278,9 @@ impl HttpClient {
             }
         }
         let mut conn = self.open(url, call)?;
+        if let Some(ctx) = ctx {
+            follow(ctx, &mut conn);
+        }
         match exchange.run(&mut conn, &wire) {
             Ok((response, reusable)) => {
                 self.finish(url, conn, reusable);
@@ -269,6 +303,7 @@ impl HttpClient {
         if !reusable {
             return drop(conn);
         }
+        conn.following = None;
         conn.park();
         // Stack for the few frames between taking the connection out of its `Lent`
         // and the carrier, checked while it is still in the `Lent`.
@@ -388,4 +423,23 @@ pub struct ClientStats {
     pub dns_cache_hits: u64,
     /// TLS handshakes started.
     pub tls_handshakes: u64,
+}
+
+/// Makes `conn`'s exchange follow its job's context: on a cancel (not a deadline,
+/// which the call's own deadline handles and names), a hook shuts the socket down
+/// through a copy of it, so the read or write the call waits in returns at once and
+/// the call ends; the connection is then closed, never reused. The hook lives in the
+/// connection (`Conn::following`), inside its `Lent`, and goes with it: unregistered
+/// when the call gives the connection back or closes it, or by an overflow's
+/// give-back.
+fn follow(ctx: &Context, conn: &mut Conn) {
+    // Without a copy the call still ends at its own timeouts.
+    let Ok(socket) = conn.shutdown_handle() else {
+        return;
+    };
+    conn.following = Some(ctx.on_cancel(move |reason| {
+        if reason != CancelReason::DeadlinePassed {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
+    }));
 }
