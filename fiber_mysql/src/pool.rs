@@ -170,7 +170,7 @@ pub struct PoolStats {
     /// Connections opened since start.
     pub opened: u64,
     /// Side-channel connections kept open for `KILL QUERY` (at most
-    /// [`KILL_CONNECTIONS`](crate::cancel::KILL_CONNECTIONS)): server connections of
+    /// [`KILL_CONNECTIONS`]): server connections of
     /// this pool beyond `idle` and `in_use`.
     pub kill_connections: usize,
 }

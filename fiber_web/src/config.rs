@@ -20,7 +20,7 @@ pub const DEFAULT_BIND: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::
 pub const DEFAULT_FIBERS: usize = 100;
 /// `--queue`: requests that may wait for a fiber.
 pub const DEFAULT_QUEUE: usize = 1024;
-/// Default `--scope-children`: most children one [`fiber_pool::scope`] may have; a
+/// Default `--scope-children`: most children one [`fiber_pool::scope()`] may have; a
 /// fan-out past it is refused (503) rather than holding more fibers.
 pub const DEFAULT_SCOPE_CHILDREN: usize = 16;
 /// `--fiber-wait`: longest wait for a fiber.

@@ -46,13 +46,13 @@ pub struct Options {
     /// the ones each wait has of its own. A route can set a tighter one
     /// (`App::timeout`).
     pub request_timeout: Option<Duration>,
-    /// Most children one [`fiber_pool::scope`] of a handler may have; one more fails
+    /// Most children one [`fiber_pool::scope()`] of a handler may have; one more fails
     /// with `RunError::ScopeFull` (a 503 when passed on with `?`).
     pub scope_children: usize,
     /// Fibers beyond `fibers` kept for scopes' children, so that fan-outs finish when
     /// requests hold every other fiber.
     pub child_reserve: usize,
-    /// The threads [`fiber_pool::blocking`] runs closures on, and how many may wait.
+    /// The threads [`fiber_pool::blocking()`] runs closures on, and how many may wait.
     pub blocking: fiber_pool::BlockingConfig,
     /// may worker threads.
     pub workers: usize,
