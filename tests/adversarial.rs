@@ -168,7 +168,7 @@ fn fresh(addr: SocketAddr, path: &str, within: Duration) -> Option<common::Resp>
 }
 
 /// After `victim` asked to go: 10 `/stats` in a row within [`STATS_AFTER`], and the
-/// route answering 200 within [`ROUTE_AFTER`] (fresh connections: once the new worker
+/// route answering 200 from another worker within [`ROUTE_AFTER`] (fresh connections: once the new worker
 /// accepts, they reach it).
 fn serves_again(addr: SocketAddr, route: &str, victim: u32, again: bool) {
     let started = Instant::now();
@@ -188,17 +188,20 @@ fn serves_again(addr: SocketAddr, route: &str, victim: u32, again: bool) {
     loop {
         let r = fresh(addr, &path, Duration::from_secs(2));
         if let Some(r) = r.filter(|r| r.status == 200 || !again) {
-            if again {
-                let who = stats(addr).expect("/stats");
-                assert_ne!(pid(&who), victim, "the replaced worker still serves");
-            } else {
+            if !again {
                 assert_eq!(r.status, 500, "{path} on the new worker: {}", r.body);
+                return;
             }
-            return;
+            // A 200 from the victim itself is no proof: damage held by one thread (a
+            // thread-local left borrowed) spares the route on the others. Done once
+            // the new worker answers.
+            if pid(&stats(addr).expect("/stats")) != victim {
+                return;
+            }
         }
         assert!(
             started.elapsed() < ROUTE_AFTER,
-            "{path} did not answer 200 within {ROUTE_AFTER:?}"
+            "{path} did not answer 200 from a worker other than pid {victim} within {ROUTE_AFTER:?}"
         );
     }
 }

@@ -329,7 +329,8 @@ fn shutdown_finishes_the_request_in_flight() {
 fn the_binary_serves_the_twin_and_an_overflow_kills_it() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fiberstack"))
         .args(["serve", "--runtime", "async", "--bind", "127.0.0.1:0"])
-        .args(["--db-pool", "2"])
+        // The bare process: a supervisor would start a new one after the crash.
+        .args(["--db-pool", "2", "--supervisor", "off"])
         // Not in argv: the URL holds a password, and argv shows in `ps`.
         .env("DATABASE_URL", common::database_url())
         .stdout(Stdio::piped())

@@ -25,10 +25,12 @@
 //! cancelled): its answer still fills the cache. At most `dns_queue` lookups wait for
 //! a thread; more fail at once rather than pile up behind a dead DNS server.
 //!
-//! This is the small form of a general bridge from fibers to blocking calls: when
-//! fiber_pool offers one (a pool of OS threads a fiber hands a closure to and waits
-//! on through may), `Shared::start` and the thread loop are what move onto it; the
-//! cache and its waiters stay here.
+//! The lookups keep threads of their own rather than share
+//! [`fiber_pool::blocking`](fiber_pool::blocking())'s: a dead DNS server then fills
+//! at most `dns_threads` threads and `dns_queue` places, never the ones the
+//! application's own blocking calls need, and a lookup is queued without a waiting
+//! caller (it serves every caller that asks for the name meanwhile, and outlives
+//! them), which a call-and-wait pool does not offer.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
