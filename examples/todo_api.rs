@@ -1,14 +1,11 @@
-//! A JSON API of todos in MySQL on fiber_web: list, create, show and delete, one route
-//! that calls two upstreams at once (`fiber_pool::scope`), and one that writes a
-//! backup file with `std::fs` (`fiber_pool::blocking`: the write blocks a thread of
-//! the blocking pool, not the fiber's worker). Every handler is plain code on a
-//! guarded fiber; every bad request gets the status that says what to send instead.
+//! A JSON API of todos in MySQL on fiber_web: list, create, show and delete; `/summary`
+//! calls two upstreams at once (`fiber_pool::scope`); `/backup` writes a file with
+//! `std::fs` on `fiber_pool::blocking`'s threads, not the fiber's worker. Every handler
+//! is plain code on a guarded fiber; a bad request gets a status saying what to send.
 //!
-//! Run with: DATABASE_URL=mysql://user:pass@127.0.0.1:3306/db \
-//!           cargo run --release --example todo_api -- --bind 127.0.0.1:3005
-//! Then:     curl -i -H 'Content-Type: application/json' -d '{"title":"milk"}' localhost:3005/todos
-//!           curl -i localhost:3005/todos/1
-//!           curl -i -X POST localhost:3005/backup      # writes ./todos-backup.json
+//! Run: DATABASE_URL=mysql://user:pass@127.0.0.1:3306/db \
+//!      cargo run --release --example todo_api -- --bind 127.0.0.1:3005
+//! Try: curl -i -H 'Content-Type: application/json' -d '{"title":"milk"}' localhost:3005/todos
 #![forbid(unsafe_code)]
 
 use fiber_mysql::{Pool, PoolConfig, Row};
@@ -56,10 +53,8 @@ fn todo(row: &Row) -> Todo {
 
 /// `GET /todos`: every todo, oldest first.
 fn list(app: &Todos, _: &Request) -> Result<Json<Vec<Todo>>, Response> {
-    let rows = app
-        .db
-        .checkout()?
-        .query("select id, title from todos order by id")?;
+    let mut db = app.db.checkout()?;
+    let rows = db.query("select id, title from todos order by id")?;
     Ok(Json(rows.rows.iter().map(todo).collect()))
 }
 
@@ -74,14 +69,12 @@ fn create(app: &Todos, req: &Request) -> Result<Response, Response> {
         );
         return Err(Response::error(422, why));
     }
-    let done = app
-        .db
-        .checkout()?
-        .exec("insert into todos (title) values (?)", (title,))?;
+    let mut db = app.db.checkout()?;
+    let done = db.exec("insert into todos (title) values (?)", (title,))?;
     let id = done.last_insert_id.unwrap_or_default();
     let todo = Todo {
         id,
-        title: title.to_string(),
+        title: title.into(),
     };
     Ok(Response::json(201, &todo).header("Location", format!("/todos/{id}")))
 }
@@ -89,10 +82,8 @@ fn create(app: &Todos, req: &Request) -> Result<Response, Response> {
 /// `GET /todos/{id}`: the todo, or 404.
 fn show(app: &Todos, req: &Request) -> Result<Json<Todo>, Response> {
     let id: u64 = req.param("id")?;
-    let found = app
-        .db
-        .checkout()?
-        .exec("select id, title from todos where id = ?", (id,))?;
+    let mut db = app.db.checkout()?;
+    let found = db.exec("select id, title from todos where id = ?", (id,))?;
     match found.rows.first() {
         Some(row) => Ok(Json(todo(row))),
         None => Err(Response::error(404, format!("no todo {id}"))),
@@ -102,10 +93,8 @@ fn show(app: &Todos, req: &Request) -> Result<Json<Todo>, Response> {
 /// `DELETE /todos/{id}`: 204, or 404 when there was none.
 fn remove(app: &Todos, req: &Request) -> Result<Response, Response> {
     let id: u64 = req.param("id")?;
-    let done = app
-        .db
-        .checkout()?
-        .exec("delete from todos where id = ?", (id,))?;
+    let mut db = app.db.checkout()?;
+    let done = db.exec("delete from todos where id = ?", (id,))?;
     if done.affected_rows == 0 {
         return Err(Response::error(404, format!("no todo {id}")));
     }
