@@ -256,7 +256,7 @@ pub use carrier::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use context::{current, sleep_or_cancelled, CancelReason, Context, Registration};
 pub use error::RunError;
-pub use lent::Lent;
+pub use lent::{Abandoned, Lent};
 pub use panic_hook::run_panic_hook_off_fiber;
 pub use pool::{Admitted, FiberPool};
 pub use scope::{scope, scope_with_deadline, Child, Scope};
@@ -380,7 +380,7 @@ pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// the fiber and this never returns.
 #[cold]
 #[inline(never)]
-fn overflow_now(guard_end: usize) -> ! {
+pub(crate) fn overflow_now(guard_end: usize) -> ! {
     // SAFETY: `guard_end - 1` is the top byte of the guard (PROT_NONE)
     // of the stack the caller runs on, found running in the registry; reading
     // it faults, and our handler turns exactly that fault into the fiber's
