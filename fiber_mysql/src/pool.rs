@@ -28,11 +28,18 @@
 //! handler) never runs `PooledConn`'s Drop. The guard owns its connection
 //! for the whole checkout, and [`Pool::checkout`] puts the guard in a
 //! `fiber_pool::Lent` (registered before the checkout lands in it), which keeps
-//! it off the fiber stack; after an overflow [`PooledConn::discard`] closes the
-//! socket and frees the slot.
+//! it off the fiber stack. After an overflow the guard is leaked, not dropped
+//! (`fiber_pool::Abandoned`: the overflow may have struck in the middle of one of
+//! its commands, or a thread the job started may still use it), so the pool
+//! accounts for it from what it kept beside the `Lent`: the server session's id,
+//! which it ends with `KILL CONNECTION` over the side channel (the server rolls
+//! back the transaction and frees the locks), and the permit, given back once that
+//! kill was answered. The socket stays open on our side for the rest of the
+//! process (one fd per such overflow): the leaked guard still owns it, and closing
+//! an fd that something may still use lets its number be reused under it.
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -160,7 +167,8 @@ pub struct PoolStats {
     pub timeouts: u64,
     /// Connections closed after an error (or found dead) and replaced.
     pub replaced: u64,
-    /// Checkouts given up through [`PooledConn::discard`].
+    /// Checkouts given up through [`PooledConn::discard`], or leaked by a fiber's
+    /// overflow (their sessions ended with `KILL CONNECTION`).
     pub abandoned: u64,
     /// Connections reset at give-back because their session may have changed
     /// (see [`ResetReason`]); a clean give-back is not counted.
@@ -362,6 +370,22 @@ impl Shared {
         }
     }
 
+    /// Accounts for a checkout that a fiber's overflow leaked (see "Abandoned
+    /// checkouts" above): ends its server session `session` (0: it had none) and then
+    /// gives its permit back. Runs on the carrier, after the fiber is gone; the kill
+    /// waits for its answer (bounded, on a thread of its own: [`Killer`]), so the
+    /// server never holds more of the pool's sessions than its size. A kill that
+    /// fails (the server unreachable) still gives the permit back: the pool stays
+    /// whole, and such a session ends with the server's own timeouts.
+    fn abandoned(&self, session: u32) {
+        if session != 0 {
+            let _ = self.killer.kill_connection(session);
+        }
+        self.abandoned.fetch_add(1, Ordering::Relaxed);
+        self.in_use.fetch_sub(1, Ordering::Relaxed);
+        self.permits.post();
+    }
+
     fn give_back_here(&self, mut conn: Option<Backend>, gate: Option<Arc<Gate>>) {
         // A cancelled checkout: no KILL of it may reach the connection's next user
         // (cancel.rs), and what the killed statement did is unknown (session.rs).
@@ -455,9 +479,10 @@ impl Pool {
     /// How a handler on a fiber gets a connection: waits (FIFO, parking the fiber) up
     /// to `wait_timeout`, and returns the checkout inside a `fiber_pool::Lent`, owned
     /// outside the fiber stack. If the fiber overflows while it holds the connection
-    /// (its frames are abandoned, never dropped), the `Lent` hands the connection to
-    /// [`PooledConn::discard`]: the socket is closed (the server rolls back whatever
-    /// was open) and the slot is freed, instead of both leaking.
+    /// (its frames are abandoned, never dropped), the checkout is leaked with them, and
+    /// the pool ends its server session (`KILL CONNECTION`: the server rolls back
+    /// whatever was open) and frees its slot, instead of both staying taken (see the
+    /// [module documentation](self), "Abandoned checkouts").
     ///
     /// The checkout is never a plain value on the fiber stack: it runs on the carrier
     /// and is written straight into the `Lent`'s cell, registered beforehand. Needs
@@ -492,11 +517,8 @@ impl Pool {
             })?;
         }
         let mut conn = match ctx.as_ref().and_then(fiber_pool::Context::deadline) {
-            Some(deadline) => fiber_pool::Lent::acquire(
-                || self.get_until_or(deadline, wait),
-                PooledConn::discard,
-            )?,
-            None => fiber_pool::Lent::acquire(|| self.get_timeout(wait), PooledConn::discard)?,
+            Some(deadline) => self.lend(|| self.get_until_or(deadline, wait))?,
+            None => self.lend(|| self.get_timeout(wait))?,
         };
         if let Some(ctx) = ctx {
             conn.follow(&ctx);
@@ -511,7 +533,22 @@ impl Pool {
     /// and its queries ([`PooledConn::set_deadline`]).
     pub fn checkout_until(&self, deadline: Instant) -> Result<fiber_pool::Lent<PooledConn>> {
         fiber_pool::check_stack(CHECKOUT_STACK_MARGIN);
-        fiber_pool::Lent::acquire(|| self.get_until(deadline), PooledConn::discard)
+        self.lend(|| self.get_until(deadline))
+    }
+
+    /// The checkout `get` makes, in a `Lent`, with its server session's id kept beside
+    /// it for the pool to end should an overflow leak the checkout.
+    fn lend(
+        &self,
+        get: impl FnOnce() -> Result<PooledConn> + Send,
+    ) -> Result<fiber_pool::Lent<PooledConn>> {
+        let session = Arc::new(AtomicU32::new(0));
+        let beside = Arc::clone(&session);
+        let pool = Arc::clone(&self.shared);
+        fiber_pool::Lent::acquire(
+            move || get().map(|conn| conn.tracked(session)),
+            move |_leaked| pool.abandoned(beside.load(Ordering::Acquire)),
+        )
     }
 
     /// [`Pool::checkout_until`] as a plain guard (see [`Pool::get`]).
@@ -584,6 +621,7 @@ impl Pool {
             gate: None,
             deadline: None,
             following: None,
+            session: None,
         })
     }
 
@@ -657,8 +695,9 @@ fn open_all(shared: &Arc<Shared>) -> Result<()> {
 /// The connection lives inside this guard for the whole checkout, commands
 /// included (nothing is moved to a stack local across a yield), so whoever
 /// owns the guard owns the socket. On a fiber get it from [`Pool::checkout`]: the
-/// guard then lives in a `fiber_pool::Lent` outside the fiber stack, which gives it
-/// to [`PooledConn::discard`] if the fiber dies without unwinding.
+/// guard then lives in a `fiber_pool::Lent` outside the fiber stack; if the fiber
+/// dies without unwinding the guard is leaked and the pool ends its server session
+/// and frees its slot ([`Pool::checkout`]).
 ///
 /// What a handler may do with it: run statements ([`PooledConn::query`],
 /// [`PooledConn::exec`]), a [`PooledConn::transaction`], bound its waits
@@ -678,6 +717,10 @@ pub struct PooledConn {
     /// The hook that cancels this checkout when the job's context is cancelled
     /// ([`PooledConn::follow`]); unregistered when the connection goes back.
     following: Option<fiber_pool::Registration>,
+    /// Where a checkout in a `Lent` keeps its server session's id, for the pool to
+    /// end should an overflow leak this guard ([`Pool::checkout`]); written whenever
+    /// a command is about to run on a connection.
+    session: Option<Arc<AtomicU32>>,
 }
 
 impl std::fmt::Debug for PooledConn {
@@ -697,6 +740,9 @@ impl PooledConn {
             self.open_in_place()?;
         }
         let conn = self.conn.as_mut().ok_or(Error::WorkerGone)?;
+        if let Some(session) = &self.session {
+            session.store(conn.connection_id(), Ordering::Release);
+        }
         conn.set_deadline(self.deadline);
         let Some(gate) = &self.gate else {
             return command(conn);
@@ -858,10 +904,19 @@ impl PooledConn {
         self.conn.as_ref().map(Backend::connection_id)
     }
 
+    /// Keeps this checkout's server session id in `session` (see the field).
+    fn tracked(mut self, session: Arc<AtomicU32>) -> PooledConn {
+        if let Some(conn) = &self.conn {
+            session.store(conn.connection_id(), Ordering::Release);
+        }
+        self.session = Some(session);
+        self
+    }
+
     /// Close the connection instead of returning it (its stream may be in the
     /// middle of a command) and give the slot back, to be refilled by the next
-    /// checkout. For checkouts whose holder died mid-use: a fiber abandoned by
-    /// a stack overflow, through `fiber_pool::Lent`.
+    /// checkout. For a holder that knows the connection's state is lost (a command
+    /// it gave up on half-way).
     pub fn discard(mut self) {
         if let Some(mut conn) = self.conn.take() {
             conn.mark_broken();
