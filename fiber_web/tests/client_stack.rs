@@ -127,7 +127,7 @@ fn sweep(http: &Arc<HttpClient>, up: &Upstream, url: &Url, from: usize) -> usize
     while fits_in_a_row < 4 {
         let (h, u, p) = (Arc::clone(http), url.clone(), pool.clone());
         let carrier = move || {
-            p.run("client", || {
+            p.run("client", move || {
                 with_stack_left(left, &mut || h.get(&u).map(|r| r.status))
             })
         };

@@ -110,6 +110,12 @@ impl Drop for InFlight {
     }
 }
 
+/// What an overflow leaves of a connection it abandoned in its `Lent`: nothing to give
+/// back. The connection is leaked, socket and all (it may have been in the middle of
+/// a write, or still in use by a thread the job started; see `fiber_pool::Abandoned`),
+/// and the upstream sees an idle connection until its own idle timeout closes it.
+fn leaked(_: fiber_pool::Abandoned<Conn>) {}
+
 /// The client: share one per process (its pool, DNS cache and TLS sessions are
 /// shared by every call).
 pub struct HttpClient {
@@ -197,8 +203,12 @@ impl HttpClient {
     fn send(&self, mut req: RequestBuilder<'_>) -> Result<ClientResponse, ClientError> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         // Made before the count is taken (making it can overflow: it checks its stack
-        // margin); from then on an overflow inside hands it back, and so the count.
-        let in_flight = Lent::new(InFlight(Arc::clone(&self.counters)), drop);
+        // margin); from then on an overflow inside leaks it, and its owner takes the
+        // count back from the counters it kept beside.
+        let counters = Arc::clone(&self.counters);
+        let in_flight = Lent::new(InFlight(Arc::clone(&self.counters)), move |_leaked| {
+            counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+        });
         self.counters.in_flight.fetch_add(1, Ordering::Relaxed);
         let result = self.execute(&mut req);
         drop(in_flight);
@@ -291,11 +301,12 @@ impl HttpClient {
     }
 
     /// An idle connection to `url`'s origin, taken straight into a `Lent` on the
-    /// carrier (see `pool.rs`).
+    /// carrier (see `pool.rs`). Should an overflow leak it ([`leaked`]), it counts
+    /// against no limit: the idle pool's limits count idle connections only.
     fn take_idle(&self, url: &Url) -> Option<Lent<Conn>> {
         let pool = &self.pool;
         let origin = url.origin();
-        Lent::acquire(|| pool.take(origin).ok_or(()), drop).ok()
+        Lent::acquire(|| pool.take(origin).ok_or(()), leaked).ok()
     }
 
     /// Back to the pool if `reusable`, else closed.
@@ -337,7 +348,7 @@ impl HttpClient {
             // CarrierStream, and the socket goes straight into its `Lent`.
             let made = Lent::acquire(
                 || fiber_pool::net::connect(&addr, wait).map(Conn::new),
-                drop,
+                leaked,
             );
             match made {
                 Ok(mut conn) => {
