@@ -251,7 +251,7 @@ fn a_connection_held_by_an_overflowing_fiber_is_closed_not_leaked() {
         let db = app.state.db.clone();
         let fibers = fibers.clone();
         let holds_db = move || {
-            fibers.run("holds_db", || {
+            fibers.run("holds_db", move || {
                 let mut conn = db
                     .checkout()
                     .unwrap_or_else(|e| panic!("checkout {i}: {e}"));
@@ -374,8 +374,9 @@ fn overflow_on_carrier(
     let Some((label, handler)) = app.handler_for(&mut req) else {
         panic!("no route for {target}")
     };
-    let outcome = pool.run(label, || {
-        with_stack_left(left, &mut || handler.call(state, &req).status)
+    let job_state = Arc::clone(state);
+    let outcome = pool.run(label, move || {
+        with_stack_left(left, &mut || handler.call(&job_state, &req).status)
     });
     state.fibers.stats();
     state.db.stats();
