@@ -338,8 +338,7 @@ impl<T: Send + 'static> DerefMut for Lent<T> {
 
 impl<T: Send + 'static> Drop for Lent<T> {
     fn drop(&mut self) {
-        if self.registration.is_some() && std::thread::panicking() && current_home() == self.home
-        {
+        if self.registration.is_some() && std::thread::panicking() && current_home() == self.home {
             // Unwinding in the job that made it: no carrier, no ledger lock. The
             // value's drop (a connection's give-back) may wait, and an unwinding fiber
             // must not park (see `on_carrier`): the value stays registered, and the

@@ -46,7 +46,9 @@ fn an_overflow_leaks_the_lent_value_and_runs_on_abandon_exactly_once() {
     let (d, a) = (drops.clone(), abandoned.clone());
     let res = may::go!(move || p.run("leaky", move || {
         let a2 = a.clone();
-        let conn = Lent::new(Conn { id: 7, drops: d }, move |_| a2.lock().unwrap().push(7));
+        let conn = Lent::new(Conn { id: 7, drops: d }, move |_| {
+            a2.lock().unwrap().push(7)
+        });
         assert_eq!(conn.id, 7);
         recurse(u64::from(conn.id))
     }))
@@ -61,7 +63,11 @@ fn an_overflow_leaks_the_lent_value_and_runs_on_abandon_exactly_once() {
         vec![7],
         "on_abandon runs exactly once"
     );
-    assert_eq!(drops.load(Ordering::SeqCst), 0, "the value is leaked, never dropped");
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        0,
+        "the value is leaked, never dropped"
+    );
 
     // The slot's ledger is empty again: a normal job afterwards abandons nothing.
     let p = pool.clone();
@@ -346,7 +352,9 @@ fn a_lent_value_still_borrowed_by_a_thread_after_an_overflow_stays_valid() {
         watch.looks.load(Ordering::SeqCst) > looked + 1000
     });
     watch.stop.store(true, Ordering::SeqCst);
-    wait_until("the watcher to stop", || watch.exited.load(Ordering::SeqCst));
+    wait_until("the watcher to stop", || {
+        watch.exited.load(Ordering::SeqCst)
+    });
     drop(reuse);
     assert!(
         !watch.changed.load(Ordering::SeqCst),
@@ -388,13 +396,7 @@ fn a_lent_dropped_while_unwinding_in_a_job_that_goes_on_is_dropped_at_its_end() 
     let seen_in_job = may::go!(move || p.run("catches", move || {
         let d2 = Arc::clone(&d);
         let caught = std::panic::catch_unwind(move || {
-            let _conn = Lent::new(
-                Conn {
-                    id: 3,
-                    drops: d2,
-                },
-                |_| {},
-            );
+            let _conn = Lent::new(Conn { id: 3, drops: d2 }, |_| {});
             panic!("unwinding through a Lent");
         });
         assert!(caught.is_err());
@@ -403,5 +405,9 @@ fn a_lent_dropped_while_unwinding_in_a_job_that_goes_on_is_dropped_at_its_end() 
     .join()
     .unwrap();
     assert_eq!(seen_in_job, Ok(0), "not dropped while the job ran on");
-    assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once the job ended");
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        1,
+        "dropped once the job ended"
+    );
 }

@@ -66,7 +66,10 @@ fn overflow_every_slot(pool: &FiberPool, tag: usize) {
     }
     let got: BTreeSet<usize> = abandoned.lock().unwrap().iter().copied().collect();
     let want: BTreeSet<usize> = (0..size).map(|i| tag * 1000 + i).collect();
-    assert_eq!(got, want, "pool {tag}: every job's Lent was reported abandoned once");
+    assert_eq!(
+        got, want,
+        "pool {tag}: every job's Lent was reported abandoned once"
+    );
     assert_eq!(abandoned.lock().unwrap().len(), size);
 }
 

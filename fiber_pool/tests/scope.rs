@@ -83,7 +83,8 @@ fn one_childs_overflow_and_anothers_panic_leave_the_others_results_intact() {
                 fiber_pool::sleep(Duration::from_millis(20));
                 "after"
             });
-            *s2.lock().unwrap() = Some((before.join(), overflow.join(), panics.join(), after.join()));
+            *s2.lock().unwrap() =
+                Some((before.join(), overflow.join(), panics.join(), after.join()));
         })
     };
     // SAFETY: the jobs hold no thread-bound state across a wait.
@@ -101,7 +102,8 @@ fn one_childs_overflow_and_anothers_panic_leave_the_others_results_intact() {
         ),
         "{parent:?}"
     );
-    let (before, overflow, panics, after) = seen.lock().unwrap().take().expect("the parent saw them");
+    let (before, overflow, panics, after) =
+        seen.lock().unwrap().take().expect("the parent saw them");
     assert_eq!((before, after), (Ok("before"), Ok("after")));
     assert!(
         matches!(
@@ -120,14 +122,19 @@ fn one_childs_overflow_and_anothers_panic_leave_the_others_results_intact() {
             message: "child 2".into()
         })
     );
-    assert_eq!(pool.stats().overflows, 2, "the child's and then its parent's");
+    assert_eq!(
+        pool.stats().overflows,
+        2,
+        "the child's and then its parent's"
+    );
 }
 
 #[test]
 fn a_scope_waits_for_every_child_when_its_closure_returns_early_or_panics() {
     let pool = pool(small(2));
     for panics in [false, true] {
-        let ended: Arc<Vec<AtomicBool>> = Arc::new((0..3).map(|_| AtomicBool::new(false)).collect());
+        let ended: Arc<Vec<AtomicBool>> =
+            Arc::new((0..3).map(|_| AtomicBool::new(false)).collect());
         let started = Arc::new(AtomicUsize::new(0));
         let (e, st) = (Arc::clone(&ended), Arc::clone(&started));
         let ran = pool.run("parent", move || {
@@ -275,7 +282,9 @@ fn a_child_that_overflows_with_a_borrow_lent_to_a_thread_takes_its_parent_with_i
         watch.looks.load(Ordering::SeqCst) > looked + 1000
     });
     watch.stop.store(true, Ordering::SeqCst);
-    wait_until("the watcher to stop", LONG, || watch.exited.load(Ordering::SeqCst));
+    wait_until("the watcher to stop", LONG, || {
+        watch.exited.load(Ordering::SeqCst)
+    });
     drop(reuse);
     assert!(
         !watch.changed.load(Ordering::SeqCst),
@@ -473,7 +482,10 @@ fn a_scope_spawns_at_most_its_budget() {
             kids.into_iter().map(|c| c.join()).collect::<Vec<_>>()
         })
     });
-    assert_eq!(got, Ok(vec![Ok(0), Ok(1), Err(RunError::ScopeFull { max: 2 })]));
+    assert_eq!(
+        got,
+        Ok(vec![Ok(0), Ok(1), Err(RunError::ScopeFull { max: 2 })])
+    );
 }
 
 /// A scope opened off any job could not be abandoned if a child overflowed with a
