@@ -242,3 +242,10 @@ pub fn skip_down(bytes: usize) {
         );
     }
 }
+
+/// The lowest usable address of the running fiber's stack (just above its guard);
+/// its top is that plus the pool's `stack_size`. `None` off a fiber. What
+/// `tests/trap_area.rs` reads the stack's top from.
+pub fn running_stack_bottom() -> Option<usize> {
+    crate::running_entry().map(crate::registry::StackEntry::guard_end)
+}
