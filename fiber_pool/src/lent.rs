@@ -175,16 +175,16 @@ impl<T: Send + 'static> Registered for LentCell<T> {
         // `Send` impl), and we won `claimed`: nobody else accesses the cell. The value
         // is not touched.
         let f = unsafe { (*self.on_abandon.get()).take() };
-        // The token holds this reference for ever unless reclaimed (and the cell is
-        // forgotten when there is no callback): the cell, and the value in it, are
-        // never freed, whatever becomes of the other references (a `Lent` kept in a
-        // thread-local, dropped later, finds `claimed` set).
+        // The token holds this reference in a `ManuallyDrop`, never released unless
+        // the value is reclaimed (dropping the token, here when there is no callback,
+        // keeps it held): the cell, and the value in it, are never freed, whatever
+        // becomes of the other references (a `Lent` kept in a thread-local, dropped
+        // later, finds `claimed` set).
         let token = Abandoned {
             cell: ManuallyDrop::new(self),
         };
-        match f {
-            Some(f) => f(token),
-            None => std::mem::forget(token),
+        if let Some(f) = f {
+            f(token);
         }
     }
 
@@ -274,7 +274,7 @@ impl<T: Send + 'static> Lent<T> {
         }
     }
 
-    /// Takes the value out; it is no longer handed back on an overflow.
+    /// Takes the value out; an overflow no longer leaks it or tells its owner.
     ///
     /// An overflow can strike until the value is in the caller's hands, and the
     /// value must be with its owner at every moment: in the ledger (an overflow

@@ -232,7 +232,7 @@ impl FiberPool {
     /// `std::thread::scope` borrowing a local, a pinned value linked into a structure
     /// elsewhere, a pointer sent through a channel. So the stack is never reused: it
     /// is quarantined (mapped for the rest of the process; below the pool's own
-    /// [`TRAP_AREA`](crate::config::TRAP_AREA) at its top, where the job never ran,
+    /// [`TRAP_AREA`] at its top, where the job never ran,
     /// nothing on it is written again) and the fiber gets a spare stack
     /// ([`PoolConfig::spare_stacks`]). With none left the fiber is retired, and once
     /// all are, `run` returns [`RunError::Retired`]. A stack whose job returned or

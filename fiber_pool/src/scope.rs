@@ -31,7 +31,7 @@
 //! `join` still gives the overflow as that child's `RunError`, but when the scope ends
 //! it abandons the parent, as if the parent had overflowed there (outside a safe point):
 //! the parent's frames, and everything they own, are never dropped or reused, and the
-//! parent's `run` returns [`RunError::StackOverflow`](crate::RunError::StackOverflow).
+//! parent's `run` returns [`RunError::StackOverflow`].
 //! The parent is a job, which owns what it uses (`FiberPool::run` is `'static`), so
 //! nothing of its caller is borrowed. This is why a scope is opened from a job only:
 //! code off a fiber could not be abandoned.
@@ -479,7 +479,7 @@ impl FiberPool {
     /// # Panics
     ///
     /// When not called from a job: a child's overflow abandons the scope's caller (see
-    /// the [module documentation](crate::scope)), which only a job can be. Run the
+    /// the [module documentation](mod@crate::scope)), which only a job can be. Run the
     /// scope in a job (`pool.run("fan-out", move || pool2.scope(..))`).
     pub fn scope<'env, F, R>(&self, f: F) -> R
     where
