@@ -31,8 +31,8 @@
 //! use with the pool's options and [`KILL_CONNECT_TIMEOUT`], and kept for the next
 //! kill. A storm of cancels queues for them ([`KILL_WAIT`] at most) instead of
 //! opening a connection each. Query timeouts and deadlines kill through it too, and
-//! so does the pool for a checkout that a fiber's overflow leaked: `KILL CONNECTION`,
-//! the whole session (`pool.rs`, "Abandoned checkouts").
+//! so does the pool for a threads-driver checkout that a fiber's overflow leaked:
+//! `KILL CONNECTION`, the whole session (`pool.rs`, "Abandoned checkouts").
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

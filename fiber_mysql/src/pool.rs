@@ -31,12 +31,14 @@
 //! it off the fiber stack. After an overflow the guard is leaked, not dropped
 //! (`fiber_pool::Abandoned`: the overflow may have struck in the middle of one of
 //! its commands, or a thread the job started may still use it), so the pool
-//! accounts for it from what it kept beside the `Lent`: the server session's id,
-//! which it ends with `KILL CONNECTION` over the side channel (the server rolls
-//! back the transaction and frees the locks), and the permit, given back once that
-//! kill was answered. The socket stays open on our side for the rest of the
-//! process (one fd per such overflow): the leaked guard still owns it, and closing
-//! an fd that something may still use lets its number be reused under it.
+//! accounts for it from what it kept beside the `Lent` (`Beside`): a second
+//! descriptor of the socket, made at the connect, which it shuts down (the server
+//! ends the session, rolls back the transaction and frees the locks, whatever stage
+//! the session was at), or for the threads driver the session's id, which it ends
+//! with `KILL CONNECTION` over the side channel; then it gives the permit back. The
+//! socket's descriptors stay open on our side for the rest of the process (two fds
+//! per such overflow): the leaked guard still owns them, and closing an fd that
+//! something may still use lets its number be reused under it.
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -168,7 +170,7 @@ pub struct PoolStats {
     /// Connections closed after an error (or found dead) and replaced.
     pub replaced: u64,
     /// Checkouts given up through [`PooledConn::discard`], or leaked by a fiber's
-    /// overflow (their sessions ended with `KILL CONNECTION`).
+    /// overflow (their sessions ended by the pool).
     pub abandoned: u64,
     /// Connections reset at give-back because their session may have changed
     /// (see [`ResetReason`]); a clean give-back is not counted.
@@ -307,6 +309,53 @@ impl Backend {
             Backend::Threads(c) => c.connection_id(),
         }
     }
+
+    /// A second handle on the socket, to end the session without the connection.
+    fn shutdown_handle(&self) -> Option<Arc<std::net::TcpStream>> {
+        match self {
+            Backend::Native(c) => c.shutdown_handle(),
+            // Its socket lives on its own thread: ended by id instead.
+            #[cfg(feature = "threads")]
+            Backend::Threads(_) => None,
+        }
+    }
+}
+
+/// What a checkout in a `Lent` keeps beside itself for the pool, should an overflow
+/// leak it (see "Abandoned checkouts" above): a second handle on its socket, whose
+/// shutdown ends the session whatever stage it was at (the server rolls back and
+/// frees its locks; a handshake half done ends too), and the session's id, for a
+/// connection with no such handle (the threads driver: `KILL CONNECTION`).
+/// Written on the carrier whenever the checkout gets a connection.
+#[derive(Default)]
+struct Beside {
+    socket: Mutex<Option<Arc<std::net::TcpStream>>>,
+    id: AtomicU32,
+}
+
+impl Beside {
+    fn note(&self, conn: Option<&Backend>) {
+        *self.socket.lock().unwrap_or_else(|p| p.into_inner()) =
+            conn.and_then(Backend::shutdown_handle);
+        self.id
+            .store(conn.map_or(0, Backend::connection_id), Ordering::Release);
+    }
+
+    /// Ends the session: shuts the socket down, or kills the session by id.
+    fn end(&self, killer: &Arc<Killer>) {
+        let socket = self.socket.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match socket {
+            Some(socket) => {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+            None => match self.id.load(Ordering::Acquire) {
+                0 => {}
+                id => {
+                    let _ = killer.kill_connection(id);
+                }
+            },
+        }
+    }
 }
 
 struct Shared {
@@ -371,16 +420,13 @@ impl Shared {
     }
 
     /// Accounts for a checkout that a fiber's overflow leaked (see "Abandoned
-    /// checkouts" above): ends its server session `session` (0: it had none) and then
-    /// gives its permit back. Runs on the carrier, after the fiber is gone; the kill
-    /// waits for its answer (bounded, on a thread of its own: [`Killer`]), so the
-    /// server never holds more of the pool's sessions than its size. A kill that
-    /// fails (the server unreachable) still gives the permit back: the pool stays
-    /// whole, and such a session ends with the server's own timeouts.
-    fn abandoned(&self, session: u32) {
-        if session != 0 {
-            let _ = self.killer.kill_connection(session);
-        }
+    /// checkouts" above): ends its server session from what was kept `beside` it,
+    /// then gives its permit back. Runs on the carrier, after the fiber is gone; a
+    /// kill waits for its answer (bounded, on a thread of its own: [`Killer`]). A
+    /// kill that fails (the server unreachable) still gives the permit back: the
+    /// pool stays whole, and such a session ends with the server's own timeouts.
+    fn abandoned(&self, beside: &Beside) {
+        beside.end(&self.killer);
         self.abandoned.fetch_add(1, Ordering::Relaxed);
         self.in_use.fetch_sub(1, Ordering::Relaxed);
         self.permits.post();
@@ -480,7 +526,7 @@ impl Pool {
     /// to `wait_timeout`, and returns the checkout inside a `fiber_pool::Lent`, owned
     /// outside the fiber stack. If the fiber overflows while it holds the connection
     /// (its frames are abandoned, never dropped), the checkout is leaked with them, and
-    /// the pool ends its server session (`KILL CONNECTION`: the server rolls back
+    /// the pool ends its server session (its socket shut down: the server rolls back
     /// whatever was open) and frees its slot, instead of both staying taken (see the
     /// [module documentation](self), "Abandoned checkouts").
     ///
@@ -536,18 +582,18 @@ impl Pool {
         self.lend(|| self.get_until(deadline))
     }
 
-    /// The checkout `get` makes, in a `Lent`, with its server session's id kept beside
-    /// it for the pool to end should an overflow leak the checkout.
+    /// The checkout `get` makes, in a `Lent`, with what ends its server session kept
+    /// beside it ([`Beside`]) for the pool, should an overflow leak the checkout.
     fn lend(
         &self,
         get: impl FnOnce() -> Result<PooledConn> + Send,
     ) -> Result<fiber_pool::Lent<PooledConn>> {
-        let session = Arc::new(AtomicU32::new(0));
-        let beside = Arc::clone(&session);
+        let beside = Arc::new(Beside::default());
+        let kept = Arc::clone(&beside);
         let pool = Arc::clone(&self.shared);
         fiber_pool::Lent::acquire(
-            move || get().map(|conn| conn.tracked(session)),
-            move |_leaked| pool.abandoned(beside.load(Ordering::Acquire)),
+            move || get().map(|conn| conn.tracked(kept)),
+            move |_leaked| pool.abandoned(&beside),
         )
     }
 
@@ -621,7 +667,7 @@ impl Pool {
             gate: None,
             deadline: None,
             following: None,
-            session: None,
+            beside: None,
         })
     }
 
@@ -717,10 +763,8 @@ pub struct PooledConn {
     /// The hook that cancels this checkout when the job's context is cancelled
     /// ([`PooledConn::follow`]); unregistered when the connection goes back.
     following: Option<fiber_pool::Registration>,
-    /// Where a checkout in a `Lent` keeps its server session's id, for the pool to
-    /// end should an overflow leak this guard ([`Pool::checkout`]); written whenever
-    /// a command is about to run on a connection.
-    session: Option<Arc<AtomicU32>>,
+    /// What a checkout in a `Lent` keeps beside itself for the pool ([`Beside`]).
+    beside: Option<Arc<Beside>>,
 }
 
 impl std::fmt::Debug for PooledConn {
@@ -740,9 +784,6 @@ impl PooledConn {
             self.open_in_place()?;
         }
         let conn = self.conn.as_mut().ok_or(Error::WorkerGone)?;
-        if let Some(session) = &self.session {
-            session.store(conn.connection_id(), Ordering::Release);
-        }
         conn.set_deadline(self.deadline);
         let Some(gate) = &self.gate else {
             return command(conn);
@@ -799,9 +840,12 @@ impl PooledConn {
                 // the new socket could be abandoned by an overflow between its connect
                 // and this slot (an fd and a server-side connection stuck in its
                 // handshake, which tests/stack.rs's sweep caught).
-                let slot = &mut self.conn;
+                let (slot, beside) = (&mut self.conn, &self.beside);
                 fiber_pool::on_carrier(|| -> Result<()> {
                     *slot = Some(Backend::Native(Box::new(Conn::open_socket(opts)?)));
+                    if let Some(beside) = beside {
+                        beside.note(slot.as_ref());
+                    }
                     Ok(())
                 })?;
                 let Some(Backend::Native(conn)) = self.conn.as_mut() else {
@@ -816,7 +860,12 @@ impl PooledConn {
             // waits on a channel.
             #[cfg(feature = "threads")]
             Driver::Threads => {
-                self.conn = Some(Backend::Threads(Box::new(ThreadConn::connect(opts)?)))
+                self.conn = Some(Backend::Threads(Box::new(ThreadConn::connect(opts)?)));
+                if let Some(beside) = &self.beside {
+                    // On the carrier: its lock is never held by a fiber.
+                    let conn = self.conn.as_ref();
+                    fiber_pool::on_carrier(|| beside.note(conn));
+                }
             }
         }
         Ok(())
@@ -904,12 +953,10 @@ impl PooledConn {
         self.conn.as_ref().map(Backend::connection_id)
     }
 
-    /// Keeps this checkout's server session id in `session` (see the field).
-    fn tracked(mut self, session: Arc<AtomicU32>) -> PooledConn {
-        if let Some(conn) = &self.conn {
-            session.store(conn.connection_id(), Ordering::Release);
-        }
-        self.session = Some(session);
+    /// Keeps what ends this checkout's session in `beside` (see [`Beside`]).
+    fn tracked(mut self, beside: Arc<Beside>) -> PooledConn {
+        beside.note(self.conn.as_ref());
+        self.beside = Some(beside);
         self
     }
 
