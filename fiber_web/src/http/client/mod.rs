@@ -110,11 +110,35 @@ impl Drop for InFlight {
     }
 }
 
-/// What an overflow leaves of a connection it abandoned in its `Lent`: nothing to give
-/// back. The connection is leaked, socket and all (it may have been in the middle of
-/// a write, or still in use by a thread the job started; see `fiber_pool::Abandoned`),
-/// and the upstream sees an idle connection until its own idle timeout closes it.
-fn leaked(_: fiber_pool::Abandoned<Conn>) {}
+/// The connection `make` opens or takes, in a `Lent` made first, with a second handle
+/// on its socket kept beside it. Should an overflow leak the connection (it may be in
+/// the middle of a write, or in use by a thread the job started: see
+/// `fiber_pool::Abandoned`), that handle shuts the socket down, so the upstream sees
+/// the connection end; the leaked connection keeps its own fd, for the rest of the
+/// process (closing an fd that something may still use lets its number be reused
+/// under it). Cost: a `dup` per call, beside the call's round trip.
+fn lend<E: Send>(make: impl FnOnce() -> Result<Conn, E> + Send) -> Result<Lent<Conn>, E> {
+    let beside: Arc<std::sync::Mutex<Option<std::net::TcpStream>>> = Arc::default();
+    let keep = Arc::clone(&beside);
+    Lent::acquire(
+        move || {
+            let conn = make()?;
+            *keep
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = conn.shutdown_handle().ok();
+            Ok(conn)
+        },
+        move |_leaked| {
+            let socket = beside
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(socket) = socket {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+        },
+    )
+}
 
 /// The client: share one per process (its pool, DNS cache and TLS sessions are
 /// shared by every call).
@@ -301,12 +325,11 @@ impl HttpClient {
     }
 
     /// An idle connection to `url`'s origin, taken straight into a `Lent` on the
-    /// carrier (see `pool.rs`). Should an overflow leak it ([`leaked`]), it counts
-    /// against no limit: the idle pool's limits count idle connections only.
+    /// carrier (see `pool.rs`), with a handle on its socket kept beside it ([`lend`]).
     fn take_idle(&self, url: &Url) -> Option<Lent<Conn>> {
         let pool = &self.pool;
         let origin = url.origin();
-        Lent::acquire(|| pool.take(origin).ok_or(()), leaked).ok()
+        lend(|| pool.take(origin).ok_or(())).ok()
     }
 
     /// Back to the pool if `reusable`, else closed.
@@ -346,10 +369,7 @@ impl HttpClient {
             // Not may's TcpStream::connect_timeout: it races (see fiber_pool::net).
             // This one runs on the carrier's stack, like every may call of a
             // CarrierStream, and the socket goes straight into its `Lent`.
-            let made = Lent::acquire(
-                || fiber_pool::net::connect(&addr, wait).map(Conn::new),
-                leaked,
-            );
+            let made = lend(|| fiber_pool::net::connect(&addr, wait).map(Conn::new));
             match made {
                 Ok(mut conn) => {
                     conn.set_nodelay();
