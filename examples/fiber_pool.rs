@@ -30,7 +30,7 @@ fn main() {
         .map(|i| {
             let (pool, running, most) = (pool.clone(), running.clone(), most.clone());
             let caller = move || {
-                pool.run("sleepy", || {
+                pool.run("sleepy", move || {
                     let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                     most.fetch_max(now, Ordering::SeqCst);
                     // Looks blocking; yields to may so other fibers run meanwhile.

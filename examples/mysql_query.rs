@@ -33,7 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|_| {
             let (db, fibers) = (db.clone(), fibers.clone());
             let caller = move || {
-                fibers.run("query", || -> Result<f64, fiber_mysql::Error> {
+                fibers.run("query", move || -> Result<f64, fiber_mysql::Error> {
                     // A handler should hold the checkout in a fiber_pool::Lent (see
                     // fiber_mysql::Pool::checkout); this job is too shallow to overflow.
                     let mut conn = db.get()?;

@@ -66,7 +66,7 @@ pub fn measure(state: &Arc<AppState>, probes: &[&'static str]) -> Result<Vec<Row
         };
         let roomy = pool(MEASURE_STACK)?;
         for _ in 0..3 {
-            let resp = run(&roomy, label, &*handler, state, &req)
+            let resp = run(&roomy, label, &handler, state, &req)
                 .map_err(|e| format!("{target} failed on a {MEASURE_STACK}-byte stack: {e}"))?;
             if resp.status >= 500 {
                 return Err(format!(
@@ -84,7 +84,7 @@ pub fn measure(state: &Arc<AppState>, probes: &[&'static str]) -> Result<Vec<Row
         let mut smallest = None;
         let mut size = peak.next_multiple_of(STEP).max(STEP);
         while size <= peak + SEARCH_SPAN {
-            match run(&pool(size)?, label, &*handler, state, &req) {
+            match run(&pool(size)?, label, &handler, state, &req) {
                 Ok(_) => {
                     smallest = Some(size);
                     break;
@@ -117,9 +117,11 @@ fn pool(stack_size: usize) -> Result<FiberPool, String> {
 fn run(
     pool: &FiberPool,
     label: &'static str,
-    handler: &dyn Handler<AppState>,
-    state: &AppState,
+    handler: &Arc<dyn Handler<AppState>>,
+    state: &Arc<AppState>,
     req: &Request,
 ) -> Result<Response, RunError> {
-    pool.run(label, || handler.call(state, req))
+    // A job owns what it uses (`FiberPool::run`).
+    let (handler, state, req) = (Arc::clone(handler), Arc::clone(state), req.clone());
+    pool.run(label, move || handler.call(&state, &req))
 }

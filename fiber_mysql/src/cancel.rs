@@ -30,7 +30,9 @@
 //! headroom the pool keeps free on the server, [`KILL_HEADROOM`]), opened on first
 //! use with the pool's options and [`KILL_CONNECT_TIMEOUT`], and kept for the next
 //! kill. A storm of cancels queues for them ([`KILL_WAIT`] at most) instead of
-//! opening a connection each. Query timeouts and deadlines kill through it too.
+//! opening a connection each. Query timeouts and deadlines kill through it too, and
+//! so does the pool for a threads-driver checkout that a fiber's overflow leaked:
+//! `KILL CONNECTION`, the whole session (`pool.rs`, "Abandoned checkouts").
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -67,6 +69,13 @@ pub const KILL_THREAD_STACK: usize = 256 * 1024;
 /// How often a give-back looks whether those KILLs were answered.
 const KILL_SETTLE_POLL: Duration = Duration::from_millis(1);
 
+/// What a kill stops: the running statement, or the whole session.
+#[derive(Clone, Copy, Debug)]
+enum Kill {
+    Query,
+    Connection,
+}
+
 /// A pool's side channel for `KILL QUERY`; see the module comment.
 pub(crate) struct Killer {
     opts: Opts,
@@ -102,8 +111,21 @@ impl Killer {
     /// is rare enough that a thread's start (tens of microseconds) is nothing beside
     /// its round trip. On a plain thread it runs here.
     pub(crate) fn kill_query(self: &Arc<Self>, connection_id: u32) -> Result<()> {
+        self.kill(Kill::Query, connection_id)
+    }
+
+    /// Sends `KILL CONNECTION connection_id` and waits for its answer (see
+    /// [`Killer::kill_query`] for where it runs): the server ends that session, rolls
+    /// back its transaction and frees its locks, whatever our side of its socket
+    /// does. For a checkout whose connection an overflow leaked (`pool.rs`,
+    /// "Abandoned checkouts").
+    pub(crate) fn kill_connection(self: &Arc<Self>, connection_id: u32) -> Result<()> {
+        self.kill(Kill::Connection, connection_id)
+    }
+
+    fn kill(self: &Arc<Self>, what: Kill, connection_id: u32) -> Result<()> {
         if !may::coroutine::is_coroutine() {
-            return self.kill_query_here(connection_id);
+            return self.kill_here(what, connection_id);
         }
         let killer = Arc::clone(self);
         fiber_pool::on_carrier(move || {
@@ -112,7 +134,7 @@ impl Killer {
                 .name("kill-query".into())
                 .stack_size(KILL_THREAD_STACK)
                 .spawn(move || {
-                    let _ = tx.send(killer.kill_query_here(connection_id));
+                    let _ = tx.send(killer.kill_here(what, connection_id));
                 })
                 .map_err(Error::Io)?;
             // The thread's every wait is bounded: the permit, the connect, the answer.
@@ -122,11 +144,14 @@ impl Killer {
         })
     }
 
-    fn kill_query_here(&self, connection_id: u32) -> Result<()> {
+    fn kill_here(&self, what: Kill, connection_id: u32) -> Result<()> {
         if !self.permits.wait_timeout(KILL_WAIT) {
             return Err(Error::PoolTimeout { waited: KILL_WAIT });
         }
-        let sql = format!("KILL QUERY {connection_id}");
+        let sql = match what {
+            Kill::Query => format!("KILL QUERY {connection_id}"),
+            Kill::Connection => format!("KILL CONNECTION {connection_id}"),
+        };
         // A kept connection may have died (server restart): one more try on a new one.
         let result = match self.take_idle() {
             Some(mut conn) => match conn.query(&sql) {

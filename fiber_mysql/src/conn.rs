@@ -83,6 +83,10 @@ pub struct Conn {
     /// Where `KILL QUERY` for this connection is sent from: the pool's side channel,
     /// or one of its own made at the first kill (cancel.rs).
     pub(crate) killer: Option<Arc<Killer>>,
+    /// A second descriptor of the TCP socket, made at the connect: what ends the
+    /// session of a connection that a fiber's overflow leaked (`pool.rs`,
+    /// "Abandoned checkouts"). Cost: one more fd per connection.
+    shutdown: Option<Arc<std::net::TcpStream>>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -151,6 +155,7 @@ impl Conn {
     fn over(stream: Stream, opts: &Opts, started: Instant) -> Result<Conn> {
         stream.set_nodelay()?;
         stream.set_write_timeout(Some(opts.read_timeout))?;
+        let shutdown = stream.shutdown_handle().map(Arc::new);
         let mut codec = PacketCodec::default();
         codec.max_allowed_packet = MAX_PACKET;
         // Start from empty buffers (the `bytes` crate is not a dependency of
@@ -174,6 +179,7 @@ impl Conn {
             session: SessionState::fresh(false),
             user_deadline: None,
             killer: None,
+            shutdown,
         })
     }
 
@@ -345,6 +351,11 @@ impl Conn {
     /// The server's id for this connection (what `KILL QUERY` takes).
     pub fn connection_id(&self) -> u32 {
         self.connection_id
+    }
+
+    /// The second descriptor of a TCP connection's socket (see the field).
+    pub(crate) fn shutdown_handle(&self) -> Option<Arc<std::net::TcpStream>> {
+        self.shutdown.clone()
     }
 
     /// The server's version string, e.g. `5.5.5-10.11.6-MariaDB-0+deb12u1`.

@@ -28,11 +28,20 @@
 //! handler) never runs `PooledConn`'s Drop. The guard owns its connection
 //! for the whole checkout, and [`Pool::checkout`] puts the guard in a
 //! `fiber_pool::Lent` (registered before the checkout lands in it), which keeps
-//! it off the fiber stack; after an overflow [`PooledConn::discard`] closes the
-//! socket and frees the slot.
+//! it off the fiber stack. After an overflow the guard is leaked, not dropped
+//! (`fiber_pool::Abandoned`: the overflow may have struck in the middle of one of
+//! its commands, or a thread the job started may still use it), so the pool
+//! accounts for it from what it kept beside the `Lent` (`Beside`): a second
+//! descriptor of the socket, made at the connect, which it shuts down (the server
+//! ends the session, rolls back the transaction and frees the locks, whatever stage
+//! the session was at), or for the threads driver the session's id, which it ends
+//! with `KILL CONNECTION` over the side channel; then it gives the permit back. The
+//! socket's descriptors stay open on our side for the rest of the process (two fds
+//! per such overflow): the leaked guard still owns them, and closing an fd that
+//! something may still use lets its number be reused under it.
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -160,7 +169,8 @@ pub struct PoolStats {
     pub timeouts: u64,
     /// Connections closed after an error (or found dead) and replaced.
     pub replaced: u64,
-    /// Checkouts given up through [`PooledConn::discard`].
+    /// Checkouts given up through [`PooledConn::discard`], or leaked by a fiber's
+    /// overflow (their sessions ended by the pool).
     pub abandoned: u64,
     /// Connections reset at give-back because their session may have changed
     /// (see [`ResetReason`]); a clean give-back is not counted.
@@ -299,6 +309,53 @@ impl Backend {
             Backend::Threads(c) => c.connection_id(),
         }
     }
+
+    /// A second handle on the socket, to end the session without the connection.
+    fn shutdown_handle(&self) -> Option<Arc<std::net::TcpStream>> {
+        match self {
+            Backend::Native(c) => c.shutdown_handle(),
+            // Its socket lives on its own thread: ended by id instead.
+            #[cfg(feature = "threads")]
+            Backend::Threads(_) => None,
+        }
+    }
+}
+
+/// What a checkout in a `Lent` keeps beside itself for the pool, should an overflow
+/// leak it (see "Abandoned checkouts" above): a second handle on its socket, whose
+/// shutdown ends the session whatever stage it was at (the server rolls back and
+/// frees its locks; a handshake half done ends too), and the session's id, for a
+/// connection with no such handle (the threads driver: `KILL CONNECTION`).
+/// Written on the carrier whenever the checkout gets a connection.
+#[derive(Default)]
+struct Beside {
+    socket: Mutex<Option<Arc<std::net::TcpStream>>>,
+    id: AtomicU32,
+}
+
+impl Beside {
+    fn note(&self, conn: Option<&Backend>) {
+        *self.socket.lock().unwrap_or_else(|p| p.into_inner()) =
+            conn.and_then(Backend::shutdown_handle);
+        self.id
+            .store(conn.map_or(0, Backend::connection_id), Ordering::Release);
+    }
+
+    /// Ends the session: shuts the socket down, or kills the session by id.
+    fn end(&self, killer: &Arc<Killer>) {
+        let socket = self.socket.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match socket {
+            Some(socket) => {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+            None => match self.id.load(Ordering::Acquire) {
+                0 => {}
+                id => {
+                    let _ = killer.kill_connection(id);
+                }
+            },
+        }
+    }
 }
 
 struct Shared {
@@ -360,6 +417,19 @@ impl Shared {
                 None
             }
         }
+    }
+
+    /// Accounts for a checkout that a fiber's overflow leaked (see "Abandoned
+    /// checkouts" above): ends its server session from what was kept `beside` it,
+    /// then gives its permit back. Runs on the carrier, after the fiber is gone; a
+    /// kill waits for its answer (bounded, on a thread of its own: [`Killer`]). A
+    /// kill that fails (the server unreachable) still gives the permit back: the
+    /// pool stays whole, and such a session ends with the server's own timeouts.
+    fn abandoned(&self, beside: &Beside) {
+        beside.end(&self.killer);
+        self.abandoned.fetch_add(1, Ordering::Relaxed);
+        self.in_use.fetch_sub(1, Ordering::Relaxed);
+        self.permits.post();
     }
 
     fn give_back_here(&self, mut conn: Option<Backend>, gate: Option<Arc<Gate>>) {
@@ -455,9 +525,10 @@ impl Pool {
     /// How a handler on a fiber gets a connection: waits (FIFO, parking the fiber) up
     /// to `wait_timeout`, and returns the checkout inside a `fiber_pool::Lent`, owned
     /// outside the fiber stack. If the fiber overflows while it holds the connection
-    /// (its frames are abandoned, never dropped), the `Lent` hands the connection to
-    /// [`PooledConn::discard`]: the socket is closed (the server rolls back whatever
-    /// was open) and the slot is freed, instead of both leaking.
+    /// (its frames are abandoned, never dropped), the checkout is leaked with them, and
+    /// the pool ends its server session (its socket shut down: the server rolls back
+    /// whatever was open) and frees its slot, instead of both staying taken (see the
+    /// [module documentation](self), "Abandoned checkouts").
     ///
     /// The checkout is never a plain value on the fiber stack: it runs on the carrier
     /// and is written straight into the `Lent`'s cell, registered beforehand. Needs
@@ -492,11 +563,8 @@ impl Pool {
             })?;
         }
         let mut conn = match ctx.as_ref().and_then(fiber_pool::Context::deadline) {
-            Some(deadline) => fiber_pool::Lent::acquire(
-                || self.get_until_or(deadline, wait),
-                PooledConn::discard,
-            )?,
-            None => fiber_pool::Lent::acquire(|| self.get_timeout(wait), PooledConn::discard)?,
+            Some(deadline) => self.lend(|| self.get_until_or(deadline, wait))?,
+            None => self.lend(|| self.get_timeout(wait))?,
         };
         if let Some(ctx) = ctx {
             conn.follow(&ctx);
@@ -511,7 +579,22 @@ impl Pool {
     /// and its queries ([`PooledConn::set_deadline`]).
     pub fn checkout_until(&self, deadline: Instant) -> Result<fiber_pool::Lent<PooledConn>> {
         fiber_pool::check_stack(CHECKOUT_STACK_MARGIN);
-        fiber_pool::Lent::acquire(|| self.get_until(deadline), PooledConn::discard)
+        self.lend(|| self.get_until(deadline))
+    }
+
+    /// The checkout `get` makes, in a `Lent`, with what ends its server session kept
+    /// beside it ([`Beside`]) for the pool, should an overflow leak the checkout.
+    fn lend(
+        &self,
+        get: impl FnOnce() -> Result<PooledConn> + Send,
+    ) -> Result<fiber_pool::Lent<PooledConn>> {
+        let beside = Arc::new(Beside::default());
+        let kept = Arc::clone(&beside);
+        let pool = Arc::clone(&self.shared);
+        fiber_pool::Lent::acquire(
+            move || get().map(|conn| conn.tracked(kept)),
+            move |_leaked| pool.abandoned(&beside),
+        )
     }
 
     /// [`Pool::checkout_until`] as a plain guard (see [`Pool::get`]).
@@ -584,6 +667,7 @@ impl Pool {
             gate: None,
             deadline: None,
             following: None,
+            beside: None,
         })
     }
 
@@ -657,8 +741,9 @@ fn open_all(shared: &Arc<Shared>) -> Result<()> {
 /// The connection lives inside this guard for the whole checkout, commands
 /// included (nothing is moved to a stack local across a yield), so whoever
 /// owns the guard owns the socket. On a fiber get it from [`Pool::checkout`]: the
-/// guard then lives in a `fiber_pool::Lent` outside the fiber stack, which gives it
-/// to [`PooledConn::discard`] if the fiber dies without unwinding.
+/// guard then lives in a `fiber_pool::Lent` outside the fiber stack; if the fiber
+/// dies without unwinding the guard is leaked and the pool ends its server session
+/// and frees its slot ([`Pool::checkout`]).
 ///
 /// What a handler may do with it: run statements ([`PooledConn::query`],
 /// [`PooledConn::exec`]), a [`PooledConn::transaction`], bound its waits
@@ -678,6 +763,8 @@ pub struct PooledConn {
     /// The hook that cancels this checkout when the job's context is cancelled
     /// ([`PooledConn::follow`]); unregistered when the connection goes back.
     following: Option<fiber_pool::Registration>,
+    /// What a checkout in a `Lent` keeps beside itself for the pool ([`Beside`]).
+    beside: Option<Arc<Beside>>,
 }
 
 impl std::fmt::Debug for PooledConn {
@@ -753,9 +840,12 @@ impl PooledConn {
                 // the new socket could be abandoned by an overflow between its connect
                 // and this slot (an fd and a server-side connection stuck in its
                 // handshake, which tests/stack.rs's sweep caught).
-                let slot = &mut self.conn;
+                let (slot, beside) = (&mut self.conn, &self.beside);
                 fiber_pool::on_carrier(|| -> Result<()> {
                     *slot = Some(Backend::Native(Box::new(Conn::open_socket(opts)?)));
+                    if let Some(beside) = beside {
+                        beside.note(slot.as_ref());
+                    }
                     Ok(())
                 })?;
                 let Some(Backend::Native(conn)) = self.conn.as_mut() else {
@@ -770,7 +860,12 @@ impl PooledConn {
             // waits on a channel.
             #[cfg(feature = "threads")]
             Driver::Threads => {
-                self.conn = Some(Backend::Threads(Box::new(ThreadConn::connect(opts)?)))
+                self.conn = Some(Backend::Threads(Box::new(ThreadConn::connect(opts)?)));
+                if let Some(beside) = &self.beside {
+                    // On the carrier: its lock is never held by a fiber.
+                    let conn = self.conn.as_ref();
+                    fiber_pool::on_carrier(|| beside.note(conn));
+                }
             }
         }
         Ok(())
@@ -858,10 +953,17 @@ impl PooledConn {
         self.conn.as_ref().map(Backend::connection_id)
     }
 
+    /// Keeps what ends this checkout's session in `beside` (see [`Beside`]).
+    fn tracked(mut self, beside: Arc<Beside>) -> PooledConn {
+        beside.note(self.conn.as_ref());
+        self.beside = Some(beside);
+        self
+    }
+
     /// Close the connection instead of returning it (its stream may be in the
     /// middle of a command) and give the slot back, to be refilled by the next
-    /// checkout. For checkouts whose holder died mid-use: a fiber abandoned by
-    /// a stack overflow, through `fiber_pool::Lent`.
+    /// checkout. For a holder that knows the connection's state is lost (a command
+    /// it gave up on half-way).
     pub fn discard(mut self) {
         if let Some(mut conn) = self.conn.take() {
             conn.mark_broken();

@@ -41,6 +41,15 @@ impl Stream {
         UnixStream::connect(path).map(Stream::Unix)
     }
 
+    /// A second descriptor of a TCP socket, whose `shutdown` ends the connection
+    /// without touching this stream (`None` for a Unix socket).
+    pub(crate) fn shutdown_handle(&self) -> Option<std::net::TcpStream> {
+        match self {
+            Stream::Tcp(s) => s.shutdown_handle().ok(),
+            Stream::Unix(_) => None,
+        }
+    }
+
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(timeout),

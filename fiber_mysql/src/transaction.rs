@@ -5,9 +5,10 @@
 //! What else ends one:
 //! - A fiber that overflows its stack mid-transaction is abandoned, not unwound: no
 //!   rollback runs here. A checkout from [`Pool::checkout`](crate::Pool::checkout)
-//!   lives in a `fiber_pool::Lent`, which then gives the connection to
-//!   [`PooledConn::discard`]: the socket is closed, and the server rolls back the
-//!   transaction of a connection that closed (`tests/transactions.rs` checks it).
+//!   lives in a `fiber_pool::Lent`, whose owner then ends the server session by
+//!   shutting its socket down through a second descriptor (the connection itself is
+//!   leaked, untouched: see `pool.rs`, "Abandoned checkouts"), and the server rolls
+//!   back the transaction of a session that ended (`tests/transactions.rs` checks it).
 //! - A failed `ROLLBACK` (a broken connection) is not reported over the closure's own
 //!   outcome: the give-back closes a broken connection, or resets one that still has
 //!   a transaction open (`session.rs`).

@@ -402,7 +402,7 @@ fn scope_costs() {
     for children in [1usize, 3] {
         let p = pool.clone();
         let fan = per_op(move || {
-            p.run("parent", || {
+            p.run("parent", move || {
                 fiber_pool::scope(|s| {
                     let kids: Vec<_> = (0..children).map(|_| s.spawn(|| ())).collect();
                     kids.into_iter().for_each(|k| k.join().unwrap());

@@ -32,6 +32,20 @@ pub const MAX_QUEUE: usize = 1 << 24;
 /// whatever its size.
 pub const GUARD_SIZE: usize = 128 * 1024;
 
+/// Bytes at the top of every fiber stack that jobs never use: the first frame of
+/// every fiber reserves them, untouched, above the job's own frames.
+///
+/// After an overflow corosensei's trap handler resets the fiber and runs its own
+/// frames from the top of the stack down (its closure, a return address, then
+/// `trap_handler` and what it calls: a few hundred bytes, test `trap_area`
+/// measures them). Those frames land on the pool's start-up frames and this area,
+/// never on the job's, so a quarantined stack keeps what the job's frames held
+/// exactly as they held it, for whatever still borrows it.
+///
+/// Cost: this much less usable stack per fiber; the area is never written, so it
+/// is not committed memory either (it shares the stack's top page).
+pub const TRAP_AREA: usize = 1024;
+
 /// How a [`FiberPool`](crate::FiberPool) is sized.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolConfig {
@@ -176,6 +190,10 @@ pub enum ConfigError {
     /// process-wide blocking pool was made (by an earlier `set_default` or the first
     /// [`blocking`](crate::blocking()) call).
     BlockingStarted,
+    /// The OS refused the calling thread the alternate signal stack of
+    /// [`ALT_STACK_SIZE`](crate::signal::ALT_STACK_SIZE) bytes that an overflow is
+    /// caught on.
+    AltStack(std::io::Error),
     /// The OS refused to map the stacks or install the signal handler.
     Os(std::io::Error),
 }
@@ -233,6 +251,11 @@ impl fmt::Display for ConfigError {
                 f,
                 "the process-wide blocking pool already exists: call fiber_pool::blocking::set_default once, at start-up, before the first fiber_pool::blocking"
             ),
+            ConfigError::AltStack(e) => write!(
+                f,
+                "creating the fiber pool failed: no {}-byte alternate signal stack for this thread, where a fiber's overflow is caught: {e}",
+                crate::signal::ALT_STACK_SIZE
+            ),
             ConfigError::Os(e) => write!(f, "creating the fiber pool failed: {e}"),
         }
     }
@@ -241,7 +264,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ConfigError::Os(e) => Some(e),
+            ConfigError::Os(e) | ConfigError::AltStack(e) => Some(e),
             _ => None,
         }
     }

@@ -6,10 +6,22 @@
 //! also registered in the *ledger* of the pool slot running the fiber. The
 //! ledger lives outside the fiber stack. Dropping the `Lent` normally drops
 //! the value and deregisters it; after an overflow the pool calls each
-//! still-registered `on_abandon(value)` on the carrier's stack, after the
-//! fiber is gone. The fiber is found by the address of a local variable in the
+//! still-registered `on_abandon` on the carrier's stack, after the fiber is
+//! gone. The fiber is found by the address of a local variable in the
 //! global registry (never a thread-local: the carrier migrates between
 //! threads). Outside a fiber a `Lent` is just a box.
+//!
+//! **An abandoned value is leaked, not handed over.** The overflow may have struck
+//! in the middle of one of the value's own methods (std's slice sorts move elements
+//! through a guard that writes them back: stopped there, the slice holds one element
+//! twice, and dropping both frees it twice), and code the job started may still
+//! borrow it (a `std::thread::scope` thread given `&*lent`, never joined: the
+//! overflow skipped the join). Dropping, reading or moving such a value is undefined
+//! behaviour for all the pool knows, so it stays where it is, untouched, for the rest
+//! of the process; `on_abandon` gets an [`Abandoned`] token instead, which tells the
+//! owner to account for the resource some other way (give its permit back, end its
+//! server session by what it kept beside the value), and which gives the value back
+//! only through an `unsafe` [`Abandoned::reclaim`] whose caller proves neither can be.
 //!
 //! `Lent` is neither `Send` nor `Sync`: it must stay within the job that
 //! created it, so that "abandoned with the job's frames" is true of it. A
@@ -51,8 +63,9 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// What a ledger holds for its job: a registered `Lent`'s cell, or an open
 /// [`scope`](crate::scope()) (whose children must end before the job's carrier goes on).
 pub(crate) trait Registered: Send + Sync {
-    /// After an overflow: hands the value to its abandon callback.
-    fn abandon(&self);
+    /// After an overflow: tells the value's owner ([`Lent`]), or ends the scope's
+    /// children.
+    fn abandon(self: Arc<Self>);
     /// Drops the value if its `Lent` was dropped while unwinding (and left the
     /// value to the pool); tells whether it was.
     fn release_if_unwound(&self) -> bool;
@@ -106,17 +119,17 @@ impl Ledger {
         failed
     }
 
-    /// After an overflow: give every registered value to its callback, newest
-    /// first (a value that a `Lent` dropped while unwinding left here is
-    /// dropped instead, as that `Lent` meant). A panicking callback does not
-    /// keep the others from running. Returns how many there were, and how many
-    /// callbacks panicked.
+    /// After an overflow: tell the owner of every registered value, newest first
+    /// (a value that a `Lent` dropped while unwinding left here is dropped instead,
+    /// as that `Lent` meant: the `Lent` is gone, so nothing borrows it, and unwinding
+    /// left it valid). A panicking callback does not keep the others from running.
+    /// Returns how many there were, and how many callbacks panicked.
     pub(crate) fn abandon_all(&self) -> (usize, usize) {
         let entries = std::mem::take(&mut *self.lock());
         let n = entries.len();
         let mut failed = 0;
         for (_, cell) in entries.into_iter().rev() {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
                 if !cell.release_if_unwound() {
                     cell.abandon();
                 }
@@ -127,7 +140,7 @@ impl Ledger {
     }
 }
 
-type OnAbandon<T> = Box<dyn FnOnce(T) + Send>;
+type OnAbandon<T> = Box<dyn FnOnce(Abandoned<T>) + Send>;
 
 struct LentCell<T> {
     value: UnsafeCell<Option<T>>,
@@ -153,16 +166,25 @@ unsafe impl<T: Send> Send for LentCell<T> {}
 // SAFETY: as above; there is no concurrent access to the `UnsafeCell`s.
 unsafe impl<T: Send> Sync for LentCell<T> {}
 
-impl<T: Send> Registered for LentCell<T> {
-    fn abandon(&self) {
+impl<T: Send + 'static> Registered for LentCell<T> {
+    fn abandon(self: Arc<Self>) {
         if self.claimed.swap(true, Ordering::AcqRel) {
             return; // dropped meanwhile, by a `Lent` kept past its job
         }
-        // SAFETY: called by the carrier after the owning fiber is gone (see
-        // the `Send` impl), and we won `claimed`: nobody else accesses the cell.
-        let (value, f) = unsafe { ((*self.value.get()).take(), (*self.on_abandon.get()).take()) };
-        if let (Some(value), Some(f)) = (value, f) {
-            f(value);
+        // SAFETY: called by the carrier after the owning fiber is gone (see the
+        // `Send` impl), and we won `claimed`: nobody else accesses the cell. The value
+        // is not touched.
+        let f = unsafe { (*self.on_abandon.get()).take() };
+        // The token holds this reference in a `ManuallyDrop`, never released unless
+        // the value is reclaimed (dropping the token, here when there is no callback,
+        // keeps it held): the cell, and the value in it, are never freed, whatever
+        // becomes of the other references (a `Lent` kept in a thread-local, dropped
+        // later, finds `claimed` set).
+        let token = Abandoned {
+            cell: ManuallyDrop::new(self),
+        };
+        if let Some(f) = f {
+            f(token);
         }
     }
 
@@ -194,19 +216,32 @@ pub struct Lent<T: Send + 'static> {
 }
 
 impl<T: Send + 'static> Lent<T> {
-    /// Wraps `value`; if the current fiber overflows while this `Lent` is
-    /// alive, `on_abandon(value)` runs (once) on the carrier after the fiber is
-    /// gone.
+    /// Wraps `value`; if the current fiber overflows while this `Lent` is alive,
+    /// the value is leaked where it is (see the [module documentation](self)) and
+    /// `on_abandon` runs, once, on the carrier after the fiber is gone, with the
+    /// [`Abandoned`] token.
     ///
-    /// "Given back" means not lost, not consistent: the overflow may have struck
-    /// in the middle of one of the value's own `&mut` methods (a connection
-    /// half-way through writing a command), so `on_abandon` should discard the
-    /// value's state rather than reuse it (close the connection, give its permit
-    /// back). A value whose methods rely on drop guards for memory safety while
-    /// they run (std's slice sorts and `BinaryHeap` move elements through a
-    /// guard that writes them back) may, abandoned mid-method, hold a duplicated
-    /// element: do not keep such values in a `Lent` while calling those methods.
-    pub fn new(value: T, on_abandon: impl FnOnce(T) + Send + 'static) -> Lent<T> {
+    /// The owner accounts for the resource there from what it kept beside the
+    /// value: a permit given back, a counter, a server-side session ended by its id.
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// # let pool = fiber_pool::FiberPool::new(fiber_pool::PoolConfig::default()).unwrap();
+    /// let in_use = Arc::new(AtomicUsize::new(1)); // one buffer checked out
+    /// let counted = Arc::clone(&in_use);
+    /// let ran = pool.run("lends", move || {
+    ///     let buf = fiber_pool::Lent::new(vec![0u8; 64], move |_abandoned| {
+    ///         counted.fetch_sub(1, Ordering::SeqCst); // the buffer itself is leaked
+    ///     });
+    ///     buf.len()
+    /// });
+    /// assert_eq!(ran, Ok(64));
+    /// assert_eq!(in_use.load(Ordering::SeqCst), 1, "not abandoned: dropped as usual");
+    /// ```
+    pub fn new(value: T, on_abandon: impl FnOnce(Abandoned<T>) + Send + 'static) -> Lent<T> {
         Lent::registered(Some(value), Box::new(on_abandon))
     }
 
@@ -239,7 +274,7 @@ impl<T: Send + 'static> Lent<T> {
         }
     }
 
-    /// Takes the value out; it is no longer handed back on an overflow.
+    /// Takes the value out; an overflow no longer leaks it or tells its owner.
     ///
     /// An overflow can strike until the value is in the caller's hands, and the
     /// value must be with its owner at every moment: in the ledger (an overflow
@@ -303,11 +338,15 @@ impl<T: Send + 'static> DerefMut for Lent<T> {
 
 impl<T: Send + 'static> Drop for Lent<T> {
     fn drop(&mut self) {
-        if self.registration.is_some() && std::thread::panicking() {
-            // Unwinding: no carrier, no ledger lock. The value's drop (a
-            // connection's give-back) may wait, and an unwinding fiber must not
-            // park (see `on_carrier`): the value stays registered, and the pool
-            // drops it on the carrier once the job has ended.
+        if self.registration.is_some() && std::thread::panicking() && current_home() == self.home {
+            // Unwinding in the job that made it: no carrier, no ledger lock. The
+            // value's drop (a connection's give-back) may wait, and an unwinding fiber
+            // must not park (see `on_carrier`): the value stays registered, and the
+            // pool drops it on the carrier once the job has ended (returned, panicked
+            // or overflowed: `Ledger::finish`, `Ledger::abandon_all`), or, when the
+            // job catches the panic and goes on, at its end. A `Lent` kept past its
+            // job (in a thread-local) has no ledger to leave it to: it is dropped
+            // below, like any.
             self.cell.unwound.store(true, Ordering::Release);
             return;
         }
@@ -331,6 +370,48 @@ impl<T: Send + 'static> Drop for Lent<T> {
     }
 }
 
+/// What `on_abandon` gets after an overflow abandoned a [`Lent`]'s job: word that the
+/// value is gone for good, not the value. Dropping the token leaves the value leaked
+/// where it is: never dropped, read or moved, its memory kept for the rest of the
+/// process (see the [module documentation](self) for why).
+pub struct Abandoned<T> {
+    /// The value's cell; never freed unless the value is reclaimed.
+    cell: ManuallyDrop<Arc<LentCell<T>>>,
+}
+
+impl<T: Send + 'static> Abandoned<T> {
+    /// Takes the abandoned value back, as the overflow left it.
+    ///
+    /// # Safety
+    ///
+    /// Both of these must hold; the pool can check neither:
+    /// - **nothing still uses the value**: the job lent no reference to it (nor to
+    ///   anything inside it) to code that runs beside the job (a thread of
+    ///   `std::thread::scope`, a may coroutine, a callback registered elsewhere);
+    ///   the overflow skipped whatever would have ended that code;
+    /// - **the value is valid wherever the overflow struck**: the job may have been
+    ///   inside any method it called on the value, so every such method keeps the
+    ///   value valid (droppable, and usable as the caller means to use it) at every
+    ///   instruction, not only when it returns or unwinds. Plain data (integers, an
+    ///   owned buffer the job only read) qualifies; a collection in the middle of an
+    ///   insert or a sort does not (a slice sort stopped half-way holds one element
+    ///   twice).
+    pub unsafe fn reclaim(self) -> T {
+        let cell = ManuallyDrop::into_inner(self.cell);
+        // SAFETY: `abandon` won `claimed` before making this token, so nobody else
+        // touches the cell (see the `Send` impl of `LentCell`); whether the value
+        // may be used is our caller's promise.
+        unsafe { (*cell.value.get()).take() }
+            .expect("an abandoned Lent's cell still holds its value")
+    }
+}
+
+impl<T: Send + 'static> std::fmt::Debug for Abandoned<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Abandoned").finish_non_exhaustive()
+    }
+}
+
 /// A raw pointer to a Lent's value slot, sent to the carrier by [`Lent::acquire`].
 struct Slot<T>(*mut Option<T>);
 
@@ -347,7 +428,7 @@ impl<T: Send + 'static> Lent<T> {
     /// never given back). `make`'s error is returned as is.
     pub fn acquire<E: Send>(
         make: impl FnOnce() -> Result<T, E> + Send,
-        on_abandon: impl FnOnce(T) + Send + 'static,
+        on_abandon: impl FnOnce(Abandoned<T>) + Send + 'static,
     ) -> Result<Lent<T>, E> {
         let lent = Lent::registered(None, Box::new(on_abandon));
         let slot = Slot(lent.cell.value.get());

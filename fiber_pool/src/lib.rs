@@ -125,9 +125,10 @@
 //!   panicking `on_abandon`, a retired fiber, an unwinding fiber moved to
 //!   another thread). [`jobs_running_longer_than`] shows a thread held by a
 //!   job (for a stall watchdog).
-//! * **Signals**: asynchronous signals (SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
-//!   SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGCHLD, SIGWINCH) are blocked on may's
-//!   threads, and on any other thread while its fiber runs (see [`signal`]), so
+//! * **Signals**: every signal but the synchronous ones (SIGSEGV, SIGBUS, SIGILL,
+//!   SIGFPE, SIGTRAP, SIGSYS), real-time signals included, is blocked on may's
+//!   threads, and on any other thread while its fiber runs (see [`signal`]; glibc
+//!   keeps its own two, SIGCANCEL and SIGSETXID, unblocked; test `rt_signal`), so
 //!   that a process-directed one goes to a thread of the application's own and none
 //!   is delivered on a fiber stack near its guard; every thread gets a 64 KiB
 //!   alternate signal stack before a fiber runs on it.
@@ -256,7 +257,7 @@ pub use carrier::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use context::{current, sleep_or_cancelled, CancelReason, Context, Registration};
 pub use error::RunError;
-pub use lent::Lent;
+pub use lent::{Abandoned, Lent};
 pub use panic_hook::run_panic_hook_off_fiber;
 pub use pool::{Admitted, FiberPool};
 pub use scope::{scope, scope_with_deadline, Child, Scope};
@@ -380,7 +381,7 @@ pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// the fiber and this never returns.
 #[cold]
 #[inline(never)]
-fn overflow_now(guard_end: usize) -> ! {
+pub(crate) fn overflow_now(guard_end: usize) -> ! {
     // SAFETY: `guard_end - 1` is the top byte of the guard (PROT_NONE)
     // of the stack the caller runs on, found running in the registry; reading
     // it faults, and our handler turns exactly that fault into the fiber's

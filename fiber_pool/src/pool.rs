@@ -9,6 +9,7 @@
 //! `Outcome`: done (the value was written into the carrier's frame),
 //! panicked, or overflowed (the signal handler reset it).
 
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,7 @@ use std::time::Duration;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::admission::{Admission, Denied};
-use crate::config::{ConfigError, PoolConfig};
+use crate::config::{ConfigError, PoolConfig, TRAP_AREA};
 use crate::context::Context;
 use crate::error::RunError;
 use crate::highwater;
@@ -159,7 +160,7 @@ impl FiberPool {
     pub unsafe fn new_without_safe_alloc(cfg: PoolConfig) -> Result<FiberPool, ConfigError> {
         let stack_size = cfg.validate(page_size())?;
         init_process()?;
-        signal::prepare_thread();
+        signal::prepare_thread().map_err(ConfigError::AltStack)?;
         let (layout, stacks, spares) =
             stack::reserve(cfg.stacks(), cfg.fibers(), stack_size).map_err(ConfigError::Os)?;
         let slots: Vec<Slot> = stacks
@@ -197,50 +198,65 @@ impl FiberPool {
     /// `queue` callers already wait, `Timeout` after `wait_timeout`. The job
     /// may do may I/O through [`on_carrier`](crate::on_carrier); it then yields
     /// the carrier like any may code. A stack overflow gives `StackOverflow`
-    /// (frames abandoned, [`Lent`](crate::Lent) values handed back), a panic
-    /// gives `Panicked`.
+    /// (frames abandoned, [`Lent`](crate::Lent) values leaked and their owners
+    /// told), a panic gives `Panicked`.
+    ///
+    /// # Why `'static`
+    ///
+    /// An overflow abandons the job's frames without unwinding them: no destructor,
+    /// no scope guard and no join of the job's runs, and `run` returns while whatever
+    /// the job started goes on. A job that borrowed from its caller could have lent
+    /// that borrow to a thread it meant to join (`std::thread::scope` joins in code of
+    /// the job); after the overflow that thread would read the caller's frame after
+    /// `run` returned. So the job owns what it uses (`Arc`s, moved values), and the
+    /// compiler refuses a borrowing one:
+    ///
+    /// ```compile_fail,E0597
+    /// # #[global_allocator]
+    /// # static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+    /// let pool = fiber_pool::FiberPool::new(fiber_pool::PoolConfig::default()).unwrap();
+    /// let words = vec!["borrowed".to_string()];
+    /// let total = pool.run("borrows", || words.iter().map(String::len).sum::<usize>());
+    /// # let _ = total;
+    /// ```
+    ///
+    /// What the job keeps on its own fiber stack may be lent freely: a stack whose job
+    /// was abandoned is never used again (see below). [`scope`](crate::scope())'s
+    /// children may borrow the job's locals: the pool itself ends them, overflow or
+    /// not. A caller that can promise more uses
+    /// [`run_admitted_in_unchecked`](Self::run_admitted_in_unchecked).
     ///
     /// # After an overflow
     ///
-    /// An overflow abandons the job's frames without running their destructors,
-    /// and something may still refer to them: a thread started by
-    /// `std::thread::scope` borrowing a local, a pinned value linked into a
-    /// structure elsewhere, a pointer sent through a channel. So the stack is
-    /// never reused: it is quarantined (mapped and untouched for the rest of the
-    /// process, those references keep pointing at the memory they borrowed) and
-    /// the fiber gets a spare stack ([`PoolConfig::spare_stacks`]). With none
-    /// left the fiber is retired, and once all are, `run` returns
-    /// [`RunError::Retired`].
+    /// Something may still refer to the abandoned frames: a thread started by
+    /// `std::thread::scope` borrowing a local, a pinned value linked into a structure
+    /// elsewhere, a pointer sent through a channel. So the stack is never reused: it
+    /// is quarantined (mapped for the rest of the process; below the pool's own
+    /// [`TRAP_AREA`] at its top, where the job never ran,
+    /// nothing on it is written again) and the fiber gets a spare stack
+    /// ([`PoolConfig::spare_stacks`]). With none left the fiber is retired, and once
+    /// all are, `run` returns [`RunError::Retired`]. A stack whose job returned or
+    /// unwound (a panic) is reused: nothing can refer to its frames any more.
     ///
     /// # What a job must not do
     ///
-    /// - **hand addresses of its stack to other threads** (`std::thread::scope`,
-    ///   a channel carrying `&local`): memory-safe (see above), but an overflow
-    ///   leaves such a thread reading a frame that will never change, and
-    ///   `scope` blocks the worker thread while it waits;
-    /// - **lend what it borrows from its caller to a thread that can outlive it**:
-    ///   a `std::thread::scope` thread given a reference the job captured (a value
-    ///   in the caller's frame, not on the fiber) goes on after an overflow of the
-    ///   job, which never joins it, and reads that value after `run` has returned
-    ///   and the caller dropped it. Nothing catches this; fan out with
-    ///   [`scope`](crate::scope()), whose children are joined even after an
-    ///   overflow;
     /// - **block its thread** (`std::thread::sleep`, `std::net`, `std::fs`,
     ///   std `Mutex`/`Condvar` waits, long CPU loops): every coroutine of that
     ///   may worker waits meanwhile ([`jobs_running_longer_than`](crate::jobs_running_longer_than)
-    ///   shows it to a watchdog);
+    ///   shows it to a watchdog); this includes waiting for a `std::thread::scope`,
+    ///   which also leaves its threads running after an overflow (memory-safe, since
+    ///   they can only borrow the quarantined stack, but never joined);
     /// - **keep a [`Lent`](crate::Lent) past its end** (in a thread-local):
     ///   using it from elsewhere panics (tested in `tests/hazards.rs`);
     /// - **hold a std lock, a `Once`/`LazyLock` initialisation or stdout across
     ///   deep code**: an overflow there leaves it held; reserve stack first
     ///   ([`lock`](crate::lock), [`reserve_stack`](crate::reserve_stack)).
     ///
-    /// The first is not detected (nothing can see a thread borrow a stack
-    /// address); the rest are reported (stall watchdog, `unsafe_overflows`).
+    /// These are reported (stall watchdog, `unsafe_overflows`), not prevented.
     pub fn run<T, F>(&self, label: &'static str, job: F) -> Result<T, RunError>
     where
-        F: FnOnce() -> T + Send,
-        T: Send,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
     {
         self.run_measured(label, job).0
     }
@@ -254,26 +270,32 @@ impl FiberPool {
         job: F,
     ) -> (Result<T, RunError>, Option<usize>)
     where
-        F: FnOnce() -> T + Send,
-        T: Send,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
     {
-        self.run_admitted(label, |_| job())
+        let (ran, used) = self.run_admitted(label, |_| true, job);
+        (ran.map(started), used)
     }
 
-    /// [`run_measured`](Self::run_measured), with the job told how it got its fiber
-    /// ([`Admitted`]): a server checks whether a client that waited is still there
-    /// before it runs the job, and skips the check (and its clock read) for one that
-    /// did not wait.
-    pub fn run_admitted<T, F>(
+    /// [`run_measured`](Self::run_measured), with a check between the job's admission
+    /// and its start: `start` runs on the calling coroutine's stack once the job has
+    /// its fiber, told how it got it ([`Admitted`]), and the job runs only if it
+    /// returns true (`Ok(None)` otherwise, the job dropped unrun). A server checks
+    /// there whether a client that waited is still there, and skips the check (and its
+    /// clock read) for one that did not wait. `start` never runs on a fiber, so it may
+    /// borrow what it likes.
+    pub fn run_admitted<T, F, S>(
         &self,
         label: &'static str,
+        start: S,
         job: F,
-    ) -> (Result<T, RunError>, Option<usize>)
+    ) -> (Result<Option<T>, RunError>, Option<usize>)
     where
-        F: FnOnce(Admitted) -> T + Send,
-        T: Send,
+        S: FnOnce(Admitted) -> bool + Send,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
     {
-        self.run_admitted_in(label, None, job)
+        self.run_admitted_in(label, None, start, job)
     }
 
     /// [`run`](Self::run) under `ctx`: the job's [`current`](crate::current) context,
@@ -296,24 +318,61 @@ impl FiberPool {
     /// ```
     pub fn run_in<T, F>(&self, label: &'static str, ctx: &Context, job: F) -> Result<T, RunError>
     where
-        F: FnOnce() -> T + Send,
-        T: Send,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
     {
-        self.run_admitted_in(label, Some(ctx), |_| job()).0
+        self.run_admitted_in(label, Some(ctx), |_| true, job)
+            .0
+            .map(started)
     }
 
     /// [`run_admitted`](Self::run_admitted) under a context (see
     /// [`run_in`](Self::run_in)). With `None`, a job started from another job (on a
     /// fiber) runs under that job's context, so that cancelling a request reaches the
     /// jobs it runs; any other gets a fresh context when it first asks for one.
-    pub fn run_admitted_in<T, F>(
+    pub fn run_admitted_in<T, F, S>(
         &self,
         label: &'static str,
         ctx: Option<&Context>,
+        start: S,
         job: F,
-    ) -> (Result<T, RunError>, Option<usize>)
+    ) -> (Result<Option<T>, RunError>, Option<usize>)
     where
-        F: FnOnce(Admitted) -> T + Send,
+        S: FnOnce(Admitted) -> bool + Send,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        // SAFETY: `job` and `T` are 'static: they borrow nothing of the caller's, so
+        // nothing of the caller's can be in use after `run` returns.
+        unsafe { self.run_admitted_in_unchecked(label, ctx, start, job) }
+    }
+
+    /// [`run_admitted_in`](Self::run_admitted_in) for a job that borrows from its
+    /// caller.
+    ///
+    /// # Safety
+    ///
+    /// No code that runs concurrently with the job may use a borrow the job holds
+    /// (anything `job` captured by reference, and anything reached through it),
+    /// except the children of the job's [`scope`](crate::scope())s (the pool ends
+    /// them before this function returns, whatever becomes of the job). Code the job
+    /// waits for in [`on_carrier`](crate::on_carrier) runs while the job is parked,
+    /// not concurrently. The reason: an overflow abandons the job's frames without
+    /// unwinding them, so a thread, coroutine or callback given such a borrow is
+    /// never joined or stopped by the job (`std::thread::scope` and
+    /// `may::coroutine::scope` join in code of the job, a join handle joins in a
+    /// destructor), and this function returns, letting the caller free what it lent,
+    /// while that code still uses it.
+    pub unsafe fn run_admitted_in_unchecked<T, F, S>(
+        &self,
+        label: &'static str,
+        ctx: Option<&Context>,
+        start: S,
+        job: F,
+    ) -> (Result<Option<T>, RunError>, Option<usize>)
+    where
+        S: FnOnce(Admitted) -> bool + Send,
+        F: FnOnce() -> T + Send,
         T: Send,
     {
         if crate::on_fiber() {
@@ -331,22 +390,31 @@ impl FiberPool {
                 let ctx = ctx
                     .cloned()
                     .or_else(|| caller.map(|e| unsafe { e.context() }));
-                self.run_here(label, ctx, Fibers::Jobs, job)
+                // SAFETY: our caller's promise, passed on.
+                unsafe { self.run_here(label, ctx, Fibers::Jobs, start, job) }
             });
         }
-        self.run_here(label, ctx.cloned(), Fibers::Jobs, job)
+        // SAFETY: our caller's promise, passed on.
+        unsafe { self.run_here(label, ctx.cloned(), Fibers::Jobs, start, job) }
     }
 
-    /// [`run_admitted`](Self::run_admitted) from the carrier (off any fiber).
-    pub(crate) fn run_here<T, F>(
+    /// [`run_admitted_in_unchecked`](Self::run_admitted_in_unchecked) from the carrier
+    /// (off any fiber).
+    ///
+    /// # Safety
+    ///
+    /// As for `run_admitted_in_unchecked`.
+    pub(crate) unsafe fn run_here<T, F, S>(
         &self,
         label: &'static str,
         ctx: Option<Context>,
         fibers: Fibers,
+        start: S,
         job: F,
-    ) -> (Result<T, RunError>, Option<usize>)
+    ) -> (Result<Option<T>, RunError>, Option<usize>)
     where
-        F: FnOnce(Admitted) -> T + Send,
+        S: FnOnce(Admitted) -> bool,
+        F: FnOnce() -> T + Send,
         T: Send,
     {
         let inner = &*self.inner;
@@ -363,7 +431,12 @@ impl FiberPool {
             slot: slot_index,
             retire: false,
         };
-        signal::prepare_thread();
+        if !start(Admitted { queued }) {
+            return (Ok(None), None);
+        }
+        // A failure was said on stderr; the job still runs, on the alternate stack the
+        // thread has (see `prepare_thread`).
+        let _ = signal::prepare_thread();
         let in_slots = if std::ptr::eq(admission, &inner.reserve) {
             inner.cfg.size + slot_index
         } else {
@@ -389,35 +462,33 @@ impl FiberPool {
         let entry = inner.region.entry(stack_index);
         // SAFETY: we own the slot and no job runs on its stack yet (`begin` is below).
         unsafe { entry.set_job(ctx, Arc::as_ptr(&self.inner)) };
+        // The job and its value stay in this frame, on the carrier's stack: the fiber
+        // takes the job from here below its trap area (see `run_below_trap_area`), so
+        // nothing of it is ever in the top of the fiber stack, where corosensei's trap
+        // handler writes; and the coroutine's start-up copy is three pointers
+        // whatever the job's size.
+        let mut job = ManuallyDrop::new(job);
         let mut value: Option<T> = None;
-        let out: *mut Option<T> = &mut value;
+        let taken = FromCarrier {
+            job: &mut job,
+            out: &mut value,
+        };
         let body = move |yielder: &Yielder<(), ()>, (): ()| -> Outcome {
             // Lets `on_carrier` find this coroutine's yielder by the stack address.
             entry.set_yielder(yielder);
-            let outcome = match panic::catch_unwind(AssertUnwindSafe(|| job(Admitted { queued }))) {
-                Ok(v) => {
-                    // SAFETY: `out` points into `run`'s frame on the carrier's
-                    // stack, which outlives the coroutine (driven to its end
-                    // below before `run` returns); nothing else accesses
-                    // `value` meanwhile.
-                    unsafe { out.write(Some(v)) };
-                    Outcome::Done
-                }
-                Err(payload) => {
-                    let message = crate::error::panic_message(&*payload);
-                    drop_payload(payload);
-                    Outcome::Panicked(message)
-                }
-            };
+            // SAFETY: `taken` points into this frame of `run_here` on the carrier's
+            // stack, which outlives the coroutine (resumed once, to its end, below),
+            // and the job in it is taken exactly once: here.
+            let outcome = unsafe { run_below_trap_area(taken) };
             entry.set_yielder(std::ptr::null());
             outcome
         };
-        // SAFETY: `body` borrows `value` (through `out`), the slot's entry and
-        // whatever `job` borrows from the caller; all of it outlives the
-        // coroutine, which is resumed to completion (it never suspends: only
-        // `on_carrier` uses its yielder, and that runs a call on this stack and
-        // returns to the fiber) and turned back into its stack before this
-        // function returns.
+        // SAFETY: `body` borrows `job` and `value` (through `taken`) and the slot's
+        // entry, all in or behind this frame, which outlives the coroutine: it is
+        // resumed to completion (it never suspends: only `on_carrier` uses its yielder,
+        // and that runs a call on this stack and returns to the fiber) and turned back
+        // into its stack before this function returns. What the job itself borrows is
+        // our caller's promise (this function's `# Safety`).
         let mut fiber: Coroutine<(), (), Outcome, FiberStack> =
             unsafe { Coroutine::with_stack_unchecked(stack, body) };
         // A may thread blocks the asynchronous signals for good (`prepare_thread`);
@@ -457,7 +528,7 @@ impl FiberPool {
             Outcome::Done => {
                 aftermath::second_faults(ledger.finish());
                 let value = value.expect("a finished job wrote its value");
-                (Ended::Completed, Ok(value))
+                (Ended::Completed, Ok(Some(value)))
             }
             Outcome::Panicked(message) => {
                 aftermath::second_faults(ledger.finish());
@@ -485,7 +556,6 @@ impl FiberPool {
         inner.counters.ran(label, ended, used);
         (result, used)
     }
-
     /// The pool of the job running on `entry`'s stack.
     ///
     /// # Safety
@@ -546,6 +616,80 @@ impl FiberPool {
 pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
     if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
         std::mem::forget(again);
+    }
+}
+
+/// The value of a run whose `start` check always says yes.
+pub(crate) fn started<T>(ran: Option<T>) -> T {
+    ran.expect("a job whose start check says yes runs")
+}
+
+/// Where a job's fiber finds the job and puts its value: in `run_here`'s frame on
+/// the carrier's stack.
+struct FromCarrier<F, T> {
+    job: *mut ManuallyDrop<F>,
+    out: *mut Option<T>,
+}
+
+/// Runs the job of `taken` below the fiber's [`TRAP_AREA`], and says how it ended.
+///
+/// The area is a reserved, never written stretch of this function's frame, which is
+/// the coroutine's first below corosensei's start-up frame: everything the job's
+/// code ever puts on the stack (the job itself, moved here by `run_job`, its
+/// captures, its locals) lies below it. When an overflow resets the fiber,
+/// corosensei's trap handler writes its own frames from the top of the stack down,
+/// over our start-up frames only (test `trap_area` measures how far it writes); so
+/// what the job's frames held stays as it was for anything that still borrows it
+/// (see `stack::quarantine`).
+///
+/// # Safety
+///
+/// `taken` points to a job not taken yet and to a value slot nobody else uses, both
+/// alive until this returns; called once per job, at the start of its coroutine.
+#[inline(never)]
+unsafe fn run_below_trap_area<F: FnOnce() -> T, T>(taken: FromCarrier<F, T>) -> Outcome {
+    let mut area = MaybeUninit::<[u8; TRAP_AREA]>::uninit();
+    keep_in_frame(area.as_mut_ptr().cast());
+    // SAFETY: our caller's contract, passed on.
+    let outcome = unsafe { run_job(taken) };
+    // The area is in use across the call, so it is part of this frame while the job
+    // runs (the call is not a tail call either).
+    keep_in_frame(area.as_mut_ptr().cast());
+    outcome
+}
+
+/// Tells the compiler that `place` escapes here, without touching it: the stack
+/// slot it points to must exist, and cannot be shrunk, merged or moved.
+#[inline(always)]
+fn keep_in_frame(place: *mut u8) {
+    // SAFETY: an empty instruction sequence that only receives a pointer; it reads
+    // and writes nothing (the compiler must assume it might, which is the point).
+    unsafe { std::arch::asm!("/* {0} */", in(reg) place, options(nostack, preserves_flags)) };
+}
+
+/// Takes the job out of the carrier's frame into this one (below the trap area),
+/// runs it, catching a panic, and writes its value to the carrier's slot.
+///
+/// # Safety
+///
+/// As for [`run_below_trap_area`].
+#[inline(never)]
+unsafe fn run_job<F: FnOnce() -> T, T>(taken: FromCarrier<F, T>) -> Outcome {
+    // SAFETY: the job is taken once (our contract); from here on the carrier's copy
+    // is never used or dropped.
+    let job = unsafe { ManuallyDrop::take(&mut *taken.job) };
+    match panic::catch_unwind(AssertUnwindSafe(job)) {
+        Ok(v) => {
+            // SAFETY: `out` points into `run_here`'s frame on the carrier's stack,
+            // which outlives the coroutine; nothing else accesses it meanwhile.
+            unsafe { taken.out.write(Some(v)) };
+            Outcome::Done
+        }
+        Err(payload) => {
+            let message = crate::error::panic_message(&*payload);
+            drop_payload(payload);
+            Outcome::Panicked(message)
+        }
     }
 }
 

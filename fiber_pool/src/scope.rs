@@ -18,12 +18,23 @@
 //! `Lent` uses, outside the fiber stack): the carrier, after the overflow and before
 //! `run` returns, cancels the scope's context
 //! ([`CancelReason::ParentFailed`]) and waits for
-//! its children. So children may borrow the parent's locals and what the parent's
-//! job borrows (the carrier's frame stays alive until they end), as with
+//! its children. So children may borrow the parent's locals, as with
 //! `std::thread::scope`. These joins have no timeout, by design: returning earlier
 //! would leave a child reading freed memory. What bounds them is the children's own
 //! waits: each ends at its context's cancellation or deadline, and a child waits at
 //! most `child_wait` for a fiber.
+//!
+//! **A child's overflow ends its parent too, once the scope has ended.** The child's
+//! frames are abandoned without unwinding, so whatever it started with a borrow of the
+//! parent's data (a `std::thread::scope` thread, joined in code of the child that never
+//! runs) may go on using that data. The scope still waits for its other children and
+//! `join` still gives the overflow as that child's `RunError`, but when the scope ends
+//! it abandons the parent, as if the parent had overflowed there (outside a safe point):
+//! the parent's frames, and everything they own, are never dropped or reused, and the
+//! parent's `run` returns [`RunError::StackOverflow`].
+//! The parent is a job, which owns what it uses (`FiberPool::run` is `'static`), so
+//! nothing of its caller is borrowed. This is why a scope is opened from a job only:
+//! code off a fiber could not be abandoned.
 //!
 //! **Cancellation**: a scope's context is a [child](crate::Context::child) of the
 //! parent job's, with the scope's own deadline if tighter
@@ -50,9 +61,10 @@
 //! **Stalls and overflows**: a parent waiting in [`Child::join`] or at the end of its
 //! scope is parked on its carrier, so the stall watchdog
 //! ([`jobs_running_longer_than`](crate::jobs_running_longer_than)) does not count it;
-//! each child is a job of its own there, under its label. A child's overflow or panic
-//! is that child's error only (its stack quarantined like any job's); the others'
-//! results are untouched.
+//! each child is a job of its own there, under its label. A child's panic is that
+//! child's error only, and so is its overflow until the scope ends (its stack
+//! quarantined like any job's; the parent's then too, see above); the others' results
+//! are untouched.
 //!
 //! [`PoolConfig::child_reserve`]: crate::PoolConfig::child_reserve
 //! [`PoolConfig::max_children_per_scope`]: crate::PoolConfig::max_children_per_scope
@@ -61,6 +73,7 @@
 
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -79,6 +92,9 @@ pub const CHILD_LABEL: &str = "scope child";
 struct ScopeShared {
     ctx: Context,
     max: usize,
+    /// A child's frames were abandoned by an overflow: what it borrowed may still be
+    /// in use (by a thread it started), so the scope abandons its parent too.
+    child_abandoned: AtomicBool,
     /// Taken on carriers only (never on a fiber), never across a wait.
     state: Mutex<ScopeState>,
 }
@@ -135,7 +151,7 @@ impl ScopeShared {
 impl Registered for ScopeShared {
     /// The parent overflowed with the scope open: its children are no longer wanted,
     /// and must end before the parent's carrier goes on.
-    fn abandon(&self) {
+    fn abandon(self: Arc<Self>) {
         self.ctx.cancel(CancelReason::ParentFailed);
         self.join_all();
     }
@@ -165,9 +181,12 @@ impl<'scope> Scope<'scope, '_> {
     /// # #[global_allocator]
     /// # static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
     /// let pool = fiber_pool::FiberPool::new(fiber_pool::PoolConfig::default()).unwrap();
-    /// let words = ["a", "bc"];
-    /// let lens = pool.scope(|s| words.map(|w| s.spawn(move || w.len())).map(|c| c.join()));
-    /// assert_eq!(lens, [Ok(1), Ok(2)]);
+    /// let lens = pool.run("fan-out", || {
+    ///     let words = [String::from("a"), String::from("bc")];
+    ///     // The children borrow the job's local.
+    ///     fiber_pool::scope(|s| words.each_ref().map(|w| s.spawn(|| w.len())).map(|c| c.join()))
+    /// });
+    /// assert_eq!(lens, Ok([Ok(1), Ok(2)]));
     /// ```
     pub fn spawn<F, T>(&'scope self, f: F) -> Child<'scope, T>
     where
@@ -275,7 +294,7 @@ struct ChildCarrier<F, T> {
     ctx: Context,
     pool: FiberPool,
     label: &'static str,
-    #[expect(dead_code, reason = "held for its Drop, which must come last")]
+    /// Counts the child out when dropped, which must come last.
     done: Done,
 }
 
@@ -286,9 +305,25 @@ where
 {
     fn run(mut self) {
         let f = self.f.take().expect("a child runs once");
-        let (result, _) =
-            self.pool
-                .run_here(self.label, Some(self.ctx.clone()), Fibers::Child, |_| f());
+        // SAFETY: what the child borrows outlives 'scope, and stays untouched after
+        // the child's end whatever that end: a child that returned or unwound joined
+        // what it started; one abandoned by an overflow makes the scope abandon its
+        // parent (`open`), whose frames (and through them everything 'scope borrows,
+        // the parent being a job that owns what it uses) are then never dropped or
+        // reused.
+        let (result, _) = unsafe {
+            self.pool.run_here(
+                self.label,
+                Some(self.ctx.clone()),
+                Fibers::Child,
+                |_| true,
+                f,
+            )
+        };
+        let result = result.map(crate::pool::started);
+        if matches!(result, Err(RunError::StackOverflow { .. })) {
+            self.done.0.child_abandoned.store(true, Ordering::Release);
+        }
         if let Some(packet) = self.packet.take() {
             packet.finish(result);
         }
@@ -438,9 +473,14 @@ where
 }
 
 impl FiberPool {
-    /// [`scope`](crate::scope()) whose children run on this pool; callable from
-    /// anywhere (a job of another pool, a coroutine, a thread). Under the calling
-    /// job's context when there is one, else a fresh one.
+    /// [`scope`](crate::scope()) whose children run on this pool, from a job of any
+    /// pool, under the calling job's context.
+    ///
+    /// # Panics
+    ///
+    /// When not called from a job: a child's overflow abandons the scope's caller (see
+    /// the [module documentation](mod@crate::scope)), which only a job can be. Run the
+    /// scope in a job (`pool.run("fan-out", move || pool2.scope(..))`).
     pub fn scope<'env, F, R>(&self, f: F) -> R
     where
         F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
@@ -449,6 +489,10 @@ impl FiberPool {
     }
 
     /// [`scope_with_deadline`] on this pool.
+    ///
+    /// # Panics
+    ///
+    /// As [`FiberPool::scope`].
     pub fn scope_with_deadline<'env, F, R>(&self, deadline: Instant, f: F) -> R
     where
         F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
@@ -457,32 +501,32 @@ impl FiberPool {
     }
 }
 
-/// Opens a scope on `pool` (the calling job's when `None`).
+/// Opens a scope on `pool` (the calling job's when `None`), from a job.
 fn open<'env, F, R>(pool: Option<FiberPool>, deadline: Option<Instant>, f: F) -> R
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
 {
-    let entry = crate::running_entry();
+    let entry = crate::running_entry().expect(
+        "a scope is opened from a job (FiberPool::run): only a job can be abandoned when \
+         one of its children overflows, which keeps what the children borrow valid",
+    );
     let setup = move || {
         let pool = pool.unwrap_or_else(|| {
-            let running =
-                entry.expect("fiber_pool::scope called outside a job: use FiberPool::scope");
-            // SAFETY: `running` is the entry of the job that called us, parked in this
+            // SAFETY: `entry` is the entry of the job that called us, parked in this
             // `on_carrier` (the same line of control): its pool pointer is its `run`'s,
             // alive while the job runs.
-            unsafe { FiberPool::of_running_job(running.pool()) }
+            unsafe { FiberPool::of_running_job(entry.pool()) }
         });
         // SAFETY: as above, the calling job's entry, read from its carrier.
-        let parent = entry.map(|e| unsafe { e.context() });
-        let ctx = match (parent, deadline) {
-            (Some(parent), Some(at)) => parent.child().with_deadline(at),
-            (Some(parent), None) => parent.child(),
-            (None, Some(at)) => Context::new().with_deadline(at),
-            (None, None) => Context::new(),
+        let parent = unsafe { entry.context() };
+        let ctx = match deadline {
+            Some(at) => parent.child().with_deadline(at),
+            None => parent.child(),
         };
         let shared = Arc::new(ScopeShared {
             ctx,
             max: pool.config().max_children_per_scope,
+            child_abandoned: AtomicBool::new(false),
             state: Mutex::new(ScopeState {
                 spawned: 0,
                 running: 0,
@@ -491,21 +535,18 @@ where
         });
         // While open, the scope is in the job's ledger: an overflow of the job joins
         // its children before the carrier goes on (see `Registered for ScopeShared`).
-        let registration = entry.map(|e| {
-            let ledger = e.ledger();
-            // SAFETY: the pointer is `Arc::as_ptr` of the slot's ledger, which lives as
-            // long as the pool, which outlives the job we run for.
-            let ledger: Arc<Ledger> = unsafe {
-                Arc::increment_strong_count(ledger);
-                Arc::from_raw(ledger)
-            };
-            let id = ledger.register(Arc::clone(&shared) as Arc<dyn Registered>);
-            (ledger, id)
-        });
+        let ledger = entry.ledger();
+        // SAFETY: the pointer is `Arc::as_ptr` of the slot's ledger, which lives as
+        // long as the pool, which outlives the job we run for.
+        let ledger: Arc<Ledger> = unsafe {
+            Arc::increment_strong_count(ledger);
+            Arc::from_raw(ledger)
+        };
+        let id = ledger.register(Arc::clone(&shared) as Arc<dyn Registered>);
         let on_coroutines = may::coroutine::is_coroutine();
-        (pool, shared, registration, on_coroutines)
+        (pool, shared, (ledger, id), on_coroutines)
     };
-    let (pool, shared, registration, on_coroutines) = crate::on_carrier(setup);
+    let (pool, shared, (ledger, id), on_coroutines) = crate::on_carrier(setup);
     let scope = Scope {
         shared,
         pool,
@@ -520,10 +561,18 @@ where
     let shared = &scope.shared;
     crate::on_carrier(move || {
         shared.join_all();
-        if let Some((ledger, id)) = registration {
-            ledger.unregister(id);
-        }
+        ledger.unregister(id);
     });
+    if scope.shared.child_abandoned.load(Ordering::Acquire) {
+        // A child was abandoned by an overflow: a thread it started may still use
+        // what it borrowed from this job (its locals, what they own), and nothing
+        // will ever join that thread. So this job must never drop or reuse any of
+        // it: it is abandoned too, its frames left as they are (the value or panic
+        // of `f` with them) and its stack quarantined, as after an overflow of its
+        // own (reported as one, outside a safe point).
+        std::mem::forget(result);
+        crate::overflow_now(entry.guard_end());
+    }
     match result {
         Ok(value) => value,
         Err(payload) => resume_unwind(payload),

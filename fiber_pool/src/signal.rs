@@ -337,51 +337,76 @@ impl Drop for AltStack {
     }
 }
 
-thread_local! {
-    static ALT_STACK: std::cell::OnceCell<Option<AltStack>> = const { std::cell::OnceCell::new() };
-}
-
-/// Asynchronous signals blocked on may's threads, so that none is ever delivered on a
-/// fiber's stack. A handler installed without `SA_ONSTACK` (a profiler's SIGPROF, a
-/// Ctrl-C crate's SIGINT) runs on the interrupted stack; a fiber within a few KiB of
-/// its guard page has no room for the kernel's signal frame (up to 3.5 KiB with
-/// AVX-512 state), and the kernel then kills the process with SIGSEGV. Blocked here,
-/// a process-directed signal goes to a thread that does not block it (the main
-/// thread, or a signal-handling thread of the application); a signal sent to one may
-/// thread with `tgkill` stays pending. A thread that calls `run` outside may (a
-/// plain thread) blocks them only while its fiber runs, and gets its own mask back
-/// when `run` returns: it may be the one meant to receive them.
-pub(crate) const BLOCKED_ON_MAY_THREADS: [libc::c_int; 11] = [
-    libc::SIGHUP,
-    libc::SIGINT,
-    libc::SIGQUIT,
-    libc::SIGTERM,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
-    libc::SIGALRM,
-    libc::SIGVTALRM,
-    libc::SIGPROF,
-    libc::SIGCHLD,
-    libc::SIGWINCH,
+/// The signals that stay unblocked while a fiber runs (on may's threads: always):
+/// the synchronous ones, which the kernel raises on the thread whose own instruction
+/// caused them, with `force_sig`: blocked, such a signal is not held back but the
+/// process is killed without any handler running.
+///
+/// - `SIGSEGV`, `SIGBUS`: a stack overflow into a guard page, which our handler
+///   ([`install`]) turns into `RunError::StackOverflow`, and real crashes, which it
+///   passes on;
+/// - `SIGILL` (`ud2`: a Rust `abort` in some builds, an unsupported instruction),
+///   `SIGFPE` (an integer division by zero in C code), `SIGTRAP` (a breakpoint, a
+///   debugger's single step), `SIGSYS` (a seccomp filter's trap): whoever installed a
+///   handler for them expects it to run where the fault is.
+///
+/// Every other signal is blocked, so that none is delivered on a fiber's stack. A
+/// handler installed without `SA_ONSTACK` (a profiler's `SIGPROF`, a Ctrl-C crate's
+/// `SIGINT`, a library's real-time signal) runs on the interrupted stack; a fiber
+/// within a few KiB of its guard page has no room for the kernel's signal frame (up to
+/// 3.5 KiB with AVX-512 state), and the kernel then kills the process with `SIGSEGV`.
+/// Blocked here, a process-directed signal goes to a thread that does not block it (the
+/// main thread, or a signal-handling thread of the application); one sent to a single
+/// may thread with `tgkill` stays pending. `SIGABRT` is blocked too: `abort()` unblocks
+/// it on its own thread before raising it, and one sent from outside goes elsewhere.
+/// `SIGKILL` and `SIGSTOP` cannot be blocked, and act on the whole process anyway.
+///
+/// glibc keeps two signals of its own unblocked whatever the mask asks
+/// (`pthread_sigmask` removes them): `SIGSETXID` (33), which `setuid` and its kin
+/// broadcast to every thread, and whose handler glibc installs with `SA_ONSTACK` (it
+/// runs on the alternate signal stack every carrier has: harmless); and `SIGCANCEL`
+/// (32), which only `pthread_cancel` sends, to the thread it cancels, and whose
+/// handler runs on the interrupted stack: never cancel a thread that carries fibers.
+/// (Read from glibc 2.36's installed actions here.)
+///
+/// A thread that calls `run` outside may (a plain thread) blocks them only while its
+/// fiber runs, and gets its own mask back when `run` returns: it may be the one meant
+/// to receive them.
+pub(crate) const LEFT_UNBLOCKED: [libc::c_int; 6] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGTRAP,
+    libc::SIGSYS,
 ];
 
-/// Blocks [`BLOCKED_ON_MAY_THREADS`] on the calling thread; returns the old mask.
-pub(crate) fn block_async_signals() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data; the set is initialised by sigemptyset before
-    // use and pthread_sigmask writes the old mask into a valid local.
+/// Every signal but [`LEFT_UNBLOCKED`].
+pub(crate) fn blocked_while_running() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data, initialised by sigfillset before use.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for sig in BLOCKED_ON_MAY_THREADS {
-            libc::sigaddset(&mut set, sig);
+        libc::sigfillset(&mut set);
+        for sig in LEFT_UNBLOCKED {
+            libc::sigdelset(&mut set, sig);
         }
+        set
+    }
+}
+
+/// Blocks [`blocked_while_running`] on the calling thread; returns the old mask.
+pub(crate) fn block_async_signals() -> libc::sigset_t {
+    let set = blocked_while_running();
+    // SAFETY: `set` is initialised and pthread_sigmask writes the old mask into a
+    // valid local.
+    unsafe {
+        let mut old: libc::sigset_t = std::mem::zeroed();
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
         old
     }
 }
 
-/// [`BLOCKED_ON_MAY_THREADS`] blocked on a thread that is not a may worker while
+/// [`blocked_while_running`] blocked on a thread that is not a may worker while
 /// it runs a fiber, and its own mask back afterwards (such a thread may be the
 /// one meant to receive those signals, between its runs).
 pub(crate) struct BlockedWhileRunning(libc::sigset_t);
@@ -405,22 +430,50 @@ pub(crate) fn restore_signal_mask(old: &libc::sigset_t) {
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, ptr::null_mut()) };
 }
 
+thread_local! {
+    /// This thread's alternate signal stack (`None`: the one it had was big enough),
+    /// or the errno of the failure to make it.
+    static ALT_STACK: std::cell::OnceCell<Result<Option<AltStack>, i32>> =
+        const { std::cell::OnceCell::new() };
+}
+
 /// Readies the current thread to carry fibers, once per thread: an alternate signal
 /// stack big enough for an overflow to be caught here, the panic hook's stack
-/// ([`crate::panic_hook`]), and, on a may thread, the asynchronous signals blocked.
-/// Called before every switch onto a fiber (in `run`,
-/// and when [`on_carrier`] returns to the fiber, possibly on
-/// another worker than it left: may moves carriers between workers), so a worker
-/// that never called `run` is readied before the first fiber runs on it. After the
-/// first call on a thread it is one thread-local check.
-pub(crate) fn prepare_thread() {
+/// ([`crate::panic_hook`]), and, on a may thread, every signal but the synchronous
+/// ones blocked ([`LEFT_UNBLOCKED`]). Called before every switch onto a fiber (in
+/// `run`, and when [`on_carrier`] returns to the fiber, possibly on another worker
+/// than it left: may moves carriers between workers), so a worker that never called
+/// `run` is readied before the first fiber runs on it. After the first call on a
+/// thread it is one thread-local check.
+///
+/// When the OS refuses the alternate stack (no memory for its mapping), the thread
+/// keeps the one it had: std gives each of its threads one of about 8 KiB, where our
+/// handler alone fits (test `alt_stack`), but a handler that ours passes a fault to
+/// may not, and a thread without any dies of an overflow instead of catching it. So
+/// the failure is said on stderr, once per thread (here on a carrier's stack, never a
+/// fiber's), and returned: [`FiberPool::new`](crate::FiberPool::new) refuses to
+/// create a pool without it ([`ConfigError::AltStack`](crate::ConfigError::AltStack)).
+/// A later thread that fails is not retried: the line said so.
+pub(crate) fn prepare_thread() -> io::Result<()> {
     ALT_STACK.with(|cell| {
-        cell.get_or_init(|| {
+        let made = cell.get_or_init(|| {
             crate::panic_hook::prepare_thread();
             if may::coroutine::is_coroutine() {
                 block_async_signals();
             }
-            AltStack::install().ok().flatten()
+            AltStack::install().map_err(|e| {
+                eprintln!(
+                    "fiber_pool: no {ALT_STACK_SIZE}-byte alternate signal stack for thread \
+                     {:?} ({e}): a fiber overflow on it may end the process instead of \
+                     being caught",
+                    std::thread::current().name().unwrap_or("unnamed"),
+                );
+                e.raw_os_error().unwrap_or(libc::ENOMEM)
+            })
         });
-    });
+        match made {
+            Ok(_) => Ok(()),
+            Err(errno) => Err(io::Error::from_raw_os_error(*errno)),
+        }
+    })
 }

@@ -165,11 +165,26 @@ impl Maps {
     }
 }
 
-/// The asynchronous signals blocked on may's threads (and on a plain thread while
-/// its fiber runs): what `tests/hazards.rs` aims at a fiber near its guard page. The
-/// list is the crate's own (see the crate docs, "Signals").
-pub fn blocked_on_may_threads() -> &'static [libc::c_int] {
-    &crate::signal::BLOCKED_ON_MAY_THREADS
+/// The signals blocked on may's threads (and on a plain thread while its fiber
+/// runs), as the calling thread's `pthread_sigmask` sees them once blocked: every
+/// signal from 1 to `SIGRTMAX` but the synchronous ones the crate leaves unblocked,
+/// `SIGKILL` and `SIGSTOP` (which no mask holds) and the two glibc keeps for itself
+/// (see the crate docs, "Signals"). What `tests/hazards.rs` aims at a fiber near its
+/// guard page.
+pub fn blocked_on_may_threads() -> Vec<libc::c_int> {
+    let set = crate::signal::blocked_while_running();
+    (1..=libc::SIGRTMAX())
+        // SAFETY: `set` is an initialised signal set; sigismember only reads it.
+        .filter(|&sig| unsafe { libc::sigismember(&set, sig) } == 1)
+        .filter(|&sig| !matches!(sig, libc::SIGKILL | libc::SIGSTOP))
+        // glibc's own (SIGCANCEL, SIGSETXID): the signals below SIGRTMIN above 31.
+        .filter(|&sig| !(32..libc::SIGRTMIN()).contains(&sig))
+        .collect()
+}
+
+/// The synchronous signals the crate leaves unblocked while a fiber runs.
+pub fn left_unblocked() -> &'static [libc::c_int] {
+    &crate::signal::LEFT_UNBLOCKED
 }
 
 /// Bytes the allocator has handed out and not had back (glibc's `mallinfo2`:
@@ -226,4 +241,11 @@ pub fn skip_down(bytes: usize) {
             jump = in(reg) bytes,
         );
     }
+}
+
+/// The lowest usable address of the running fiber's stack (just above its guard);
+/// its top is that plus the pool's `stack_size`. `None` off a fiber. What
+/// `tests/trap_area.rs` reads the stack's top from.
+pub fn running_stack_bottom() -> Option<usize> {
+    crate::running_entry().map(crate::registry::StackEntry::guard_end)
 }

@@ -105,7 +105,7 @@ fn a_signal_sent_to_a_may_thread_whose_fiber_is_at_its_guard_page_does_not_kill(
         .find_map(|l| l.strip_prefix("SigBlk:"))
         .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
         .unwrap();
-    for &sig in fiber_pool::testing::blocked_on_may_threads() {
+    for sig in fiber_pool::testing::blocked_on_may_threads() {
         assert!(
             blocked & (1 << (sig - 1)) != 0,
             "signal {sig} is not blocked on the fiber's may thread: SigBlk {blocked:x}"
@@ -350,7 +350,7 @@ fn a_plain_thread_blocks_async_signals_while_it_runs_a_fiber_and_only_then() {
     })
     .join()
     .unwrap();
-    for &sig in fiber_pool::testing::blocked_on_may_threads() {
+    for sig in fiber_pool::testing::blocked_on_may_threads() {
         let bit = 1u64 << (sig - 1);
         assert_eq!(before & bit, 0, "signal {sig} blocked before: {before:x}");
         assert_ne!(

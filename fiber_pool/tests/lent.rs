@@ -1,5 +1,7 @@
-//! `Lent`: a resource checked out by a job that overflows is handed to its
-//! `on_abandon` exactly once; on a normal end it is just dropped.
+//! `Lent`: when a job overflows with a resource checked out, the resource is
+//! leaked where it is (never dropped, read or moved: the overflow may have left it
+//! mid-method, or still borrowed by a thread) and its `on_abandon` runs exactly once;
+//! on a normal end it is just dropped.
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
@@ -7,8 +9,9 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::recurse;
 use fiber_pool::{on_fiber, stack_remaining, FiberPool, Lent, PoolConfig, RunError};
@@ -35,7 +38,7 @@ fn pool() -> FiberPool {
 }
 
 #[test]
-fn an_overflow_hands_the_lent_value_to_on_abandon_exactly_once() {
+fn an_overflow_leaks_the_lent_value_and_runs_on_abandon_exactly_once() {
     let pool = pool();
     let drops = Arc::new(AtomicUsize::new(0));
     let abandoned = Arc::new(Mutex::new(Vec::new()));
@@ -43,8 +46,8 @@ fn an_overflow_hands_the_lent_value_to_on_abandon_exactly_once() {
     let (d, a) = (drops.clone(), abandoned.clone());
     let res = may::go!(move || p.run("leaky", move || {
         let a2 = a.clone();
-        let conn = Lent::new(Conn { id: 7, drops: d }, move |c: Conn| {
-            a2.lock().unwrap().push(c.id)
+        let conn = Lent::new(Conn { id: 7, drops: d }, move |_| {
+            a2.lock().unwrap().push(7)
         });
         assert_eq!(conn.id, 7);
         recurse(u64::from(conn.id))
@@ -62,8 +65,8 @@ fn an_overflow_hands_the_lent_value_to_on_abandon_exactly_once() {
     );
     assert_eq!(
         drops.load(Ordering::SeqCst),
-        1,
-        "the callback consumed (dropped) it"
+        0,
+        "the value is leaked, never dropped"
     );
 
     // The slot's ledger is empty again: a normal job afterwards abandons nothing.
@@ -72,14 +75,14 @@ fn an_overflow_hands_the_lent_value_to_on_abandon_exactly_once() {
     let a = abandoned.clone();
     may::go!(move || {
         for _ in 0..4 {
-            p.run("fine", || {
-                let a = a.clone();
+            let (a, d) = (a.clone(), d.clone());
+            p.run("fine", move || {
                 let c = Lent::new(
                     Conn {
                         id: 1,
                         drops: d.clone(),
                     },
-                    move |c: Conn| a.lock().unwrap().push(c.id),
+                    move |_| a.lock().unwrap().push(1),
                 );
                 c.id
             })
@@ -89,7 +92,7 @@ fn an_overflow_hands_the_lent_value_to_on_abandon_exactly_once() {
     .join()
     .unwrap();
     assert_eq!(abandoned.lock().unwrap().len(), 1);
-    assert_eq!(drops.load(Ordering::SeqCst), 5);
+    assert_eq!(drops.load(Ordering::SeqCst), 4);
 }
 
 #[test]
@@ -189,9 +192,8 @@ fn into_inner_never_loses_the_value_whatever_the_stack_left() {
                 let f = Arc::clone(&fate);
                 let r = p.run("into_inner", move || {
                     let f2 = Arc::clone(&f);
-                    let lent = Lent::new(Counted(f), move |c: Counted| {
+                    let lent = Lent::new(Counted(f), move |_| {
                         f2.abandoned.fetch_add(1, Ordering::SeqCst);
-                        std::mem::forget(c);
                     });
                     descend_and_take_out(left, step, lent);
                 });
@@ -220,5 +222,194 @@ fn into_inner_never_loses_the_value_whatever_the_stack_left() {
     assert!(
         taken > 0 && overflowed > 0,
         "{taken} taken, {overflowed} overflowed"
+    );
+}
+
+/// Counts its drops: an element of the slice sorted below.
+struct Element {
+    key: u32,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Drop for Element {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// std's slice sorts move elements through a guard that writes them back when the
+/// comparison returns or unwinds; an overflow inside the comparison does neither, and
+/// leaves one element in the slice twice (and another one lost). Dropping that slice
+/// drops the doubled element twice (for a `Box`, a double free).
+#[test]
+fn a_value_abandoned_in_the_middle_of_a_sort_is_never_dropped() {
+    let pool = pool();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let abandoned = Arc::new(AtomicUsize::new(0));
+    let (p, d, a) = (pool.clone(), drops.clone(), abandoned.clone());
+    let res = may::go!(move || p.run("sorts", move || {
+        let keys = [5u32, 3, 9, 1, 7, 2, 8, 6, 4, 0, 11, 10];
+        let elements = keys
+            .iter()
+            .map(|&key| Element {
+                key,
+                drops: Arc::clone(&d),
+            })
+            .collect::<Vec<_>>();
+        let mut sorted = Lent::new(elements, move |_| {
+            a.fetch_add(1, Ordering::SeqCst);
+        });
+        let mut compared = 0;
+        sorted.sort_by(|x, y| {
+            compared += 1;
+            if compared == 6 {
+                recurse(0); // overflows inside the sort, elements in flight
+            }
+            x.key.cmp(&y.key)
+        });
+        sorted.len()
+    }))
+    .join()
+    .unwrap();
+    assert!(
+        matches!(res, Err(RunError::StackOverflow { .. })),
+        "{res:?}"
+    );
+    assert_eq!(abandoned.load(Ordering::SeqCst), 1, "on_abandon ran once");
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        0,
+        "no element of the half-sorted slice was dropped"
+    );
+}
+
+/// What the watching thread saw, outside every fiber stack.
+#[derive(Default)]
+struct Watch {
+    looks: AtomicU64,
+    changed: AtomicBool,
+    stop: AtomicBool,
+    exited: AtomicBool,
+}
+
+const MAGIC: u64 = 0x1e47_0000_c0de_0002;
+
+/// Spins until `cond` holds; panics after 10 s.
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// A thread started by `std::thread::scope` borrows the lent value; the job
+/// overflows with the scope open, so the thread is never joined. The value must stay
+/// where it is for as long as the thread reads it: freed, its memory goes to the next
+/// allocations of its size (made here on purpose) and the thread reads them.
+#[test]
+fn a_lent_value_still_borrowed_by_a_thread_after_an_overflow_stays_valid() {
+    let pool = pool();
+    let watch = Arc::new(Watch::default());
+    let abandoned = Arc::new(AtomicUsize::new(0));
+    let (p, w, a) = (pool.clone(), Arc::clone(&watch), Arc::clone(&abandoned));
+    let res = may::go!(move || p.run("lends", move || {
+        let lent = Lent::new(Box::new(AtomicU64::new(MAGIC)), move |_| {
+            a.fetch_add(1, Ordering::SeqCst);
+        });
+        std::thread::scope(|s| {
+            let (value, w) = (&**lent, &w);
+            s.spawn(move || {
+                while !w.stop.load(Ordering::SeqCst) {
+                    if value.load(Ordering::SeqCst) != MAGIC {
+                        w.changed.store(true, Ordering::SeqCst);
+                    }
+                    w.looks.fetch_add(1, Ordering::SeqCst);
+                }
+                w.exited.store(true, Ordering::SeqCst);
+            });
+            while w.looks.load(Ordering::SeqCst) == 0 {
+                std::hint::spin_loop();
+            }
+            recurse(0)
+        })
+    }))
+    .join()
+    .unwrap();
+    assert!(
+        matches!(res, Err(RunError::StackOverflow { .. })),
+        "{res:?}"
+    );
+    assert_eq!(abandoned.load(Ordering::SeqCst), 1);
+    // Allocations of the value's size, with other contents: a freed value's memory
+    // would be one of them.
+    let reuse: Vec<Box<AtomicU64>> = (0..10_000).map(|i| Box::new(AtomicU64::new(i))).collect();
+    let looked = watch.looks.load(Ordering::SeqCst);
+    wait_until("the watcher to look again", || {
+        watch.looks.load(Ordering::SeqCst) > looked + 1000
+    });
+    watch.stop.store(true, Ordering::SeqCst);
+    wait_until("the watcher to stop", || {
+        watch.exited.load(Ordering::SeqCst)
+    });
+    drop(reuse);
+    assert!(
+        !watch.changed.load(Ordering::SeqCst),
+        "the lent value changed under the thread borrowing it: it was freed"
+    );
+}
+
+#[test]
+fn an_owner_that_can_prove_it_reclaims_the_abandoned_value() {
+    let pool = pool();
+    let reclaimed = Arc::new(Mutex::new(None));
+    let (p, r) = (pool.clone(), Arc::clone(&reclaimed));
+    let res = may::go!(move || p.run("counts", move || {
+        let mut count = Lent::new(0u64, move |abandoned| {
+            // SAFETY: the job only adds to the integer (valid at every instruction)
+            // and lends it to nobody.
+            *r.lock().unwrap() = Some(unsafe { abandoned.reclaim() });
+        });
+        *count += 41;
+        recurse(*count)
+    }))
+    .join()
+    .unwrap();
+    assert!(
+        matches!(res, Err(RunError::StackOverflow { .. })),
+        "{res:?}"
+    );
+    assert_eq!(*reclaimed.lock().unwrap(), Some(41));
+}
+
+/// A `Lent` dropped while its job unwinds leaves its value to the pool (its drop may
+/// wait, which an unwinding fiber must not: tests/unwinding.rs). When the job catches
+/// the panic and goes on, the value is dropped at the job's end: late, not leaked.
+#[test]
+fn a_lent_dropped_while_unwinding_in_a_job_that_goes_on_is_dropped_at_its_end() {
+    // std's hook prints a backtrace with RUST_BACKTRACE=1: more than a 16 KiB fiber has.
+    fiber_pool::run_panic_hook_off_fiber();
+    let pool = pool();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (p, d) = (pool.clone(), drops.clone());
+    let seen_in_job = may::go!(move || p.run("catches", move || {
+        let d2 = Arc::clone(&d);
+        let caught = std::panic::catch_unwind(move || {
+            let _conn = Lent::new(Conn { id: 3, drops: d2 }, |_| {});
+            panic!("unwinding through a Lent");
+        });
+        assert!(caught.is_err());
+        d.load(Ordering::SeqCst)
+    }))
+    .join()
+    .unwrap();
+    assert_eq!(seen_in_job, Ok(0), "not dropped while the job ran on");
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        1,
+        "dropped once the job ended"
     );
 }

@@ -1,6 +1,6 @@
 //! The address lookup with many pools alive at once: every slot of every
 //! pool is found (a `Lent` registers with the slot the lookup names, and only
-//! that slot's overflow hands it back), overflows are counted by the right
+//! that slot's overflow abandons it), overflows are counted by the right
 //! pool, and pools dropped and created again reuse registry nodes.
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
@@ -28,8 +28,8 @@ fn make(size: usize, stack_kib: usize) -> FiberPool {
 }
 
 /// Runs `size` jobs on `pool` at once (each holds its fiber for a while, so
-/// every slot is used), each overflowing with a `Lent` alive; checks what
-/// came back.
+/// every slot is used), each overflowing with a `Lent` alive; checks which
+/// `on_abandon`s ran.
 fn overflow_every_slot(pool: &FiberPool, tag: usize) {
     let size = pool.stats().size;
     let stack_size = pool.stats().stack_size;
@@ -42,7 +42,7 @@ fn overflow_every_slot(pool: &FiberPool, tag: usize) {
                     let left = stack_remaining().expect("on a fiber");
                     assert!(left <= stack_size && left > stack_size - 8 * KIB, "{left}");
                     let id = tag * 1000 + i;
-                    let lent = Lent::new(id, move |v| ab.lock().unwrap().push(v));
+                    let lent = Lent::new(id, move |_| ab.lock().unwrap().push(id));
                     may::coroutine::sleep(Duration::from_millis(30));
                     recurse(*lent as u64)
                 })
@@ -66,7 +66,10 @@ fn overflow_every_slot(pool: &FiberPool, tag: usize) {
     }
     let got: BTreeSet<usize> = abandoned.lock().unwrap().iter().copied().collect();
     let want: BTreeSet<usize> = (0..size).map(|i| tag * 1000 + i).collect();
-    assert_eq!(got, want, "pool {tag}: every job's Lent came back once");
+    assert_eq!(
+        got, want,
+        "pool {tag}: every job's Lent was reported abandoned once"
+    );
     assert_eq!(abandoned.lock().unwrap().len(), size);
 }
 

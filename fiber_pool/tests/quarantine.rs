@@ -108,9 +108,11 @@ fn a_local_borrowed_by_another_thread_stays_valid_after_its_job_overflows() {
         !watch.changed.load(Ordering::SeqCst),
         "the borrowed local changed under the thread borrowing it: its stack was reused"
     );
+    // This pool's own count; the process-wide one also counts the other tests of this
+    // binary, which `cargo test` runs beside this one.
     let stats = pool.stats();
     assert_eq!(stats.spare_stacks, PoolConfig::default().spare_stacks - 1);
-    assert_eq!(fiber_pool::aftermath().quarantined, 1);
+    assert!(fiber_pool::aftermath().quarantined >= 1);
 }
 
 #[test]

@@ -62,7 +62,7 @@ fn a_thousand_allocating_overflows_on_two_workers_neither_hang_nor_grow() {
                 may::go!(move || {
                     let mut overflows = 0;
                     for i in 0..125 {
-                        match p.run("runaway", || common::alloc_recurse(i, usize::MAX)) {
+                        match p.run("runaway", move || common::alloc_recurse(i, usize::MAX)) {
                             Err(RunError::StackOverflow { .. }) => overflows += 1,
                             other => panic!("expected an overflow, got {other:?}"),
                         }

@@ -1,8 +1,9 @@
 //! Structured fan-out: children on fibers of their own run at once, one child's
-//! overflow or panic is its own error, the scope waits for every child whatever its
-//! closure does (returns early, panics, overflows), the parent's cancellation and the
-//! scope's deadline reach the children, and a pool whose every fiber runs a parent
-//! that fans out finishes instead of deadlocking.
+//! panic is its own error and so is its overflow until the scope ends (then its parent
+//! is abandoned too), the scope waits for every child whatever its closure does
+//! (returns early, panics, overflows), the parent's cancellation and the scope's
+//! deadline reach the children, and a pool whose every fiber runs a parent that fans
+//! out finishes instead of deadlocking.
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
@@ -10,7 +11,7 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -71,7 +72,9 @@ fn three_children_that_sleep_a_second_finish_in_about_a_second() {
 fn one_childs_overflow_and_anothers_panic_leave_the_others_results_intact() {
     let pool = pool(small(4));
     let p = pool.clone();
-    let job = || {
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let s2 = Arc::clone(&seen);
+    let job = move || {
         fiber_pool::scope(|s| {
             let before = s.spawn(|| "before");
             let overflow = s.spawn_labeled("overflows", || recurse(0));
@@ -80,12 +83,27 @@ fn one_childs_overflow_and_anothers_panic_leave_the_others_results_intact() {
                 fiber_pool::sleep(Duration::from_millis(20));
                 "after"
             });
-            (before.join(), overflow.join(), panics.join(), after.join())
+            *s2.lock().unwrap() =
+                Some((before.join(), overflow.join(), panics.join(), after.join()));
         })
     };
     // SAFETY: the jobs hold no thread-bound state across a wait.
+    let parent = unsafe { in_coroutine(move || p.run("parent", job)) };
+    // The overflow abandoned a child: once the scope ended, the parent was abandoned
+    // too (what the child borrowed from it may still be in use).
+    assert!(
+        matches!(
+            parent,
+            Err(RunError::StackOverflow {
+                label: "parent",
+                at_safe_point: false,
+                ..
+            })
+        ),
+        "{parent:?}"
+    );
     let (before, overflow, panics, after) =
-        unsafe { in_coroutine(move || p.run("parent", job)) }.expect("the parent is unharmed");
+        seen.lock().unwrap().take().expect("the parent saw them");
     assert_eq!((before, after), (Ok("before"), Ok("after")));
     assert!(
         matches!(
@@ -104,18 +122,24 @@ fn one_childs_overflow_and_anothers_panic_leave_the_others_results_intact() {
             message: "child 2".into()
         })
     );
-    assert_eq!(pool.stats().overflows, 1);
+    assert_eq!(
+        pool.stats().overflows,
+        2,
+        "the child's and then its parent's"
+    );
 }
 
 #[test]
 fn a_scope_waits_for_every_child_when_its_closure_returns_early_or_panics() {
     let pool = pool(small(2));
     for panics in [false, true] {
-        // Borrowed by the children from the carrier's frame, through the job.
-        let ended: Vec<AtomicBool> = (0..3).map(|_| AtomicBool::new(false)).collect();
-        let started = AtomicUsize::new(0);
-        let (ended, started) = (&ended, &started);
-        let ran = pool.run("parent", || {
+        let ended: Arc<Vec<AtomicBool>> =
+            Arc::new((0..3).map(|_| AtomicBool::new(false)).collect());
+        let started = Arc::new(AtomicUsize::new(0));
+        let (e, st) = (Arc::clone(&ended), Arc::clone(&started));
+        let ran = pool.run("parent", move || {
+            // Borrowed by the children from the job's frame.
+            let (ended, started) = (&*e, &*st);
             fiber_pool::scope(|s| {
                 for (i, flag) in ended.iter().enumerate() {
                     // Dropped at once: the scope still waits for the child.
@@ -149,16 +173,18 @@ fn a_scope_waits_for_every_child_when_its_closure_returns_early_or_panics() {
 #[test]
 fn a_parent_that_overflows_with_children_running_returns_only_after_they_end() {
     let pool = pool(small(2));
-    let (asleep, ended) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let saw = std::sync::Mutex::new(Vec::new());
-    let (asleep, ended, saw) = (&asleep, &ended, &saw);
-    let ran = pool.run("parent", || {
+    let (asleep, ended) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let saw = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (a, e, sw) = (Arc::clone(&asleep), Arc::clone(&ended), Arc::clone(&saw));
+    let ran = pool.run("parent", move || {
+        // Borrowed by the children from the job's frame, which the overflow abandons.
+        let (asleep, ended, saw) = (&*a, &*e, &*sw);
         fiber_pool::scope(|s| {
             for _ in 0..2 {
                 drop(s.spawn(move || {
                     asleep.fetch_add(1, Ordering::SeqCst);
                     // Cancelled when the parent overflows: ends early, then still
-                    // uses what it borrowed from the carrier's frame.
+                    // uses what it borrowed from the abandoned frame.
                     let slept = fiber_pool::sleep_or_cancelled(LONG);
                     saw.lock().unwrap().push(slept);
                     ended.fetch_add(1, Ordering::SeqCst);
@@ -190,6 +216,81 @@ fn a_parent_that_overflows_with_children_running_returns_only_after_they_end() {
         vec![Err(CancelReason::ParentFailed); 2],
         "the overflow cancelled them"
     );
+}
+
+const MAGIC: u64 = 0x5c09_e000_c0de_0003;
+
+/// What the watching thread saw, outside every fiber stack.
+#[derive(Default)]
+struct Watch {
+    looks: AtomicU64,
+    changed: AtomicBool,
+    stop: AtomicBool,
+    exited: AtomicBool,
+}
+
+/// A child lends its parent's data (a box the parent's frame owns) to a thread of
+/// `std::thread::scope` and overflows with that scope open: the thread is never
+/// joined and goes on reading. Were the parent to return, it would free the box under
+/// the thread; it is abandoned instead, once its scope has ended, and the box stays.
+#[test]
+fn a_child_that_overflows_with_a_borrow_lent_to_a_thread_takes_its_parent_with_it() {
+    let pool = pool(small(2));
+    let watch = Arc::new(Watch::default());
+    let w = Arc::clone(&watch);
+    let ran = pool.run("parent", move || {
+        let local = Box::new(AtomicU64::new(MAGIC));
+        let child = fiber_pool::scope(|s| {
+            s.spawn(|| {
+                std::thread::scope(|ts| {
+                    let (local, w) = (&*local, &*w);
+                    ts.spawn(move || {
+                        while !w.stop.load(Ordering::SeqCst) {
+                            if local.load(Ordering::SeqCst) != MAGIC {
+                                w.changed.store(true, Ordering::SeqCst);
+                            }
+                            w.looks.fetch_add(1, Ordering::SeqCst);
+                        }
+                        w.exited.store(true, Ordering::SeqCst);
+                    });
+                    while w.looks.load(Ordering::SeqCst) == 0 {
+                        std::hint::spin_loop();
+                    }
+                    recurse(0)
+                })
+            })
+            .join()
+        });
+        // Not reached: `local` would be dropped here.
+        child.map(|_| "returned")
+    });
+    assert!(
+        matches!(
+            ran,
+            Err(RunError::StackOverflow {
+                label: "parent",
+                ..
+            })
+        ),
+        "{ran:?}"
+    );
+    // Allocations of the box's size, with other contents: a freed box's memory would
+    // be one of them.
+    let reuse: Vec<Box<AtomicU64>> = (0..10_000).map(|i| Box::new(AtomicU64::new(i))).collect();
+    let looked = watch.looks.load(Ordering::SeqCst);
+    wait_until("the watcher to look again", LONG, || {
+        watch.looks.load(Ordering::SeqCst) > looked + 1000
+    });
+    watch.stop.store(true, Ordering::SeqCst);
+    wait_until("the watcher to stop", LONG, || {
+        watch.exited.load(Ordering::SeqCst)
+    });
+    drop(reuse);
+    assert!(
+        !watch.changed.load(Ordering::SeqCst),
+        "the parent's box changed under the thread borrowing it: it was freed"
+    );
+    assert_eq!(pool.stats().overflows, 2, "the child's and its parent's");
 }
 
 #[test]
@@ -374,11 +475,32 @@ fn a_scope_spawns_at_most_its_budget() {
         max_children_per_scope: 2,
         ..small(1)
     });
-    let got = pool.scope(|s| {
-        let kids: Vec<_> = (0..3).map(|i| s.spawn(move || i)).collect();
-        kids.into_iter().map(|c| c.join()).collect::<Vec<_>>()
+    let p = pool.clone();
+    let got = pool.run("parent", move || {
+        p.scope(|s| {
+            let kids: Vec<_> = (0..3).map(|i| s.spawn(move || i)).collect();
+            kids.into_iter().map(|c| c.join()).collect::<Vec<_>>()
+        })
     });
-    assert_eq!(got, vec![Ok(0), Ok(1), Err(RunError::ScopeFull { max: 2 })]);
+    assert_eq!(
+        got,
+        Ok(vec![Ok(0), Ok(1), Err(RunError::ScopeFull { max: 2 })])
+    );
+}
+
+/// A scope opened off any job could not be abandoned if a child overflowed with a
+/// borrow lent to a thread: it is refused before anything starts.
+#[test]
+fn a_scope_off_a_job_is_refused() {
+    let pool = pool(small(1));
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.scope(|s| s.spawn(|| 1).join())
+    }));
+    let message = refused.expect_err("refused");
+    let message = (message.downcast_ref::<String>().map(String::as_str))
+        .or_else(|| message.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    assert!(message.contains("from a job"), "{message}");
 }
 
 #[test]

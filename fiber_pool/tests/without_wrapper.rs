@@ -77,9 +77,9 @@ fn allocating_overflows(wrapped: bool) {
                 for i in 0..OVERFLOWS / 4 {
                     let (shift, i) = (i, i % 97);
                     let r = if wrapped {
-                        p.run("runaway", || shifted(&FiberSafeAlloc, shift, i))
+                        p.run("runaway", move || shifted(&FiberSafeAlloc, shift, i))
                     } else {
-                        p.run("runaway", || shifted(&System, shift, i))
+                        p.run("runaway", move || shifted(&System, shift, i))
                     };
                     assert!(matches!(r, Err(RunError::StackOverflow { .. })));
                     p.run("normal", || common::alloc_recurse(0, 5)).unwrap();

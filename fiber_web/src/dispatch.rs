@@ -141,7 +141,8 @@ pub(crate) type Outcome = (Response, Option<&'static str>, Option<usize>);
 pub(crate) struct Routed<S> {
     router: Router<Endpoint<S>>,
     state: Arc<S>,
-    layers: Vec<Arc<dyn Layer<S>>>,
+    /// Shared with every request's job, which owns what it uses (`FiberPool::run`).
+    layers: Arc<[Arc<dyn Layer<S>>]>,
     fibers: FiberPool,
     stats: Arc<HttpStats>,
     /// Every request's deadline, from its arrival (`--request-timeout`).
@@ -160,7 +161,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
         Routed {
             router,
             state,
-            layers,
+            layers: layers.into(),
             fibers,
             stats,
             request_timeout,
@@ -187,21 +188,17 @@ impl<S: Send + Sync + 'static> Routed<S> {
         let found = self.router.resolve(&req.method, req.path(), &mut params);
         req.params = params;
         let (route, end) = match found {
-            Ok(route) => {
-                let ep = &route.handler;
-                (Some(route), End::Handler(&*ep.handler))
-            }
+            Ok(route) => (
+                Some(route),
+                JobEnd::Handler(Arc::clone(&route.handler.handler)),
+            ),
             // With no layer to see it, a refusal needs no fiber.
             Err(refused) if self.layers.is_empty() => return Some((refused, None, None)),
-            Err(refused) => (None, End::Refused(refused)),
+            Err(refused) => (None, JobEnd::Refused(refused)),
         };
         let label = route.map(|r| r.label);
         let ep = route.map(|r| &r.handler);
-        let state: &S = &self.state;
-        let layers: &[Arc<dyn Layer<S>>] = match ep {
-            Some(ep) if ep.without_layers || ep.on_carrier => &[],
-            _ => &self.layers,
-        };
+        let with_layers = !ep.is_some_and(|ep| ep.without_layers || ep.on_carrier);
         // The request's context: its deadline (the earlier of the server's and the
         // route's), and its cancellation when its client goes (the sweeper watches
         // the client while the job runs: `peer.watch`). Every wait of the job sees
@@ -222,7 +219,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
             None => None,
         };
         if ep.is_some_and(|ep| ep.on_carrier) {
-            return Some((Next::new(layers, end).run(state, req), label, None));
+            return Some((end.run(&[], &self.state, req), label, None));
         }
         let _watched = peer.map(|p| p.watch(&ctx));
         // A request that waited for its turn or its fiber may have lost its client
@@ -231,15 +228,36 @@ impl<S: Send + Sync + 'static> Routed<S> {
         // unlimited route with a fiber free at once, does not even read the clock).
         let limited = turn.is_some();
         let fiber_label = label.unwrap_or(UNMATCHED);
-        let job = |admitted: Admitted| {
+        let start = |admitted: Admitted| {
             let could_wait = admitted.queued || limited;
-            if could_wait && asked.elapsed() >= WAITED && peer.is_some_and(Peer::gone) {
-                return None;
-            }
-            Some(Next::new(layers, end).run(state, req))
+            !(could_wait && asked.elapsed() >= WAITED && peer.is_some_and(Peer::gone))
         };
-        let (ran, stack_used) = self.fibers.run_admitted_in(fiber_label, Some(&ctx), job);
+        // The job owns what it uses (an overflow abandons its frames, and what they
+        // borrowed could still be in use after `run` returns): the request moves in
+        // and comes back with the response. A job that does not come back (refused,
+        // overflowed, panicked) takes it along, so its head is copied first for the
+        // error and the log line.
+        let head = req.head();
+        let (state, layers) = (Arc::clone(&self.state), Arc::clone(&self.layers));
+        let mut owned = std::mem::take(req);
+        let job = move || {
+            let layers: &[Arc<dyn Layer<S>>] = if with_layers { &layers } else { &[] };
+            let resp = end.run(layers, &state, &mut owned);
+            (resp, owned)
+        };
+        let (ran, stack_used) = self
+            .fibers
+            .run_admitted_in(fiber_label, Some(&ctx), start, job);
         drop(turn);
+        let ran = ran.map(|ran| {
+            ran.map(|(resp, back)| {
+                *req = back;
+                resp
+            })
+        });
+        if !matches!(ran, Ok(Some(_))) {
+            *req = head;
+        }
         // A client gone: nobody reads the answer, so nothing is sent and the
         // connection closes. Counted as abandoned when no handler ran (its client
         // left while it waited for a fiber), as cancelled when one was stopped.
@@ -298,6 +316,23 @@ impl<S: Send + Sync + 'static> Service for Routed<S> {
             );
         }
         Some(resp)
+    }
+}
+
+/// What a request's job ends in, owned by the job: the route's handler, or the
+/// router's refusal (for the layers to see).
+enum JobEnd<S> {
+    Handler(Arc<dyn Handler<S>>),
+    Refused(Response),
+}
+
+impl<S> JobEnd<S> {
+    /// `layers`, then this end, for `req`.
+    fn run(self, layers: &[Arc<dyn Layer<S>>], state: &S, req: &mut Request) -> Response {
+        match self {
+            JobEnd::Handler(handler) => Next::new(layers, End::Handler(&*handler)).run(state, req),
+            JobEnd::Refused(resp) => Next::new(layers, End::Refused(resp)).run(state, req),
+        }
     }
 }
 

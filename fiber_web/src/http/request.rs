@@ -63,6 +63,19 @@ impl Request {
         }
     }
 
+    /// The request line alone (method, version, target), for what must still name
+    /// the request after the request itself is gone (moved into a job that did not
+    /// give it back).
+    pub(crate) fn head(&self) -> Request {
+        Request {
+            method: self.method.clone(),
+            minor_version: self.minor_version,
+            target: self.target.clone(),
+            path_len: self.path_len,
+            ..Request::default()
+        }
+    }
+
     /// The raw text of path parameter `name` (`{id}` in `/todos/{id}`), escapes as
     /// sent; `None` when the matched route has no such parameter.
     pub fn param_text(&self, name: &str) -> Option<&str> {

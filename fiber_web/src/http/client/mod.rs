@@ -110,6 +110,36 @@ impl Drop for InFlight {
     }
 }
 
+/// The connection `make` opens or takes, in a `Lent` made first, with a second handle
+/// on its socket kept beside it. Should an overflow leak the connection (it may be in
+/// the middle of a write, or in use by a thread the job started: see
+/// `fiber_pool::Abandoned`), that handle shuts the socket down, so the upstream sees
+/// the connection end; the leaked connection keeps its own fd, for the rest of the
+/// process (closing an fd that something may still use lets its number be reused
+/// under it). Cost: a `dup` per call, beside the call's round trip.
+fn lend<E: Send>(make: impl FnOnce() -> Result<Conn, E> + Send) -> Result<Lent<Conn>, E> {
+    let beside: Arc<std::sync::Mutex<Option<std::net::TcpStream>>> = Arc::default();
+    let keep = Arc::clone(&beside);
+    Lent::acquire(
+        move || {
+            let conn = make()?;
+            *keep
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = conn.shutdown_handle().ok();
+            Ok(conn)
+        },
+        move |_leaked| {
+            let socket = beside
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(socket) = socket {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+        },
+    )
+}
+
 /// The client: share one per process (its pool, DNS cache and TLS sessions are
 /// shared by every call).
 pub struct HttpClient {
@@ -197,8 +227,12 @@ impl HttpClient {
     fn send(&self, mut req: RequestBuilder<'_>) -> Result<ClientResponse, ClientError> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         // Made before the count is taken (making it can overflow: it checks its stack
-        // margin); from then on an overflow inside hands it back, and so the count.
-        let in_flight = Lent::new(InFlight(Arc::clone(&self.counters)), drop);
+        // margin); from then on an overflow inside leaks it, and its owner takes the
+        // count back from the counters it kept beside.
+        let counters = Arc::clone(&self.counters);
+        let in_flight = Lent::new(InFlight(Arc::clone(&self.counters)), move |_leaked| {
+            counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+        });
         self.counters.in_flight.fetch_add(1, Ordering::Relaxed);
         let result = self.execute(&mut req);
         drop(in_flight);
@@ -291,11 +325,11 @@ impl HttpClient {
     }
 
     /// An idle connection to `url`'s origin, taken straight into a `Lent` on the
-    /// carrier (see `pool.rs`).
+    /// carrier (see `pool.rs`), with a handle on its socket kept beside it ([`lend`]).
     fn take_idle(&self, url: &Url) -> Option<Lent<Conn>> {
         let pool = &self.pool;
         let origin = url.origin();
-        Lent::acquire(|| pool.take(origin).ok_or(()), drop).ok()
+        lend(|| pool.take(origin).ok_or(())).ok()
     }
 
     /// Back to the pool if `reusable`, else closed.
@@ -335,10 +369,7 @@ impl HttpClient {
             // Not may's TcpStream::connect_timeout: it races (see fiber_pool::net).
             // This one runs on the carrier's stack, like every may call of a
             // CarrierStream, and the socket goes straight into its `Lent`.
-            let made = Lent::acquire(
-                || fiber_pool::net::connect(&addr, wait).map(Conn::new),
-                drop,
-            );
+            let made = lend(|| fiber_pool::net::connect(&addr, wait).map(Conn::new));
             match made {
                 Ok(mut conn) => {
                     conn.set_nodelay();
