@@ -151,6 +151,11 @@ struct LentCell<T> {
     /// Set by the `Lent`'s drop while unwinding: the value is left to the
     /// ledger, which drops it after the job (`release_if_unwound`).
     unwound: AtomicBool,
+    /// Whether the cell ever held a value: a `Lent::acquire` whose `make` had not
+    /// run (or failed) when its job overflowed had nothing to account for, and its
+    /// owner is not told (it took nothing: no permit, no connection). Set on the
+    /// carrier, with the value's store, so no overflow falls between the two.
+    filled: AtomicBool,
 }
 
 // SAFETY: the cell is touched by its `Lent` (which is !Send and !Sync, and
@@ -180,10 +185,11 @@ impl<T: Send + 'static> Registered for LentCell<T> {
         // keeps it held): the cell, and the value in it, are never freed, whatever
         // becomes of the other references (a `Lent` kept in a thread-local, dropped
         // later, finds `claimed` set).
+        let filled = self.filled.load(Ordering::Acquire);
         let token = Abandoned {
             cell: ManuallyDrop::new(self),
         };
-        if let Some(f) = f {
+        if let (Some(f), true) = (f, filled) {
             f(token);
         }
     }
@@ -253,11 +259,13 @@ impl<T: Send + 'static> Lent<T> {
             Some((ledger, home)) => (Some(ledger), Some(home)),
             None => (None, None),
         };
+        let filled = value.is_some();
         let cell = Arc::new(LentCell {
             value: UnsafeCell::new(value),
             on_abandon: UnsafeCell::new(Some(on_abandon)),
             claimed: AtomicBool::new(false),
             unwound: AtomicBool::new(false),
+            filled: AtomicBool::new(filled),
         });
         let registration = ledger.map(|ledger| {
             let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -432,6 +440,7 @@ impl<T: Send + 'static> Lent<T> {
     ) -> Result<Lent<T>, E> {
         let lent = Lent::registered(None, Box::new(on_abandon));
         let slot = Slot(lent.cell.value.get());
+        let filled = &lent.cell.filled;
         crate::on_carrier(move || {
             let slot = slot;
             make().map(|value| {
@@ -439,6 +448,7 @@ impl<T: Send + 'static> Lent<T> {
                 // nothing else reaches a cell that is registered but unclaimed
                 // while its fiber runs (an abandon needs the fiber gone).
                 unsafe { *slot.0 = Some(value) };
+                filled.store(true, Ordering::Release);
             })
         })
         .map(|()| lent)

@@ -244,8 +244,16 @@ impl FiberPool {
     ///   std `Mutex`/`Condvar` waits, long CPU loops): every coroutine of that
     ///   may worker waits meanwhile ([`jobs_running_longer_than`](crate::jobs_running_longer_than)
     ///   shows it to a watchdog); this includes waiting for a `std::thread::scope`,
-    ///   which also leaves its threads running after an overflow (memory-safe, since
-    ///   they can only borrow the quarantined stack, but never joined);
+    ///   which also leaves its threads running after an overflow, never joined;
+    /// - **lend a borrow of a `thread_local!` or `may::coroutine_local!` value to a
+    ///   thread or coroutine it would join later** (`TLS.with(|v|
+    ///   std::thread::scope(|s| { s.spawn(|| v.len()); .. }))`): an overflow skips
+    ///   the join, and the value is freed when its thread or carrier ends while that
+    ///   code still reads it. `'static` keeps the job's captures owned, but a
+    ///   thread-local borrow is made inside the job, where the compiler allows it: this
+    ///   is undefined behaviour reachable from safe code, which the pool cannot
+    ///   detect. What such code may borrow safely is the job's own stack (quarantined,
+    ///   never freed) and what it owns;
     /// - **keep a [`Lent`](crate::Lent) past its end** (in a thread-local):
     ///   using it from elsewhere panics (tested in `tests/hazards.rs`);
     /// - **hold a std lock, a `Once`/`LazyLock` initialisation or stdout across
@@ -342,7 +350,9 @@ impl FiberPool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        // SAFETY: `job` and `T` are 'static: they borrow nothing of the caller's, so
+        // SAFETY: `job` and `T` are 'static: they borrow nothing of the caller's (what
+        // a job borrows from a thread-local inside itself is the hazard `run`'s docs
+        // name, which no signature can exclude), so
         // nothing of the caller's can be in use after `run` returns.
         unsafe { self.run_admitted_in_unchecked(label, ctx, start, job) }
     }

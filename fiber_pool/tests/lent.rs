@@ -225,6 +225,98 @@ fn into_inner_never_loses_the_value_whatever_the_stack_left() {
     );
 }
 
+/// `Lent::acquire` with `PAD` bytes of frame between the caller and it, whose `make`
+/// fails on odd pads (the unfilled `Lent` is then dropped inside `acquire`): `made`
+/// counts the values `make` produced.
+#[inline(never)]
+fn acquire_at<const PAD: usize>(fate: &Arc<Fate>, made: &Arc<AtomicUsize>) {
+    let pad = std::hint::black_box([0u8; PAD]);
+    let (f, m, f2) = (Arc::clone(fate), Arc::clone(made), Arc::clone(fate));
+    let lent = Lent::acquire(
+        move || {
+            if (PAD / 16) % 2 == 1 {
+                return Err(());
+            }
+            m.fetch_add(1, Ordering::SeqCst);
+            Ok(Counted(f))
+        },
+        move |_| {
+            f2.abandoned.fetch_add(1, Ordering::SeqCst);
+        },
+    );
+    drop(std::hint::black_box(lent));
+    std::hint::black_box(&pad);
+}
+
+/// Recurses (512-byte frames) until fewer than `left` bytes remain, then calls
+/// `acquire_at` with a pad of `step` x 16 bytes.
+#[inline(never)]
+fn descend_and_acquire(left: usize, step: usize, fate: &Arc<Fate>, made: &Arc<AtomicUsize>) {
+    let frame = std::hint::black_box([0u8; 512]);
+    if stack_remaining().expect("on a fiber") >= left {
+        descend_and_acquire(left, step, fate, made);
+        std::hint::black_box(&frame);
+        return;
+    }
+    macro_rules! pads {
+        ($($n:literal)*) => {
+            match step {
+                $($n => acquire_at::<{ $n * 16 }>(fate, made),)*
+                _ => unreachable!("32 steps of 16 bytes cover one 512-byte frame"),
+            }
+        };
+    }
+    pads!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+}
+
+/// An overflow anywhere around `Lent::acquire` tells the owner about exactly the
+/// values `make` produced: never one it did not (a pool would give back a permit it
+/// never took), never none for one it did.
+#[test]
+fn acquire_tells_its_owner_only_of_values_it_made() {
+    let pool = FiberPool::new(PoolConfig {
+        size: 1,
+        stack_size: 64 * 1024,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let p = pool.clone();
+    let margin = fiber_pool::lent::LENT_STACK_MARGIN;
+    let overflowed = may::go!(move || {
+        let mut overflowed = 0usize;
+        for left in (0..margin * 2).step_by(512) {
+            for step in 0..32 {
+                let fate = Arc::new(Fate::default());
+                let made = Arc::new(AtomicUsize::new(0));
+                let (f, m) = (Arc::clone(&fate), Arc::clone(&made));
+                let r = p.run("acquire", move || descend_and_acquire(left, step, &f, &m));
+                let (made, dropped, abandoned) = (
+                    made.load(Ordering::SeqCst),
+                    fate.dropped.load(Ordering::SeqCst),
+                    fate.abandoned.load(Ordering::SeqCst),
+                );
+                assert_eq!(
+                    dropped + abandoned,
+                    made,
+                    "{left} bytes left, pad {}: made {made}, dropped {dropped}, abandoned {abandoned}, {r:?}",
+                    step * 16
+                );
+                if let Err(RunError::StackOverflow { .. }) = r {
+                    overflowed += 1;
+                }
+            }
+        }
+        overflowed
+    })
+    .join()
+    .unwrap();
+    // The sweep crossed the margin: overflows struck around `acquire`. (Here every
+    // one struck before the cell was registered, whose check asks for more stack
+    // than anything up to `make` uses; the invariant above is what must hold if
+    // that ever changes.)
+    assert!(overflowed > 0, "no overflow in the sweep");
+}
+
 /// Counts its drops: an element of the slice sorted below.
 struct Element {
     key: u32,
