@@ -856,16 +856,20 @@ impl PooledConn {
                     return Err(e);
                 }
             }
-            // The handshake runs on the connection's own thread; the fiber only
-            // waits on a channel.
+            // The handshake runs on the connection's own thread; the carrier waits on
+            // a channel, then stores the connection and notes its id in one go: as a
+            // plain value on the fiber it could be abandoned by an overflow before
+            // either, its session then never ended.
             #[cfg(feature = "threads")]
             Driver::Threads => {
-                self.conn = Some(Backend::Threads(Box::new(ThreadConn::connect(opts)?)));
-                if let Some(beside) = &self.beside {
-                    // On the carrier: its lock is never held by a fiber.
-                    let conn = self.conn.as_ref();
-                    fiber_pool::on_carrier(|| beside.note(conn));
-                }
+                let (slot, beside) = (&mut self.conn, &self.beside);
+                fiber_pool::on_carrier(|| -> Result<()> {
+                    *slot = Some(Backend::Threads(Box::new(ThreadConn::connect(opts)?)));
+                    if let Some(beside) = beside {
+                        beside.note(slot.as_ref());
+                    }
+                    Ok(())
+                })?;
             }
         }
         Ok(())
