@@ -365,7 +365,9 @@ impl FiberPool {
     /// No code that runs concurrently with the job may use a borrow the job holds
     /// (anything `job` captured by reference, and anything reached through it),
     /// except the children of the job's [`scope`](crate::scope())s (the pool ends
-    /// them before this function returns, whatever becomes of the job). Code the job
+    /// them before this function returns, whatever becomes of the job), as long as
+    /// they too lend such a borrow to nothing they would join later (a child that
+    /// overflows skips its joins like any job, and this function still returns). Code the job
     /// waits for in [`on_carrier`](crate::on_carrier) runs while the job is parked,
     /// not concurrently. The reason: an overflow abandons the job's frames without
     /// unwinding them, so a thread, coroutine or callback given such a borrow is
