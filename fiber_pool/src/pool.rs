@@ -685,6 +685,9 @@ fn keep_in_frame(place: *mut u8) {
 /// # Safety
 ///
 /// As for [`run_below_trap_area`].
+// Never inlined: inlined, the job could be laid out above the trap area in one frame.
+// That the trap handler's frames fit in corosensei's start-up frames plus TRAP_AREA
+// is a measurement (`tests/trap_area.rs`), not a guarantee of corosensei's.
 #[inline(never)]
 unsafe fn run_job<F: FnOnce() -> T, T>(taken: FromCarrier<F, T>) -> Outcome {
     // SAFETY: the job is taken once (our contract); from here on the carrier's copy
