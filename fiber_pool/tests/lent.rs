@@ -9,11 +9,10 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-use common::recurse;
+use common::{recurse, Watch};
 use fiber_pool::{on_fiber, stack_remaining, FiberPool, Lent, PoolConfig, RunError};
 
 /// Counts its drops, like a pooled connection would be returned.
@@ -375,28 +374,7 @@ fn a_value_abandoned_in_the_middle_of_a_sort_is_never_dropped() {
     );
 }
 
-/// What the watching thread saw, outside every fiber stack.
-#[derive(Default)]
-struct Watch {
-    looks: AtomicU64,
-    changed: AtomicBool,
-    stop: AtomicBool,
-    exited: AtomicBool,
-}
-
 const MAGIC: u64 = 0x1e47_0000_c0de_0002;
-
-/// Spins until `cond` holds; panics after 10 s.
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        std::thread::yield_now();
-    }
-}
 
 /// A thread started by `std::thread::scope` borrows the lent value; the job
 /// overflows with the scope open, so the thread is never joined. The value must stay
@@ -413,19 +391,7 @@ fn a_lent_value_still_borrowed_by_a_thread_after_an_overflow_stays_valid() {
             a.fetch_add(1, Ordering::SeqCst);
         });
         std::thread::scope(|s| {
-            let (value, w) = (&**lent, &w);
-            s.spawn(move || {
-                while !w.stop.load(Ordering::SeqCst) {
-                    if value.load(Ordering::SeqCst) != MAGIC {
-                        w.changed.store(true, Ordering::SeqCst);
-                    }
-                    w.looks.fetch_add(1, Ordering::SeqCst);
-                }
-                w.exited.store(true, Ordering::SeqCst);
-            });
-            while w.looks.load(Ordering::SeqCst) == 0 {
-                std::hint::spin_loop();
-            }
+            w.start(s, &lent, MAGIC);
             recurse(0)
         })
     }))
@@ -439,17 +405,10 @@ fn a_lent_value_still_borrowed_by_a_thread_after_an_overflow_stays_valid() {
     // Allocations of the value's size, with other contents: a freed value's memory
     // would be one of them.
     let reuse: Vec<Box<AtomicU64>> = (0..10_000).map(|i| Box::new(AtomicU64::new(i))).collect();
-    let looked = watch.looks.load(Ordering::SeqCst);
-    wait_until("the watcher to look again", || {
-        watch.looks.load(Ordering::SeqCst) > looked + 1000
-    });
-    watch.stop.store(true, Ordering::SeqCst);
-    wait_until("the watcher to stop", || {
-        watch.exited.load(Ordering::SeqCst)
-    });
+    let changed = watch.finish();
     drop(reuse);
     assert!(
-        !watch.changed.load(Ordering::SeqCst),
+        !changed,
         "the lent value changed under the thread borrowing it: it was freed"
     );
 }

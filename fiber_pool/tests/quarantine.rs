@@ -11,38 +11,14 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use common::recurse;
+use common::{recurse, Watch};
 use fiber_pool::{FiberPool, PoolConfig, RunError};
 
 const STACK: usize = 64 * 1024;
 const MAGIC: u64 = 0x5afe_57ac_c0de_0001;
-
-/// What the watching thread saw, outside every fiber stack.
-#[derive(Default)]
-struct Watch {
-    /// Loads of the borrowed local so far.
-    looks: AtomicU64,
-    /// The local held something else than `MAGIC` at some look.
-    changed: AtomicBool,
-    stop: AtomicBool,
-    exited: AtomicBool,
-}
-
-/// Spins (on the test thread) until `cond` holds; panics after 10 s.
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        std::thread::yield_now();
-    }
-}
 
 /// Overwrites most of the stack it runs on with a pattern.
 #[inline(never)]
@@ -65,19 +41,7 @@ fn a_local_borrowed_by_another_thread_stays_valid_after_its_job_overflows() {
     let first = may::go!(move || p.run("lends", move || {
         let local = AtomicU64::new(MAGIC);
         std::thread::scope(|s| {
-            let (local, w) = (&local, &w);
-            s.spawn(move || {
-                while !w.stop.load(Ordering::SeqCst) {
-                    if local.load(Ordering::SeqCst) != MAGIC {
-                        w.changed.store(true, Ordering::SeqCst);
-                    }
-                    w.looks.fetch_add(1, Ordering::SeqCst);
-                }
-                w.exited.store(true, Ordering::SeqCst);
-            });
-            while w.looks.load(Ordering::SeqCst) == 0 {
-                std::hint::spin_loop();
-            }
+            w.start(s, &local, MAGIC);
             // Overflows with the scope still open: the thread is never joined.
             recurse(0)
         })
@@ -96,16 +60,8 @@ fn a_local_borrowed_by_another_thread_stays_valid_after_its_job_overflows() {
         .unwrap();
     assert_eq!(painted.unwrap(), 0x55);
     // Let the watcher look again, well after the paint.
-    let looked = watch.looks.load(Ordering::SeqCst);
-    wait_until("the watcher to look again", || {
-        watch.looks.load(Ordering::SeqCst) > looked + 1000
-    });
-    watch.stop.store(true, Ordering::SeqCst);
-    wait_until("the watcher to stop", || {
-        watch.exited.load(Ordering::SeqCst)
-    });
     assert!(
-        !watch.changed.load(Ordering::SeqCst),
+        !watch.finish(),
         "the borrowed local changed under the thread borrowing it: its stack was reused"
     );
     // This pool's own count; the process-wide one also counts the other tests of this

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{in_coroutine, recurse, wait_until};
+use common::{in_coroutine, recurse, wait_until, Watch};
 use fiber_pool::{CancelReason, Context, FiberPool, PoolConfig, RunError};
 
 fn pool(cfg: PoolConfig) -> FiberPool {
@@ -220,15 +220,6 @@ fn a_parent_that_overflows_with_children_running_returns_only_after_they_end() {
 
 const MAGIC: u64 = 0x5c09_e000_c0de_0003;
 
-/// What the watching thread saw, outside every fiber stack.
-#[derive(Default)]
-struct Watch {
-    looks: AtomicU64,
-    changed: AtomicBool,
-    stop: AtomicBool,
-    exited: AtomicBool,
-}
-
 /// A child lends its parent's data (a box the parent's frame owns) to a thread of
 /// `std::thread::scope` and overflows with that scope open: the thread is never
 /// joined and goes on reading. Were the parent to return, it would free the box under
@@ -243,19 +234,7 @@ fn a_child_that_overflows_with_a_borrow_lent_to_a_thread_takes_its_parent_with_i
         let child = fiber_pool::scope(|s| {
             s.spawn(|| {
                 std::thread::scope(|ts| {
-                    let (local, w) = (&*local, &*w);
-                    ts.spawn(move || {
-                        while !w.stop.load(Ordering::SeqCst) {
-                            if local.load(Ordering::SeqCst) != MAGIC {
-                                w.changed.store(true, Ordering::SeqCst);
-                            }
-                            w.looks.fetch_add(1, Ordering::SeqCst);
-                        }
-                        w.exited.store(true, Ordering::SeqCst);
-                    });
-                    while w.looks.load(Ordering::SeqCst) == 0 {
-                        std::hint::spin_loop();
-                    }
+                    w.start(ts, &local, MAGIC);
                     recurse(0)
                 })
             })
@@ -277,17 +256,10 @@ fn a_child_that_overflows_with_a_borrow_lent_to_a_thread_takes_its_parent_with_i
     // Allocations of the box's size, with other contents: a freed box's memory would
     // be one of them.
     let reuse: Vec<Box<AtomicU64>> = (0..10_000).map(|i| Box::new(AtomicU64::new(i))).collect();
-    let looked = watch.looks.load(Ordering::SeqCst);
-    wait_until("the watcher to look again", LONG, || {
-        watch.looks.load(Ordering::SeqCst) > looked + 1000
-    });
-    watch.stop.store(true, Ordering::SeqCst);
-    wait_until("the watcher to stop", LONG, || {
-        watch.exited.load(Ordering::SeqCst)
-    });
+    let changed = watch.finish();
     drop(reuse);
     assert!(
-        !watch.changed.load(Ordering::SeqCst),
+        !changed,
         "the parent's box changed under the thread borrowing it: it was freed"
     );
     assert_eq!(pool.stats().overflows, 2, "the child's and its parent's");

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -127,6 +127,57 @@ pub fn wait_until(what: &str, within: Duration, cond: impl Fn() -> bool) {
             "timed out after {within:?} waiting for {what}"
         );
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A plain thread that keeps reading a value a job lent it, from outside every fiber
+/// stack, and what it saw: the probe of the tests that a value stays where it is,
+/// unchanged, for a thread still borrowing it after its job overflowed.
+#[derive(Default)]
+pub struct Watch {
+    looks: AtomicU64,
+    /// Some look found another value than the expected one.
+    changed: AtomicBool,
+    stop: AtomicBool,
+    exited: AtomicBool,
+}
+
+impl Watch {
+    /// Starts the watcher in `s`: it reads `value` until [`Watch::finish`], noting a
+    /// look that finds anything but `expected`. Returns once it has looked once.
+    pub fn start<'scope>(
+        &'scope self,
+        s: &'scope std::thread::Scope<'scope, '_>,
+        value: &'scope AtomicU64,
+        expected: u64,
+    ) {
+        s.spawn(move || {
+            while !self.stop.load(Ordering::SeqCst) {
+                if value.load(Ordering::SeqCst) != expected {
+                    self.changed.store(true, Ordering::SeqCst);
+                }
+                self.looks.fetch_add(1, Ordering::SeqCst);
+            }
+            self.exited.store(true, Ordering::SeqCst);
+        });
+        while self.looks.load(Ordering::SeqCst) == 0 {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Lets the watcher look 1000 times more, stops it and waits for it to end (10 s
+    /// at most each); whether any look found the value changed.
+    pub fn finish(&self) -> bool {
+        let within = Duration::from_secs(10);
+        let looked = self.looks.load(Ordering::SeqCst);
+        wait_until("the watcher to look again", within, || {
+            self.looks.load(Ordering::SeqCst) > looked + 1000
+        });
+        self.stop.store(true, Ordering::SeqCst);
+        wait_until("the watcher to stop", within, || {
+            self.exited.load(Ordering::SeqCst)
+        });
+        self.changed.load(Ordering::SeqCst)
     }
 }
 
