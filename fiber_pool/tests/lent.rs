@@ -137,30 +137,37 @@ impl Drop for Counted {
     }
 }
 
-/// Takes `lent`'s value out and drops it: with `PAD` bytes of frame between the
-/// caller and `into_inner`, so that sweeping `PAD` moves the stack `into_inner`
-/// starts with in 16-byte steps.
-#[inline(never)]
-fn take_out<const PAD: usize>(lent: Lent<Counted>) {
-    let pad = std::hint::black_box([0u8; PAD]);
-    drop(std::hint::black_box(lent.into_inner()));
-    std::hint::black_box(&pad);
+/// What a sweep does once it is deep enough: [`AtPad::at`] runs with `PAD` bytes of
+/// frame between the sweep and the code under test, so that sweeping `PAD` moves the
+/// stack that code starts with in 16-byte steps.
+trait AtPad {
+    fn at<const PAD: usize>(self);
 }
 
-/// Recurses (512-byte frames) until fewer than `left` bytes remain, then calls
-/// `take_out` with a pad of `step` x 16 bytes.
+/// Takes the value out with `into_inner` and drops it.
+impl AtPad for Lent<Counted> {
+    #[inline(never)]
+    fn at<const PAD: usize>(self) {
+        let pad = std::hint::black_box([0u8; PAD]);
+        drop(std::hint::black_box(self.into_inner()));
+        std::hint::black_box(&pad);
+    }
+}
+
+/// Recurses (512-byte frames) until fewer than `left` bytes remain, then runs `then`
+/// with a pad of `step` x 16 bytes.
 #[inline(never)]
-fn descend_and_take_out(left: usize, step: usize, lent: Lent<Counted>) {
+fn descend<A: AtPad>(left: usize, step: usize, then: A) {
     let frame = std::hint::black_box([0u8; 512]);
     if stack_remaining().expect("on a fiber") >= left {
-        descend_and_take_out(left, step, lent);
+        descend(left, step, then);
         std::hint::black_box(&frame);
         return;
     }
     macro_rules! pads {
         ($($n:literal)*) => {
             match step {
-                $($n => take_out::<{ $n * 16 }>(lent),)*
+                $($n => then.at::<{ $n * 16 }>(),)*
                 _ => unreachable!("32 steps of 16 bytes cover one 512-byte frame"),
             }
         };
@@ -194,7 +201,7 @@ fn into_inner_never_loses_the_value_whatever_the_stack_left() {
                     let lent = Lent::new(Counted(f), move |_| {
                         f2.abandoned.fetch_add(1, Ordering::SeqCst);
                     });
-                    descend_and_take_out(left, step, lent);
+                    descend(left, step, lent);
                 });
                 let (dropped, abandoned) = (
                     fate.dropped.load(Ordering::SeqCst),
@@ -224,48 +231,33 @@ fn into_inner_never_loses_the_value_whatever_the_stack_left() {
     );
 }
 
-/// `Lent::acquire` with `PAD` bytes of frame between the caller and it, whose `make`
-/// fails on odd pads (the unfilled `Lent` is then dropped inside `acquire`): `made`
-/// counts the values `make` produced.
-#[inline(never)]
-fn acquire_at<const PAD: usize>(fate: &Arc<Fate>, made: &Arc<AtomicUsize>) {
-    let pad = std::hint::black_box([0u8; PAD]);
-    let (f, m, f2) = (Arc::clone(fate), Arc::clone(made), Arc::clone(fate));
-    let lent = Lent::acquire(
-        move || {
-            if (PAD / 16) % 2 == 1 {
-                return Err(());
-            }
-            m.fetch_add(1, Ordering::SeqCst);
-            Ok(Counted(f))
-        },
-        move |_| {
-            f2.abandoned.fetch_add(1, Ordering::SeqCst);
-        },
-    );
-    drop(std::hint::black_box(lent));
-    std::hint::black_box(&pad);
+/// `Lent::acquire`, whose `make` fails on odd pads (the unfilled `Lent` is then
+/// dropped inside `acquire`); `made` counts the values `make` produced.
+struct Acquire {
+    fate: Arc<Fate>,
+    made: Arc<AtomicUsize>,
 }
 
-/// Recurses (512-byte frames) until fewer than `left` bytes remain, then calls
-/// `acquire_at` with a pad of `step` x 16 bytes.
-#[inline(never)]
-fn descend_and_acquire(left: usize, step: usize, fate: &Arc<Fate>, made: &Arc<AtomicUsize>) {
-    let frame = std::hint::black_box([0u8; 512]);
-    if stack_remaining().expect("on a fiber") >= left {
-        descend_and_acquire(left, step, fate, made);
-        std::hint::black_box(&frame);
-        return;
+impl AtPad for Acquire {
+    #[inline(never)]
+    fn at<const PAD: usize>(self) {
+        let pad = std::hint::black_box([0u8; PAD]);
+        let (f, m, f2) = (Arc::clone(&self.fate), self.made, self.fate);
+        let lent = Lent::acquire(
+            move || {
+                if (PAD / 16) % 2 == 1 {
+                    return Err(());
+                }
+                m.fetch_add(1, Ordering::SeqCst);
+                Ok(Counted(f))
+            },
+            move |_| {
+                f2.abandoned.fetch_add(1, Ordering::SeqCst);
+            },
+        );
+        drop(std::hint::black_box(lent));
+        std::hint::black_box(&pad);
     }
-    macro_rules! pads {
-        ($($n:literal)*) => {
-            match step {
-                $($n => acquire_at::<{ $n * 16 }>(fate, made),)*
-                _ => unreachable!("32 steps of 16 bytes cover one 512-byte frame"),
-            }
-        };
-    }
-    pads!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
 }
 
 /// An overflow anywhere around `Lent::acquire` tells the owner about exactly the
@@ -287,8 +279,11 @@ fn acquire_tells_its_owner_only_of_values_it_made() {
             for step in 0..32 {
                 let fate = Arc::new(Fate::default());
                 let made = Arc::new(AtomicUsize::new(0));
-                let (f, m) = (Arc::clone(&fate), Arc::clone(&made));
-                let r = p.run("acquire", move || descend_and_acquire(left, step, &f, &m));
+                let acquire = Acquire {
+                    fate: Arc::clone(&fate),
+                    made: Arc::clone(&made),
+                };
+                let r = p.run("acquire", move || descend(left, step, acquire));
                 let (made, dropped, abandoned) = (
                     made.load(Ordering::SeqCst),
                     fate.dropped.load(Ordering::SeqCst),
