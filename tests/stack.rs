@@ -288,20 +288,6 @@ fn a_connection_held_by_an_overflowing_fiber_is_ended_on_the_server_and_its_slot
     assert_eq!(get(app.addr(), "/widgets?sleep=0").status, 200);
 }
 
-/// Recurse until at most `left` bytes of fiber stack remain, then run `f`: how the
-/// sweep below moves the point where a route runs out of stack, in steps much finer
-/// than a page.
-#[inline(never)]
-fn with_stack_left<R>(left: usize, f: &mut dyn FnMut() -> R) -> R {
-    let mut pad = [0u8; 32];
-    std::hint::black_box(&mut pad);
-    if fiber_pool::stack_remaining().expect("on a fiber") <= left {
-        f()
-    } else {
-        with_stack_left(left, f)
-    }
-}
-
 /// The built-in routes the overflow sweeps drive (every route that runs on a fiber
 /// and does more than format a constant; `/healthz` and `/metrics` run on the
 /// connection's coroutine, not on a fiber).
@@ -384,7 +370,7 @@ fn overflow_on_carrier(
     };
     let job_state = Arc::clone(state);
     let outcome = pool.run(label, move || {
-        with_stack_left(left, &mut || handler.call(&job_state, &req).status)
+        fiber_pool::testing::with_stack_left(left, &mut || handler.call(&job_state, &req).status)
     });
     state.fibers.stats();
     state.db.stats();

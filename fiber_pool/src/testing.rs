@@ -1,5 +1,6 @@
 //! Test support (feature `testing`): which function an overflow's faulting
-//! instruction was in, the heap in use, and the signals the crate blocks.
+//! instruction was in, the heap in use, the signals the crate blocks, and ways to
+//! run code with little stack left.
 //!
 //! [`RunError::StackOverflow`] carries the
 //! address of the instruction that touched the guard page. Tests that overflow
@@ -240,6 +241,20 @@ pub fn skip_down(bytes: usize) {
             "add rsp, {jump}",
             jump = in(reg) bytes,
         );
+    }
+}
+
+/// Recurses (32-byte pads) until at most `left` bytes of the running fiber's stack
+/// remain, then runs `f`: how a sweep moves the point where the code under test runs
+/// out of stack, in steps much finer than a page. Panics off a fiber.
+#[inline(never)]
+pub fn with_stack_left<R>(left: usize, f: &mut dyn FnMut() -> R) -> R {
+    let mut pad = [0u8; 32];
+    std::hint::black_box(&mut pad);
+    if crate::stack_remaining().expect("with_stack_left runs on a fiber") <= left {
+        f()
+    } else {
+        with_stack_left(left, f)
     }
 }
 

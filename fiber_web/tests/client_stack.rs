@@ -98,19 +98,6 @@ fn a_calls_stack_use_is_measured_and_bounded() {
     );
 }
 
-/// Recurse until at most `left` bytes of fiber stack remain, then run `f` (as
-/// tests/stack.rs moves the point where a route runs out of stack).
-#[inline(never)]
-fn with_stack_left<R>(left: usize, f: &mut dyn FnMut() -> R) -> R {
-    let mut pad = [0u8; 32];
-    std::hint::black_box(&mut pad);
-    if fiber_pool::stack_remaining().expect("on a fiber") <= left {
-        f()
-    } else {
-        with_stack_left(left, f)
-    }
-}
-
 /// Calls `url` with `left` bytes of stack left, for each `left` from `from` up in
 /// 128-byte steps until four calls in a row fit; then asserts that no connection was
 /// left open and no count off.
@@ -129,7 +116,7 @@ fn sweep(http: &Arc<HttpClient>, up: &Upstream, url: &Url, from: usize) -> usize
         let (h, u, p) = (Arc::clone(http), url.clone(), pool.clone());
         let carrier = move || {
             p.run("client", move || {
-                with_stack_left(left, &mut || h.get(&u).map(|r| r.status))
+                fiber_pool::testing::with_stack_left(left, &mut || h.get(&u).map(|r| r.status))
             })
         };
         // SAFETY: client calls only: no thread-local borrow or lock guard held across
