@@ -833,21 +833,29 @@ impl PooledConn {
         Ok(())
     }
 
+    /// Runs `make` on the carrier's stack and stores the connection in the slot and
+    /// notes it beside the checkout there, in one go: as a plain value on a fiber, a
+    /// new connection could be abandoned by an overflow before either, its socket and
+    /// its server-side session then never ended.
+    fn store_made(&mut self, make: impl FnOnce() -> Result<Backend> + Send) -> Result<()> {
+        let (slot, beside) = (&mut self.conn, &self.beside);
+        fiber_pool::on_carrier(|| -> Result<()> {
+            *slot = Some(make()?);
+            if let Some(beside) = beside {
+                beside.note(slot.as_ref());
+            }
+            Ok(())
+        })
+    }
+
     fn open_with(&mut self, pool: &Shared, opts: &Opts) -> Result<()> {
         match pool.cfg.driver {
             Driver::Native => {
-                // Made and stored on the carrier's stack: as a plain value on a fiber
-                // the new socket could be abandoned by an overflow between its connect
-                // and this slot (an fd and a server-side connection stuck in its
-                // handshake, which tests/stack.rs's sweep caught).
-                let (slot, beside) = (&mut self.conn, &self.beside);
-                fiber_pool::on_carrier(|| -> Result<()> {
-                    *slot = Some(Backend::Native(Box::new(Conn::open_socket(opts)?)));
-                    if let Some(beside) = beside {
-                        beside.note(slot.as_ref());
-                    }
-                    Ok(())
-                })?;
+                // The socket only: the handshake, deep work, runs on the fiber below,
+                // with the connection already where `discard` finds it (tests/stack.rs's
+                // sweep caught an fd and a server-side connection stuck in its
+                // handshake when it was not).
+                self.store_made(|| Ok(Backend::Native(Box::new(Conn::open_socket(opts)?))))?;
                 let Some(Backend::Native(conn)) = self.conn.as_mut() else {
                     unreachable!("just stored a native connection")
                 };
@@ -857,19 +865,10 @@ impl PooledConn {
                 }
             }
             // The handshake runs on the connection's own thread; the carrier waits on
-            // a channel, then stores the connection and notes its id in one go: as a
-            // plain value on the fiber it could be abandoned by an overflow before
-            // either, its session then never ended.
+            // a channel.
             #[cfg(feature = "threads")]
             Driver::Threads => {
-                let (slot, beside) = (&mut self.conn, &self.beside);
-                fiber_pool::on_carrier(|| -> Result<()> {
-                    *slot = Some(Backend::Threads(Box::new(ThreadConn::connect(opts)?)));
-                    if let Some(beside) = beside {
-                        beside.note(slot.as_ref());
-                    }
-                    Ok(())
-                })?;
+                self.store_made(|| Ok(Backend::Threads(Box::new(ThreadConn::connect(opts)?))))?;
             }
         }
         Ok(())
