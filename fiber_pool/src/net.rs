@@ -416,19 +416,9 @@ mod tests {
 
     #[test]
     fn a_connect_that_never_finishes_times_out() {
-        // A listener whose backlog is full and never accepts: further SYNs are dropped,
-        // so the connect stays in progress.
-        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-        socket
-            .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
-            .unwrap();
-        socket.listen(0).unwrap();
-        let addr = socket.local_addr().unwrap().as_socket().unwrap();
-        let _filled: Vec<_> = (0..4)
-            .filter_map(|_| {
-                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).ok()
-            })
-            .collect();
+        // Further SYNs are dropped, so the connect stays in progress.
+        let silent = crate::testing::UnansweringListener::new().unwrap();
+        let addr = silent.addr;
         let started = Instant::now();
         let carrier = move || connect(&addr, Duration::from_millis(300)).unwrap_err();
         // SAFETY: the closure only connects: no thread-bound state across a wait.

@@ -258,6 +258,42 @@ pub fn with_stack_left<R>(left: usize, f: &mut dyn FnMut() -> R) -> R {
     }
 }
 
+/// A listener whose backlog is full and that never accepts: the kernel drops further
+/// SYNs, so a connect to [`addr`](Self::addr) stays in progress until its own
+/// timeout. Kept open as long as this value lives.
+pub struct UnansweringListener {
+    /// Where to connect.
+    pub addr: std::net::SocketAddr,
+    _socket: socket2::Socket,
+    _filling: Vec<std::net::TcpStream>,
+}
+
+impl UnansweringListener {
+    /// Binds one on a loopback port and fills its backlog of one.
+    pub fn new() -> io::Result<UnansweringListener> {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+        let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+        socket.bind(&any.into())?;
+        socket.listen(0)?;
+        let addr = socket
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("the listener has no inet address"))?;
+        let filling = (0..4)
+            .filter_map(|_| {
+                std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(100))
+                    .ok()
+            })
+            .collect();
+        Ok(UnansweringListener {
+            addr,
+            _socket: socket,
+            _filling: filling,
+        })
+    }
+}
+
 /// The lowest usable address of the running fiber's stack (just above its guard);
 /// its top is that plus the pool's `stack_size`. `None` off a fiber. What
 /// `tests/trap_area.rs` reads the stack's top from.

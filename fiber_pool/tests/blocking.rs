@@ -13,7 +13,6 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,24 +32,6 @@ fn one_worker_pool(size: usize) -> FiberPool {
         ..PoolConfig::default()
     })
     .unwrap()
-}
-
-/// A listener whose backlog is full and that never accepts: a blocking connect to it
-/// hangs until its timeout.
-fn unanswering_listener() -> (socket2::Socket, SocketAddr, Vec<std::net::TcpStream>) {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    socket
-        .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
-        .unwrap();
-    socket.listen(0).unwrap();
-    let addr = socket.local_addr().unwrap().as_socket().unwrap();
-    let filled = (0..4)
-        .filter_map(|_| {
-            std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).ok()
-        })
-        .collect();
-    (socket, addr, filled)
 }
 
 /// A job that counts its turns on the worker: a plain thread (the metronome) sends
@@ -121,7 +102,8 @@ impl Ticker {
 #[test]
 fn blocking_calls_park_only_their_fibers_while_another_fiber_on_the_worker_ticks() {
     let pool = one_worker_pool(4);
-    let (_listener, addr, _filled) = unanswering_listener();
+    let silent = fiber_pool::testing::UnansweringListener::new().unwrap();
+    let addr = silent.addr;
     let dir = std::env::temp_dir().join(format!("fiber_pool_blocking_{}", std::process::id()));
 
     let ticker = Ticker::start(&pool);

@@ -8,7 +8,7 @@
 mod upstream;
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -108,16 +108,8 @@ fn a_refused_connect_is_a_502_naming_the_address() {
 
 #[test]
 fn a_connect_that_never_completes_times_out_in_the_connect_phase() {
-    // A listener with a full backlog that never accepts: further SYNs are dropped.
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket
-        .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
-        .unwrap();
-    socket.listen(0).unwrap();
-    let addr = socket.local_addr().unwrap().as_socket().unwrap();
-    let _filled: Vec<_> = (0..4)
-        .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_millis(100)).ok())
-        .collect();
+    let silent = fiber_pool::testing::UnansweringListener::new().unwrap();
+    let addr = silent.addr;
     let (e, took) = fails(short(), &format!("http://{addr}/"), get);
     timed_out(&e, took, phase::CONNECT, short().connect_timeout);
 }
