@@ -9,7 +9,7 @@ use crate::join::{make_join_handle, Join, JoinHandle};
 use crate::local::get_co_local_data;
 use crate::local::CoroutineLocal;
 use crate::park::Park;
-use crate::scheduler::get_scheduler;
+use crate::scheduler::{get_scheduler, WORKER_ID};
 use crate::sync::AtomicOption;
 use generator::{Generator, Gn};
 
@@ -252,7 +252,7 @@ impl Builder {
     /// Spawns a new coroutine, and returns a join handle for it.
     /// The join handle can be used to block on
     /// termination of the child coroutine, including recovering its panics.
-    fn spawn_impl<F, T>(self, f: F) -> io::Result<(CoroutineImpl, JoinHandle<T>)>
+    fn spawn_impl<F, T>(self, f: F, home: usize) -> io::Result<(CoroutineImpl, JoinHandle<T>)>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
@@ -297,7 +297,7 @@ impl Builder {
 
         let handle = Coroutine::new(name, stack_size);
         // create the local storage
-        let local = CoroutineLocal::new(handle.clone(), join.clone());
+        let local = CoroutineLocal::new(handle.clone(), join.clone(), home);
         // attache the local storage to the coroutine
         co.set_local_data(Box::into_raw(local) as *mut u8);
 
@@ -350,14 +350,13 @@ impl Builder {
         T: Send + 'static,
     {
         // we will still get optimizations in spawn_impl
-        let id = self.id;
-        let (co, handle) = self.spawn_impl(f)?;
         let s = get_scheduler();
-
-        match id {
-            None => s.schedule_global(co),
-            Some(id) => s.schedule_global_with_id(co, id),
-        }
+        let home = match self.id {
+            None => s.next_home(),
+            Some(id) => id.rem_euclid(s.workers),
+        };
+        let (co, handle) = self.spawn_impl(f, home)?;
+        s.schedule_home(co, home);
 
         Ok(handle)
     }
@@ -376,7 +375,14 @@ impl Builder {
         T: Send + 'static,
     {
         // we will still get optimizations in spawn_impl
-        let (co, handle) = self.spawn_impl(f)?;
+        let s = get_scheduler();
+        // its home is this worker; on another thread (which runs no coroutine) it
+        // is queued to a worker instead
+        let home = match WORKER_ID.get() {
+            usize::MAX => s.next_home(),
+            id => id,
+        };
+        let (co, handle) = self.spawn_impl(f, home)?;
         // first run the coroutine in current thread
         run_coroutine(co);
         Ok(handle)
@@ -516,9 +522,33 @@ pub fn park_timeout(dur: Duration) {
     park_timeout_impl(Some(dur));
 }
 
-/// run the coroutine
+/// The worker thread that `co` runs on: chosen when it is spawned, for its whole life.
+#[inline]
+pub(crate) fn co_home(co: &CoroutineImpl) -> usize {
+    let local = get_co_local(co);
+    // every coroutine the scheduler runs was made by `spawn_impl`, which sets its
+    // local data; one without would run where it is asked to (on a worker)
+    if local.is_null() {
+        return match WORKER_ID.get() {
+            usize::MAX => 0,
+            id => id,
+        };
+    }
+    unsafe { &*local }.home()
+}
+
+/// run the coroutine, on its home worker: every resume of a coroutine comes here,
+/// and one asked for on another thread (the timer thread, another worker's
+/// selector, a thread that unparked it) is handed to its home worker instead, so a
+/// coroutine never changes OS thread and the thread-local state it holds across a
+/// wait is still its own thread's when it resumes
 #[inline]
 pub(crate) fn run_coroutine(mut co: CoroutineImpl) {
+    let home = co_home(&co);
+    if WORKER_ID.get() != home {
+        get_scheduler().schedule_home(co, home);
+        return;
+    }
     match co.resume() {
         Some(ev) => ev.subscribe(co),
         None => {

@@ -20,16 +20,26 @@ pub struct CoroutineLocal {
     join: Arc<Join>,
     // real local data hash map
     local_data: LocalMap,
+    // the worker thread that runs this coroutine, from its first instruction to
+    // its last (see `coroutine_impl::run_coroutine`)
+    home: usize,
 }
 
 impl CoroutineLocal {
     /// create coroutine local storage
-    pub fn new(co: Coroutine, join: Arc<Join>) -> Box<Self> {
+    pub fn new(co: Coroutine, join: Arc<Join>, home: usize) -> Box<Self> {
         Box::new(CoroutineLocal {
             co,
             join,
             local_data: RefCell::new(HashMap::default()),
+            home,
         })
+    }
+
+    // the worker this coroutine runs on
+    #[inline]
+    pub fn home(&self) -> usize {
+        self.home
     }
 
     // get the coroutine handle

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::config::config;
-use crate::coroutine_impl::{run_coroutine, CoroutineImpl};
+use crate::coroutine_impl::{co_home, run_coroutine, CoroutineImpl};
 use crate::io::{EventLoop, Selector};
 use crate::likely::likely;
 use crate::pool::CoroutinePool;
@@ -19,9 +19,9 @@ use may_queue::mpsc::Queue;
 
 cfg_if::cfg_if! {
     if #[cfg(feature = "crossbeam_queue_steal")] {
-        use crate::crossbeam_queue_shim::{self as spmc, Local, Steal};
+        use crate::crossbeam_queue_shim::{self as spmc, Local};
     } else if #[cfg(feature = "work_steal")] {
-        use may_queue::spmc::{self, Local, Steal};
+        use may_queue::spmc::{self, Local};
     } else {
         use may_queue::spsc::Queue as Local;
     }
@@ -51,8 +51,9 @@ fn init_scheduler() {
             if let Some(mut co) = c.take() {
                 // set the timeout result for the coroutine
                 set_co_para(&mut co, io::Error::new(io::ErrorKind::TimedOut, "timeout"));
-                // s.schedule_global(c);
-                run_coroutine(co);
+                // hand it back to its own worker: running it here would move it
+                // onto the timer thread
+                get_scheduler().schedule(co);
             }
         };
 
@@ -92,8 +93,6 @@ pub struct Scheduler {
     local_queues: Vec<Local<CoroutineImpl>>,
     #[cfg(feature = "work_steal")]
     local_queues: Vec<UnsafeCell<Local<CoroutineImpl>>>,
-    #[cfg(feature = "work_steal")]
-    stealers: Vec<Steal<CoroutineImpl>>,
     global_queues: Vec<Queue<CoroutineImpl>>,
     event_loop: EventLoop,
     timer_thread: TimerThread,
@@ -109,8 +108,6 @@ impl Scheduler {
         #[cfg(feature = "work_steal")]
         let queues = Vec::from_iter((0..workers).map(|_| spmc::local()));
         #[cfg(feature = "work_steal")]
-        let stealers = Vec::from_iter(queues.iter().map(|(s, _l)| s.clone()));
-        #[cfg(feature = "work_steal")]
         let local_queues = Vec::from_iter(queues.into_iter().map(|(_s, l)| UnsafeCell::new(l)));
 
         let global_queues = Vec::from_iter((0..workers).map(|_| Queue::new()));
@@ -119,8 +116,6 @@ impl Scheduler {
             pool: CoroutinePool::new(),
             event_loop: EventLoop::new(workers).expect("can't create event_loop"),
             local_queues,
-            #[cfg(feature = "work_steal")]
-            stealers,
             global_queues,
             timer_thread: TimerThread::new(),
             workers,
@@ -136,98 +131,78 @@ impl Scheduler {
         }
     }
 
+    /// Runs the worker's ready coroutines. With `work_steal` the local queue is the
+    /// stealable one, but nothing steals from it: a stolen coroutine would continue
+    /// on the thief's thread, and a coroutine runs only on its home worker.
     #[inline]
     #[cfg(feature = "work_steal")]
     pub fn run_queued_tasks(&self, id: usize) {
         let local = unsafe { &mut *self.local_queues.get_unchecked(id).get() };
 
-        let max_steal: usize = std::cmp::min(3, self.workers - 1);
-
-        #[cfg(feature = "rand_work_steal")]
-        let mut rng = fastrand::Rng::new();
-
-        'work: loop {
+        loop {
             match local.pop() {
-                Some(co) => {
-                    run_coroutine(co);
-                    continue 'work;
-                }
+                Some(co) => run_coroutine(co),
                 None => {
                     self.collect_global(id);
-                    if local.has_tasks() {
-                        continue 'work;
+                    if !local.has_tasks() {
+                        return;
                     }
                 }
             }
-
-            // The i variable is unused if rand_work_steal is enabled since it selects the steal target randomly instead.
-            for _i in 0..max_steal {
-                cfg_if::cfg_if! {
-                    if #[cfg(feature = "rand_work_steal")] {
-                        let target = rng.usize(0..self.workers);
-                    } else {
-                        let target = (id + _i + 1) % self.workers;
-                    }
-                };
-                let stealer = self.stealers.get(target).unwrap();
-                if let Some(co) = stealer.steal_into(local) {
-                    run_coroutine(co);
-                    continue 'work;
-                }
-            }
-            return;
         }
     }
 
-    /// put the coroutine to correct queue so that next time it can be scheduled
+    /// The home worker of the next coroutine spawned without one: round robin.
+    #[inline]
+    pub fn next_home(&self) -> usize {
+        static NEXT_THREAD_ID: AtomicUsize = AtomicUsize::new(0);
+        NEXT_THREAD_ID
+            .fetch_add(1, Ordering::Relaxed)
+            .rem_euclid(self.workers)
+    }
+
+    /// put the coroutine to correct queue so that next time it can be scheduled:
+    /// its home worker's, whichever thread calls this
     #[inline]
     pub fn schedule(&self, co: CoroutineImpl) {
-        let id = WORKER_ID.get();
+        let home = co_home(&co);
+        self.schedule_home(co, home);
+    }
 
-        if id != usize::MAX {
-            self.schedule_with_id(co, id);
+    /// Queues `co` to run on worker `home`, its home: the worker's own queue when
+    /// called on that worker, else its global queue, and the worker is woken.
+    #[inline]
+    pub(crate) fn schedule_home(&self, co: CoroutineImpl, home: usize) {
+        if WORKER_ID.get() == home {
+            self.push_local(co, home);
         } else {
-            self.schedule_global(co);
+            let global = unsafe { self.global_queues.get_unchecked(home) };
+            global.push(co);
+            // signal one waiting thread if any
+            self.get_selector().wakeup(home);
         }
     }
 
-    /// called by selector with known id
+    /// called by selector with known id: the coroutine goes to its home, which
+    /// need not be the selector's worker (a socket's events come to the worker
+    /// `fd % workers`)
+    #[inline]
+    pub fn schedule_with_id(&self, co: CoroutineImpl, _id: usize) {
+        self.schedule(co);
+    }
+
     #[inline]
     #[cfg(feature = "work_steal")]
-    pub fn schedule_with_id(&self, co: CoroutineImpl, id: usize) {
+    fn push_local(&self, co: CoroutineImpl, id: usize) {
         let local = unsafe { &mut *self.local_queues.get_unchecked(id).get() };
         local.push_back(co);
     }
 
     #[inline]
     #[cfg(not(feature = "work_steal"))]
-    pub fn schedule_with_id(&self, co: CoroutineImpl, id: usize) {
+    fn push_local(&self, co: CoroutineImpl, id: usize) {
         let local = unsafe { self.local_queues.get_unchecked(id) };
         local.push(co);
-    }
-
-    /// put the coroutine to global queue so that next time it can be scheduled
-    #[inline]
-    pub fn schedule_global(&self, co: CoroutineImpl) {
-        static NEXT_THREAD_ID: AtomicUsize = AtomicUsize::new(0);
-        let thread_id = NEXT_THREAD_ID
-            .fetch_add(1, Ordering::Relaxed)
-            .rem_euclid(self.workers);
-        let global = unsafe { self.global_queues.get_unchecked(thread_id) };
-        global.push(co);
-        // signal one waiting thread if any
-        self.get_selector().wakeup(thread_id);
-    }
-
-    /// put the coroutine to global queue so that next time it can be scheduled
-    #[inline]
-    pub fn schedule_global_with_id(&self, co: CoroutineImpl, id: usize) {
-        let thread_id = id.rem_euclid(self.workers);
-        // println!("Scheduling to {thread_id}");
-        let global = unsafe { self.global_queues.get_unchecked(thread_id) };
-        global.push(co);
-        // signal one waiting thread if any
-        self.get_selector().wakeup(thread_id);
     }
 
     #[inline]
