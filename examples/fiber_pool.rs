@@ -2,10 +2,7 @@
 //! fibers take three rounds (about 600 ms), and never more than 4 run at once.
 //!
 //! Run with: cargo run --example fiber_pool
-// Spawning a may coroutine is the one unsafe act outside fiber_pool: its spawner
-// promises that the coroutine holds no thread-bound state across a wait
-// (`fiber_pool::carrier`). Each spawn allows it and says why the promise holds.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
@@ -16,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use fiber_pool::{FiberPool, PoolConfig};
 
-#[allow(unsafe_code)]
 fn main() {
     let pool = FiberPool::new(PoolConfig {
         size: 4,
@@ -40,8 +36,7 @@ fn main() {
                 })
             };
             // Each caller is a may coroutine, as an HTTP connection would be.
-            // SAFETY: it holds no thread-local borrow or lock guard across its sleep.
-            unsafe { fiber_pool::carrier::go(caller) }
+            fiber_pool::carrier::go(caller)
         })
         .collect();
     for job in jobs {

@@ -3,10 +3,7 @@
 //! parks its fiber instead of blocking a thread. Starts a private MariaDB for itself.
 //!
 //! Run with: cargo run --release --example mysql_query
-// Spawning a may coroutine is the one unsafe act outside fiber_pool: its spawner
-// promises that the coroutine holds no thread-bound state across a wait
-// (`fiber_pool::carrier`). Each spawn allows it and says why the promise holds.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
@@ -18,7 +15,6 @@ use fiber_pool::{FiberPool, PoolConfig};
 
 const QUERIES: usize = 10;
 
-#[allow(unsafe_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Dropping it stops the server and deletes its data directory.
     let mariadb = MariaDb::start(Default::default())?;
@@ -42,8 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 })
             };
             // Each caller is a may coroutine, as an HTTP connection would be.
-            // SAFETY: it holds no thread-local borrow or lock guard across its query.
-            unsafe { fiber_pool::carrier::go(caller) }
+            fiber_pool::carrier::go(caller)
         })
         .collect();
     for q in queries {

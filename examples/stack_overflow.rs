@@ -4,10 +4,7 @@
 //! as `RunError::StackOverflow`, and the process (and that very pool) goes on.
 //!
 //! Run with: cargo run --example stack_overflow
-// Spawning a may coroutine is the one unsafe act outside fiber_pool: its spawner
-// promises that the coroutine holds no thread-bound state across a wait
-// (`fiber_pool::carrier`). Each spawn allows it and says why the promise holds.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 use std::hint::black_box;
 
@@ -28,12 +25,10 @@ fn render(depth: usize) -> usize {
 }
 
 /// Run the handler on a fiber of `pool`, from a may coroutine as a request would.
-#[allow(unsafe_code)]
 fn request(pool: &FiberPool, depth: usize) -> Result<usize, RunError> {
     let pool = pool.clone();
     let caller = move || pool.run("render", move || render(depth));
-    // SAFETY: the handler recurses and waits for nothing.
-    unsafe { fiber_pool::carrier::go(caller) }
+    fiber_pool::carrier::go(caller)
         .join()
         .expect("the carrier coroutine does not panic")
 }

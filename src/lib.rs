@@ -25,10 +25,7 @@
 //!   -> fiber_mysql (MySQL client, pool, private MariaDB)  ->  fiber_pool (guarded fibers)  ->  may
 //! ```
 
-// Spawning a may coroutine is the one unsafe act outside fiber_pool: its spawner
-// promises that the coroutine holds no thread-bound state across a wait
-// (`fiber_pool::carrier`). Each spawn allows it and says why the promise holds.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod app;
 pub mod config;

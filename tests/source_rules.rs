@@ -4,10 +4,10 @@
 //! - may's `TcpStream::connect*` races with its event loop and crashed the server under
 //!   a burst of refused connects (about 1 run in 12 of the outage test under load):
 //!   connects go through `fiber_pool::net::connect` (see that module).
-//! - `unsafe` lives in fiber_pool, except spawning a may coroutine
-//!   (`fiber_pool::carrier`, whose contract only the spawner can keep): every other
-//!   crate root forbids or denies it, and each `unsafe` outside fiber_pool is such a
-//!   spawn under a `// SAFETY:` comment.
+//! - `unsafe` lives in fiber_pool (and the patched may in `patches/`): every other
+//!   crate root forbids it, and no other file of the workspace uses it. Spawning a may
+//!   coroutine is safe (`fiber_pool::spawn`: the patched may never moves one to another
+//!   thread), so nothing else needs it.
 //! - Layers only point down (src/lib.rs and fiber_web/src/lib.rs draw them): `app/`
 //!   and `twin/` never import a runtime's start-up, fiber_web's `http/` imports no
 //!   layer above it.
@@ -130,42 +130,34 @@ fn unsafe_code_is_forbidden_outside_fiber_pool() {
     for path in roots {
         let text = fs::read_to_string(&path).unwrap();
         assert!(
-            text.contains("#![forbid(unsafe_code)]") || text.contains("#![deny(unsafe_code)]"),
-            "{} must forbid (or deny) unsafe code (unsafe belongs in fiber_pool)",
+            text.contains("#![forbid(unsafe_code)]"),
+            "{} must forbid unsafe code (unsafe belongs in fiber_pool)",
             path.display()
         );
     }
-    let files: Vec<PathBuf> = ["src", "examples", "tests", "fiber_mysql"]
+    let files: Vec<PathBuf> = ["src", "examples", "tests", "fiber_mysql", "fiber_web"]
         .iter()
         .flat_map(|d| rust_files(&root.join(d)))
         .filter(|p| !p.ends_with("tests/source_rules.rs"))
         .collect();
-    let found = unchecked_unsafe(&files);
+    let found = unsafe_lines(&files);
     assert!(
         found.is_empty(),
-        "unsafe outside fiber_pool is only a fiber_pool::carrier spawn under a // SAFETY: comment:\n{}",
+        "unsafe outside fiber_pool:\n{}",
         found.join("\n")
     );
 }
 
-/// The lines of `files` that use `unsafe` other than as a `fiber_pool::carrier` spawn
-/// whose statement is preceded by a `// SAFETY:` comment.
-fn unchecked_unsafe(files: &[PathBuf]) -> Vec<String> {
+/// The code lines of `files` that use `unsafe`.
+fn unsafe_lines(files: &[PathBuf]) -> Vec<String> {
     let mut found = Vec::new();
     for path in files {
         let text = fs::read_to_string(path).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
         for (n, line) in code_lines(&text) {
-            if !line.contains("unsafe ") && !line.contains("unsafe{") {
-                continue;
-            }
-            let spawn = line.contains("unsafe { fiber_pool::carrier::");
-            let comment = lines[..n - 1]
-                .iter()
-                .rev()
-                .take_while(|l| l.trim_start().starts_with("//"))
-                .any(|l| l.contains("// SAFETY:"));
-            if !(spawn && comment) {
+            if line.contains("unsafe ")
+                || line.contains("unsafe{")
+                || line.contains("unsafe_code)]") && line.contains("allow")
+            {
                 found.push(format!("{}:{n}: {}", path.display(), line.trim()));
             }
         }
@@ -174,21 +166,20 @@ fn unchecked_unsafe(files: &[PathBuf]) -> Vec<String> {
 }
 
 #[test]
-fn the_unsafe_rule_catches_other_unsafe_and_a_spawn_without_its_comment() {
+fn the_unsafe_rule_catches_an_unsafe_block_and_an_allow() {
     let dir = std::env::temp_dir().join(format!("fiberstack-unsafe-rule-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.rs");
     fs::write(
         &bad,
-        "// SAFETY: said\nlet a = unsafe { fiber_pool::carrier::go(f) };\n\
-         let b = unsafe { fiber_pool::carrier::go(g) };\n\
-         // SAFETY: said\nlet c = unsafe { std::mem::zeroed() };\n",
+        "// unsafe in a comment is fine\nlet a = fiber_pool::carrier::go(f);\n\
+         // SAFETY: said\nlet c = unsafe { std::mem::zeroed() };\n#[allow(unsafe_code)]\n",
     )
     .unwrap();
-    let found = unchecked_unsafe(std::slice::from_ref(&bad));
+    let found = unsafe_lines(std::slice::from_ref(&bad));
     fs::remove_dir_all(&dir).unwrap();
     assert_eq!(found.len(), 2, "{found:?}");
-    assert!(found[0].contains("bad.rs:3:"), "{found:?}");
+    assert!(found[0].contains("bad.rs:4:"), "{found:?}");
     assert!(found[1].contains("bad.rs:5:"), "{found:?}");
 }
 

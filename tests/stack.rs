@@ -49,12 +49,7 @@ fn every_built_in_route_fits_the_default_stack_with_4x_headroom() {
         .filter(|p| !p.starts_with("/deep") || *p == "/deep?depth=10&frame=256")
         .collect();
     let probe = move || measure(&state, &probes);
-    // SAFETY: the probes run the routes' handlers on fibers, which hold no
-    // thread-bound state across a wait (see `server::spawn`).
-    let rows = unsafe { fiber_pool::carrier::go(probe) }
-        .join()
-        .unwrap()
-        .unwrap();
+    let rows = fiber_pool::carrier::go(probe).join().unwrap().unwrap();
     assert_eq!(rows.len(), 8);
     for row in &rows {
         assert!(row.peak > 256, "{}: nothing measured", row.target);
@@ -261,8 +256,7 @@ fn a_connection_held_by_an_overflowing_fiber_is_ended_on_the_server_and_its_slot
                 fiberstack::app::deep::level(400, 1024)
             })
         };
-        // SAFETY: a checkout and a query: no thread-bound state across a wait.
-        let outcome = unsafe { fiber_pool::carrier::go(holds_db) }.join().unwrap();
+        let outcome = fiber_pool::carrier::go(holds_db).join().unwrap();
         assert!(
             matches!(outcome, Err(RunError::StackOverflow { .. })),
             "{outcome:?}"
@@ -344,8 +338,7 @@ fn run_with_stack_left(
 ) -> Option<Overflow> {
     let (pool, state, target) = (pool.clone(), Arc::clone(&app.state), target.to_string());
     let overflow = move || overflow_on_carrier(&state, &pool, &target, left);
-    // SAFETY: a route's handler on a fiber: no thread-bound state across a wait.
-    unsafe { fiber_pool::carrier::go(overflow) }.join().unwrap()
+    fiber_pool::carrier::go(overflow).join().unwrap()
 }
 
 /// An overflow provoked by [`overflow_on_carrier`]: where it struck.
@@ -520,9 +513,7 @@ fn sweep(
         }
         swept
     };
-    // SAFETY: routes' handlers on fibers, and the sweep's own lock taken and dropped
-    // between them: no thread-bound state across a wait.
-    unsafe { fiber_pool::carrier::go(sweep) }.join().unwrap()
+    fiber_pool::carrier::go(sweep).join().unwrap()
 }
 
 /// Resolves the faulting instructions to their functions; asserts that none is in may,

@@ -42,12 +42,7 @@ fn a_blocking_job_is_a_stall_of_its_route_and_a_waiting_one_is_not() {
             std::thread::sleep(Duration::from_millis(500));
         })
     };
-    // SAFETY: a std sleep (it blocks the worker, the point of this test) and no
-    // thread-bound state across a wait.
-    unsafe { fiber_pool::carrier::go(blocking) }
-        .join()
-        .unwrap()
-        .unwrap();
+    fiber_pool::carrier::go(blocking).join().unwrap().unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(20);
     while stalls(addr, "blocking_route") == 0 {

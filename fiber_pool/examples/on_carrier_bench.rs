@@ -56,9 +56,7 @@ fn main() {
         }
         (median(on), median(direct))
     };
-    // SAFETY: the coroutine times calls and holds no thread-bound state across its
-    // waits.
-    let (on, direct) = unsafe { spawn::spawn("switch", None, carrier) }
+    let (on, direct) = spawn::spawn("switch", None, carrier)
         .unwrap()
         .join()
         .unwrap();
@@ -105,9 +103,7 @@ fn main() {
         let carrier = move || {
             p.run(label, move || job(echo)).unwrap();
         };
-        // SAFETY: the jobs make may calls and hold no thread-bound state across
-        // them.
-        unsafe { spawn::spawn(label, Some(CARRIER_STACK), carrier) }
+        spawn::spawn(label, Some(CARRIER_STACK), carrier)
             .unwrap()
             .join()
             .unwrap();

@@ -13,9 +13,7 @@
 //!   thread never goes back to zero, so the next panic there aborts the process;
 //! - a *second fault*: a resource's abandon callback (or the drop of a value a
 //!   `Lent` left to the pool while unwinding) panicked while the pool was cleaning
-//!   up after the job;
-//! - an unwinding fiber *moved* to another thread inside `on_carrier` (its closure
-//!   waited): two threads' panic counts are wrong for good.
+//!   up after the job.
 //!
 //! Every caught overflow also abandons the heap its frames owned (a body being
 //! built, parsed rows): it is never freed. [`Aftermath::abandoned`] counts them, so a
@@ -32,7 +30,6 @@ static SECOND_FAULTS: AtomicU64 = AtomicU64::new(0);
 static ABANDONED: AtomicU64 = AtomicU64::new(0);
 static QUARANTINED: AtomicU64 = AtomicU64::new(0);
 static RETIRED: AtomicU64 = AtomicU64::new(0);
-static MOVED_WHILE_PANICKING: AtomicU64 = AtomicU64::new(0);
 
 /// A snapshot of the process-wide aftermath counters (all pools).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,20 +53,12 @@ pub struct Aftermath {
     /// Fibers retired (no spare stack was left for them): their pools run with
     /// fewer fibers, and a pool with none left runs nothing. Known broken.
     pub retired: u64,
-    /// Calls of [`on_carrier`](crate::on_carrier) made while unwinding a panic
-    /// that came back on another thread (their closure waited): the thread
-    /// where the panic began counts it for good, the other one wrongly. Known
-    /// broken.
-    pub moved_while_panicking: u64,
 }
 
 impl Aftermath {
     /// Is the process known to be in a broken state (not merely suspect)?
     pub fn is_broken(&self) -> bool {
-        self.while_panicking > 0
-            || self.second_faults > 0
-            || self.retired > 0
-            || self.moved_while_panicking > 0
+        self.while_panicking > 0 || self.second_faults > 0 || self.retired > 0
     }
 }
 
@@ -82,7 +71,6 @@ pub fn aftermath() -> Aftermath {
         abandoned: ABANDONED.load(Ordering::Relaxed),
         quarantined: QUARANTINED.load(Ordering::Relaxed),
         retired: RETIRED.load(Ordering::Relaxed),
-        moved_while_panicking: MOVED_WHILE_PANICKING.load(Ordering::Relaxed),
     }
 }
 
@@ -112,10 +100,4 @@ pub(crate) fn quarantined() {
 /// Records a fiber retired for want of a spare stack.
 pub(crate) fn retired() {
     RETIRED.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Records an `on_carrier` call that came back on another thread while its
-/// fiber was unwinding.
-pub(crate) fn moved_while_panicking() {
-    MOVED_WHILE_PANICKING.fetch_add(1, Ordering::Relaxed);
 }

@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use crate::registry::StackEntry;
-use crate::{signal, stall};
+use crate::stall;
 
 pub use crate::spawn::{go, spawn, JoinHandle};
 
@@ -45,16 +45,15 @@ pub const SWITCH_STACK_MARGIN: usize = 1024;
 /// `f` must be `Send` (corosensei's rule: it keeps a fiber's references out of the
 /// carrier's code); capture `&mut` to sockets and buffers, not fiber-only types.
 ///
-/// **While the thread is panicking `f` must not wait** (may I/O, `may::sync`, a may
-/// sleep: use [`sleep`], which does not park then). std's panic count is per
+/// **While the thread is panicking `f` should not wait** (may I/O, `may::sync`, a
+/// may sleep: use [`sleep`], which does not park then). std's panic count is per
 /// thread: parked, the unwinding fiber shows a panic in progress to every
-/// coroutine of its worker, and resumed on another thread (may's timer thread
-/// after a sleep) it leaves both threads' counts wrong for good. The pool's own
-/// destructors keep this: a [`Lent`](crate::Lent) dropped while unwinding leaves its
-/// value to the pool, which drops it after the job; a
-/// [`CarrierStream`](crate::net::CarrierStream)'s drop does not wait. When `f`
-/// comes back on another thread than it left while panicking, the process is
-/// counted broken ([`Aftermath::moved_while_panicking`](crate::Aftermath::moved_while_panicking)).
+/// coroutine of its worker, and a panic of theirs meanwhile aborts the process. (It
+/// resumes on its own thread, as every coroutine does, so the count is right again
+/// once it has unwound.) The pool's own destructors keep this: a
+/// [`Lent`](crate::Lent) dropped while unwinding leaves its value to the pool, which
+/// drops it after the job; a [`CarrierStream`](crate::net::CarrierStream)'s drop does
+/// not wait.
 #[inline]
 pub fn on_carrier<R, F>(f: F) -> R
 where
@@ -82,38 +81,25 @@ where
         crate::SafePoint::Unknown,
     );
     let label = entry.label();
-    // Rare (a destructor run by unwinding): the thread, to tell whether `f` moved.
-    let unwinding_on = std::thread::panicking().then(current_thread);
     // SAFETY: the yielder was recorded by the coroutine whose stack we are running on
     // (our stack pointer is in that entry's stack and the entry is running), at its
     // start, and is cleared before that coroutine ends; the coroutine is alive and
     // running (it is us), so the yielder it was passed is valid for this call.
     let yielder = unsafe { &*yielder };
-    let r = yielder.on_parent_stack(move || {
+    yielder.on_parent_stack(move || {
         stall::leave();
-        // Back to the fiber, even if `f` panics: the thread holds the job again,
-        // possibly another thread than before (may moved the carrier).
+        // Back to the fiber, even if `f` panics: the thread holds the job again
+        // (the same thread: a carrier never changes thread, so the thread was
+        // readied for fibers, alternate signal stack and all, when the job began).
         struct Back(&'static str);
         impl Drop for Back {
             fn drop(&mut self) {
-                // A failure was said on stderr (see `prepare_thread`).
-                let _ = signal::prepare_thread();
                 stall::enter(self.0);
             }
         }
         let _back = Back(label);
         f()
-    });
-    if unwinding_on.is_some_and(|thread| thread != current_thread()) {
-        crate::aftermath::moved_while_panicking();
-    }
-    r
-}
-
-/// The calling thread, cheaply (no system call).
-fn current_thread() -> libc::pthread_t {
-    // SAFETY: pthread_self has no preconditions and always succeeds.
-    unsafe { libc::pthread_self() }
+    })
 }
 
 /// `may::coroutine::sleep` on the carrier's stack (a plain thread sleep off may), for

@@ -53,11 +53,10 @@
 //! [`RunError::StackOverflow`]. Any other fault goes to the previous handler,
 //! so real crashes still crash; may's own handler (generator's) is skipped,
 //! since it allocates, prints and locks inside the signal handler and hangs
-//! when the fault struck with one of those locks held (see [`signal`]). Every
-//! switch onto a fiber readies its thread once: a 64 KiB alternate signal
-//! stack; a fiber that made a may call directly (not through [`on_carrier`])
-//! and came back on another thread uses the alternate stack std gives every
-//! thread (8 KiB), which is enough for our handler alone.
+//! when the fault struck with one of those locks held (see [`signal`]). A job's
+//! start readies its thread once: a 64 KiB alternate signal stack. The job never
+//! leaves that thread (a coroutine never changes thread: [`mod@spawn`]), so the
+//! stack is there for every fault of the job.
 //!
 //! # What is and is not safe after a caught overflow
 //!
@@ -104,13 +103,12 @@
 //! * **Panics** on a fiber run the panic hook (which locks stderr) on the
 //!   fiber stack: a panic near the stack limit can overflow inside it. Keep
 //!   panics for bugs. Unwinding runs the job's destructors on the fiber, and
-//!   none may wait on may meanwhile: std's panic count is per thread, so a
-//!   parked unwinding fiber shows a panic to every coroutine of its worker, and
-//!   one resumed elsewhere leaves two threads' counts wrong. [`sleep`] sleeps
-//!   the thread instead while panicking, a [`Lent`] dropped while unwinding
-//!   leaves its value to the pool (dropped on the carrier after the job), and a
-//!   closure given to [`on_carrier`] that waits and comes back on another
-//!   thread is counted broken ([`Aftermath::moved_while_panicking`]).
+//!   none should wait on may meanwhile: std's panic count is per thread, so a
+//!   parked unwinding fiber shows a panic in progress to every coroutine of its
+//!   worker (`std::thread::panicking()` is true for them, and a panic of theirs
+//!   then aborts the process). [`sleep`] sleeps the thread instead while
+//!   panicking, and a [`Lent`] dropped while unwinding leaves its value to the
+//!   pool (dropped on the carrier after the job).
 //! * **may calls: through [`on_carrier`]** (our sockets, [`sleep`] and the
 //!   MySQL pool do it). A may call made directly on a fiber still works, but
 //!   puts may's frames, and its locks, on the fiber stack.
@@ -132,10 +130,12 @@
 //!   that a process-directed one goes to a thread of the application's own and none
 //!   is delivered on a fiber stack near its guard; every thread gets a 64 KiB
 //!   alternate signal stack before a fiber runs on it.
-//! * **Spawning carriers is `unsafe`** ([`mod@spawn`]): a may coroutine moves
-//!   between threads at its waits, so its spawner promises that it, the jobs it
-//!   runs, and the children of their scopes, hold no thread-local borrow or lock
-//!   guard across one.
+//! * **Thread-bound values across waits are sound** ([`mod@spawn`]): the workspace
+//!   builds the patched may of `patches/may`, under which a coroutine never changes OS
+//!   thread, so a job (which runs inside its carrier) and the children of its scopes
+//!   (each inside a carrier of its own) find a thread-local borrow, an `Rc` into a
+//!   thread-local or a lock guard held across a wait on the thread they took it on.
+//!   Spawning a carrier is a safe function.
 //!
 //! This is the limit of trap-based recovery (corosensei's
 //! `setup_trap_handler` contract asks that a trapping coroutine touch no
@@ -205,8 +205,7 @@
 //!     fiber_pool::sleep(std::time::Duration::from_millis(1)); // may, on the carrier
 //!     40 + 2
 //! });
-//! // SAFETY: it holds no thread-local borrow or lock guard across its sleep.
-//! let answer = unsafe { fiber_pool::spawn::go(caller) }.join().unwrap();
+//! let answer = fiber_pool::spawn::go(caller).join().unwrap();
 //! assert_eq!(answer.unwrap(), 42);
 //! assert_eq!(pool.stats().completed, 1);
 //! ```

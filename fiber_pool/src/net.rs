@@ -346,13 +346,8 @@ mod tests {
     use super::*;
 
     /// Runs `f` in a coroutine and waits for it.
-    ///
-    /// # Safety
-    ///
-    /// As for [`crate::spawn::go`]: `f` holds no thread-bound state across a wait.
-    unsafe fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-        // SAFETY: our caller's promise, passed on.
-        unsafe { crate::spawn::go(f) }.join().unwrap()
+    fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        crate::spawn::go(f).join().unwrap()
     }
 
     #[test]
@@ -396,8 +391,7 @@ mod tests {
             s.read_to_string(&mut buf).unwrap();
             buf
         };
-        // SAFETY: the closure connects and reads: no thread-bound state across a wait.
-        let got = unsafe { in_coroutine(carrier) };
+        let got = in_coroutine(carrier);
         server.join().unwrap();
         assert_eq!(got, "hello");
     }
@@ -408,9 +402,7 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        // SAFETY: the closure only connects: no thread-bound state across a wait.
-        let err =
-            unsafe { in_coroutine(move || connect(&addr, Duration::from_secs(2)).unwrap_err()) };
+        let err = in_coroutine(move || connect(&addr, Duration::from_secs(2)).unwrap_err());
         assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
     }
 
@@ -421,8 +413,7 @@ mod tests {
         let addr = silent.addr;
         let started = Instant::now();
         let carrier = move || connect(&addr, Duration::from_millis(300)).unwrap_err();
-        // SAFETY: the closure only connects: no thread-bound state across a wait.
-        let err = unsafe { in_coroutine(carrier) };
+        let err = in_coroutine(carrier);
         let took = started.elapsed();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
         assert!(err.to_string().contains("300ms"), "{err}");
@@ -445,9 +436,7 @@ mod tests {
                         .filter(|_| connect(&addr, Duration::from_secs(2)).is_err())
                         .count()
                 };
-                // SAFETY: the coroutine only connects: it holds no thread-bound
-                // state across a wait.
-                unsafe { crate::spawn::go(carrier) }
+                crate::spawn::go(carrier)
             })
             .collect();
         let refused: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();

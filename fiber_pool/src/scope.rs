@@ -247,11 +247,7 @@ impl<'scope> Scope<'scope, '_> {
         // while a child is counted in. So nothing it borrows ends while it may use it.
         let main: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(main) };
         if self.on_coroutines {
-            // SAFETY: the parent's carrier is a may coroutine, whose spawner promised
-            // (`spawn::spawn`'s contract) that the jobs it runs, and the children of
-            // the scopes they open (this child), hold no thread-bound state across a
-            // may wait.
-            let spawned = unsafe { crate::spawn::spawn("scope child", None, main) };
+            let spawned = crate::spawn::spawn("scope child", None, main);
             // may fails only when the OS refuses a stack mapping (out of memory); the
             // child was dropped unrun and counted out, and this panic reaches the
             // parent as a panic of its own.

@@ -74,9 +74,7 @@ impl Ticker {
                 }
             })
         };
-        // SAFETY: the job waits on the channel through `on_carrier` and holds no
-        // thread-bound state across it.
-        let job = unsafe { fiber_pool::spawn::go(job) };
+        let job = fiber_pool::spawn::go(job);
         wait_until("the ticker to tick", LONG, || {
             ticks.load(Ordering::SeqCst) > 0
         });
@@ -124,8 +122,7 @@ fn blocking_calls_park_only_their_fibers_while_another_fiber_on_the_worker_ticks
             (slept, fs, connect)
         })
     };
-    // SAFETY: the job holds no thread-bound state across its waits.
-    let blocked = unsafe { fiber_pool::spawn::go(blocked) };
+    let blocked = fiber_pool::spawn::go(blocked);
     // While it blocks, nothing holds the worker: no job runs its own code for long.
     // Looked at in real time: the ticker's turns while the job blocks (a worker held
     // meanwhile would run them all at once afterwards).
@@ -176,8 +173,7 @@ fn a_blocking_call_made_on_the_fiber_instead_holds_the_worker() {
         std::thread::sleep(BLOCK);
         t.load(Ordering::SeqCst) - before
     };
-    // SAFETY: the job holds nothing across a wait.
-    let blocked = unsafe { fiber_pool::spawn::go(move || p.run("blocks", job)) };
+    let blocked = fiber_pool::spawn::go(move || p.run("blocks", job));
     wait_until("the stall to show", LONG, || {
         fiber_pool::jobs_running_longer_than(Duration::from_millis(100))
             .iter()
@@ -195,14 +191,11 @@ fn a_blocking_call_made_on_the_fiber_instead_holds_the_worker() {
 fn a_panic_in_the_closure_is_the_callers_error() {
     let pool = one_worker_pool(1);
     let p = pool.clone();
-    // SAFETY: the job holds nothing across a wait.
-    let got = unsafe {
-        in_coroutine(move || {
-            p.run("panics", || {
-                fiber_pool::blocking(|| -> u8 { panic!("sync {}", "boom") })
-            })
+    let got = in_coroutine(move || {
+        p.run("panics", || {
+            fiber_pool::blocking(|| -> u8 { panic!("sync {}", "boom") })
         })
-    };
+    });
     assert_eq!(
         got,
         Ok(Err(RunError::Panicked {
@@ -272,8 +265,7 @@ fn the_callers_deadline_cancel_or_wait_ends_its_wait_and_the_closure_runs_on() {
             f.store(true, Ordering::SeqCst);
         })
     };
-    // SAFETY: the job holds nothing across a wait.
-    let got = unsafe { in_coroutine(move || p.run_in("deadline", &ctx, job)) };
+    let got = in_coroutine(move || p.run_in("deadline", &ctx, job));
     let took = start.elapsed();
     assert_eq!(
         got,
@@ -297,8 +289,7 @@ fn the_callers_deadline_cancel_or_wait_ends_its_wait_and_the_closure_runs_on() {
             std::thread::sleep(Duration::from_millis(300));
         })
     };
-    // SAFETY: the job holds nothing across a wait.
-    let waiter = unsafe { fiber_pool::spawn::go(move || p.run_in("cancel", &c, job)) };
+    let waiter = fiber_pool::spawn::go(move || p.run_in("cancel", &c, job));
     wait_until("the closure to start", LONG, || {
         entered.load(Ordering::SeqCst)
     });

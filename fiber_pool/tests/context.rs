@@ -43,8 +43,7 @@ fn a_cancel_from_another_thread_wakes_a_ten_second_sleep_within_milliseconds() {
                 (slept, Instant::now())
             })
         };
-        // SAFETY: the job sleeps through the crate's sleep and holds nothing across it.
-        let job = unsafe { fiber_pool::spawn::go(sleeper) };
+        let job = fiber_pool::spawn::go(sleeper);
         wait_until("the job to start sleeping", LONG, || {
             asleep.load(Ordering::SeqCst)
         });
@@ -73,10 +72,8 @@ fn a_deadline_ends_a_sleep_by_itself() {
     let ctx = Context::new().with_timeout(Duration::from_millis(100));
     let start = Instant::now();
     let p = pool.clone();
-    // SAFETY: the job sleeps through the crate's sleep and holds nothing across it.
-    let slept = unsafe {
-        in_coroutine(move || p.run_in("deadline", &ctx, || fiber_pool::sleep_or_cancelled(LONG)))
-    };
+    let slept =
+        in_coroutine(move || p.run_in("deadline", &ctx, || fiber_pool::sleep_or_cancelled(LONG)));
     let took = start.elapsed();
     assert_eq!(slept, Ok(Err(CancelReason::DeadlinePassed)));
     assert!(took >= Duration::from_millis(100), "{took:?}");
@@ -132,8 +129,7 @@ fn hooks_run_once_and_never_on_the_fiber() {
         drop(hook);
     };
     let p = pool.clone();
-    // SAFETY: the job holds no thread-bound state across a wait.
-    unsafe { in_coroutine(move || p.run_in("hooks", &c, job)) }.unwrap();
+    in_coroutine(move || p.run_in("hooks", &c, job)).unwrap();
     ctx.cancel(CancelReason::Shutdown);
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the hook ran once");
     assert!(
@@ -183,8 +179,7 @@ fn current_inside_a_job_is_its_context_and_outside_none() {
         outer.cancel(CancelReason::ClientGone);
         fiber_pool::current().unwrap().reason()
     };
-    // SAFETY: the job holds no thread-bound state across a wait.
-    let seen = unsafe { in_coroutine(move || p.run_in("current", &ctx, job)) };
+    let seen = in_coroutine(move || p.run_in("current", &ctx, job));
     assert_eq!(seen, Ok(Some(CancelReason::ClientGone)));
 
     // Run without one, a job gets a fresh context, the same for the whole job.
@@ -195,17 +190,12 @@ fn current_inside_a_job_is_its_context_and_outside_none() {
             .cancel(CancelReason::Requested);
         fiber_pool::current().unwrap().reason()
     };
-    // SAFETY: the job holds no thread-bound state across a wait.
-    let seen = unsafe { in_coroutine(move || p.run("fresh", job)) };
+    let seen = in_coroutine(move || p.run("fresh", job));
     assert_eq!(seen, Ok(Some(CancelReason::Requested)));
     // And the next job on that fiber starts with a live one.
     let p = pool.clone();
     let job = || fiber_pool::current().unwrap().is_cancelled();
-    // SAFETY: the job holds no thread-bound state across a wait.
-    assert_eq!(
-        unsafe { in_coroutine(move || p.run("next", job)) },
-        Ok(false)
-    );
+    assert_eq!(in_coroutine(move || p.run("next", job)), Ok(false));
     assert!(fiber_pool::current().is_none());
 }
 
@@ -221,8 +211,7 @@ fn a_job_run_from_a_job_runs_under_its_context() {
         })
     };
     let p = pool.clone();
-    // SAFETY: the jobs hold no thread-bound state across a wait.
-    let seen = unsafe { in_coroutine(move || p.run_in("outer", &ctx, job)) };
+    let seen = in_coroutine(move || p.run_in("outer", &ctx, job));
     assert_eq!(seen, Ok(Ok(Some(CancelReason::ClientGone))));
 }
 
@@ -238,8 +227,7 @@ fn a_cancel_ends_the_wait_for_a_fiber_and_the_job_never_runs() {
             r.sleep(LONG)
         })
     };
-    // SAFETY: the job sleeps through the crate's sleep and holds nothing across it.
-    let holder = unsafe { fiber_pool::spawn::go(holder) };
+    let holder = fiber_pool::spawn::go(holder);
     wait_until("the only fiber to be taken", LONG, || {
         holding.load(Ordering::SeqCst)
     });
@@ -252,8 +240,7 @@ fn a_cancel_ends_the_wait_for_a_fiber_and_the_job_never_runs() {
         let got = p.run_in("waits", &c, move || r.store(true, Ordering::SeqCst));
         (got, start.elapsed())
     };
-    // SAFETY: the job holds no thread-bound state across a wait.
-    let waiter = unsafe { fiber_pool::spawn::go(waiter) };
+    let waiter = fiber_pool::spawn::go(waiter);
     wait_until("the second job to queue", LONG, || pool.stats().queued == 1);
     ctx.cancel(CancelReason::ClientGone);
     let (got, waited) = waiter.join().unwrap();
@@ -273,8 +260,7 @@ fn a_cancel_ends_the_wait_for_a_fiber_and_the_job_never_runs() {
     // A deadline ends the wait the same way.
     let ctx = Context::new().with_timeout(Duration::from_millis(50));
     let p = pool.clone();
-    // SAFETY: the job holds no thread-bound state across a wait.
-    let got = unsafe { in_coroutine(move || p.run_in("waits", &ctx, || ())) };
+    let got = in_coroutine(move || p.run_in("waits", &ctx, || ()));
     assert_eq!(
         got,
         Err(RunError::Cancelled {

@@ -86,9 +86,7 @@ fn a_frame_that_jumps_past_the_guard_faults_instead_of_writing_into_the_neighbou
     // whose top lies just below slot 1's guard.
     let (p, r, d) = (pool.clone(), Arc::clone(&ready), Arc::clone(&done));
     let carrier = move || p.run("parked", move || parked_with_canary(&r, &d));
-    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
-    // borrow, lock guard or stdio lock across its waits.
-    let parked = unsafe { fiber_pool::spawn::go(carrier) };
+    let parked = fiber_pool::spawn::go(carrier);
     while !ready.load(Ordering::SeqCst) {
         std::thread::yield_now();
     }
@@ -99,9 +97,7 @@ fn a_frame_that_jumps_past_the_guard_faults_instead_of_writing_into_the_neighbou
             jump_past_the_guard(guard_end);
         })
     };
-    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
-    // borrow, lock guard or stdio lock across its waits.
-    let jumped = unsafe { fiber_pool::spawn::go(carrier) }.join().unwrap();
+    let jumped = fiber_pool::spawn::go(carrier).join().unwrap();
     done.store(true, Ordering::SeqCst);
     let changed = parked
         .join()

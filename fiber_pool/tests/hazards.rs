@@ -83,9 +83,7 @@ fn a_signal_sent_to_a_may_thread_whose_fiber_is_at_its_guard_page_does_not_kill(
             })
         })
     };
-    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
-    // borrow, lock guard or stdio lock across its waits.
-    let job = unsafe { fiber_pool::spawn::go(carrier) };
+    let job = fiber_pool::spawn::go(carrier);
     let deadline = Instant::now() + Duration::from_secs(20);
     while tid.load(Ordering::SeqCst) == 0 {
         assert!(
@@ -151,9 +149,7 @@ fn a_lent_kept_in_a_thread_local_panics_outside_its_job_instead_of_racing() {
         // ...and a later job on the same thread reaches it.
         p.run("reads", || KEPT.with(|k| k.borrow().as_ref().map(|l| **l)))
     };
-    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
-    // borrow, lock guard or stdio lock across its waits.
-    let outcome = unsafe { fiber_pool::spawn::go(carrier) }.join().unwrap();
+    let outcome = fiber_pool::spawn::go(carrier).join().unwrap();
     let err = outcome.unwrap_err();
     assert!(
         err.to_string().contains("outside the job that made it"),
@@ -186,12 +182,7 @@ fn a_worker_that_never_called_run_gets_an_alt_stack_before_a_fiber_runs_on_it() 
             sizes
         })
     };
-    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
-    // borrow, lock guard or stdio lock across its waits.
-    let sizes = unsafe { fiber_pool::spawn::go(carrier) }
-        .join()
-        .unwrap()
-        .unwrap();
+    let sizes = fiber_pool::spawn::go(carrier).join().unwrap().unwrap();
     assert!(
         sizes
             .iter()
@@ -223,9 +214,7 @@ fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
         }
         results
     };
-    // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
-    // borrow, lock guard or stdio lock across its waits.
-    let done = unsafe { fiber_pool::spawn::go(carrier) }
+    let done = fiber_pool::spawn::go(carrier)
         .join()
         .expect("the carrier finished");
     for (n, got) in done.into_iter().enumerate() {
@@ -266,9 +255,7 @@ fn a_panic_hook_runs_on_its_own_stack_so_a_panic_near_the_guard_page_is_reported
                 near_the_guard(PANIC_NEAR, &mut || -> u32 { panic!("near the guard page") })
             })
         };
-        // SAFETY: the coroutine (and the jobs it runs) holds no thread-local
-        // borrow, lock guard or stdio lock across its waits.
-        let got = unsafe { fiber_pool::spawn::go(carrier) }.join();
+        let got = fiber_pool::spawn::go(carrier).join();
         let _ = tx.send(got);
     });
     // Failures abort: with the hook overflowed on the fiber, std's hook lock stays
@@ -295,16 +282,12 @@ fn a_panic_hook_runs_on_its_own_stack_so_a_panic_near_the_guard_page_is_reported
     }
 }
 
-/// Why spawning a carrier is `unsafe`: a job that waits resumes on another thread
-/// (may resumes every sleeper on its timer thread), so thread-bound state it held
-/// across the wait (a `thread_local!` borrow, a lock guard) is used from a thread
-/// it does not belong to while its own thread's coroutines use it too. (In an
-/// optimised build even a fresh access to a thread-local after the wait may reach
-/// the first thread's: the compiler treats a thread-local's address as constant
-/// within a function.) Only thread ids are compared here: holding a borrow across
-/// the wait would be the data race itself.
+/// A job that waits resumes on the thread it waited on (may resumes a sleeper from
+/// its timer thread, which hands it back to its worker), so thread-bound state it
+/// held across the wait (a `thread_local!` borrow, a lock guard) is still its own
+/// thread's: why spawning a carrier is safe. Test `home_thread` covers every wait.
 #[test]
-fn a_job_that_waits_resumes_on_another_thread() {
+fn a_job_that_waits_resumes_on_its_own_thread() {
     let pool = pool(1, 64 * 1024);
     let carrier = move || {
         pool.run("waits", || {
@@ -315,15 +298,10 @@ fn a_job_that_waits_resumes_on_another_thread() {
             (before, unsafe { libc::gettid() })
         })
     };
-    // SAFETY: the coroutine compares thread ids and holds no thread-bound state
-    // across its wait.
-    let (before, after) = unsafe { fiber_pool::spawn::go(carrier) }
-        .join()
-        .unwrap()
-        .unwrap();
-    assert_ne!(
+    let (before, after) = fiber_pool::spawn::go(carrier).join().unwrap().unwrap();
+    assert_eq!(
         before, after,
-        "the job resumed on the thread it waited on; state held across the wait would be safe"
+        "the job resumed on another thread than it waited on"
     );
 }
 

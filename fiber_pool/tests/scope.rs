@@ -52,9 +52,7 @@ fn three_children_that_sleep_a_second_finish_in_about_a_second() {
         });
         (slept, start.elapsed())
     };
-    // SAFETY: the job and its children sleep through the crate's sleep and hold no
-    // thread-bound state across it.
-    let (slept, took) = unsafe { in_coroutine(move || p.run("parent", job)) }.unwrap();
+    let (slept, took) = in_coroutine(move || p.run("parent", job)).unwrap();
     println!("scope of 3 children sleeping {SLEEP:?}: {took:?}");
     assert_eq!(slept, vec![Ok(0), Ok(1), Ok(2)]);
     assert!(took >= SLEEP, "{took:?}");
@@ -87,8 +85,7 @@ fn one_childs_overflow_and_anothers_panic_leave_the_others_results_intact() {
                 Some((before.join(), overflow.join(), panics.join(), after.join()));
         })
     };
-    // SAFETY: the jobs hold no thread-bound state across a wait.
-    let parent = unsafe { in_coroutine(move || p.run("parent", job)) };
+    let parent = in_coroutine(move || p.run("parent", job));
     // The overflow abandoned a child: once the scope ended, the parent was abandoned
     // too (what the child borrowed from it may still be in use).
     assert!(
@@ -290,8 +287,7 @@ fn cancelling_the_parent_cancels_its_children_and_a_scope_deadline_ends_them() {
         let start = Instant::now();
         (p.run_in("parent", &c, job), start.elapsed())
     };
-    // SAFETY: the jobs sleep through the crate's sleep and hold nothing across it.
-    let parent = unsafe { fiber_pool::spawn::go(parent) };
+    let parent = fiber_pool::spawn::go(parent);
     wait_until("three children asleep", LONG, || {
         asleep.load(Ordering::SeqCst) == 3
     });
@@ -310,8 +306,7 @@ fn cancelling_the_parent_cancels_its_children_and_a_scope_deadline_ends_them() {
         let parent_live = !fiber_pool::current().unwrap().is_cancelled();
         (slept, start.elapsed(), parent_live)
     };
-    // SAFETY: as above.
-    let (slept, took, parent_live) = unsafe { in_coroutine(move || p.run("parent", job)) }.unwrap();
+    let (slept, took, parent_live) = in_coroutine(move || p.run("parent", job)).unwrap();
     assert_eq!(slept, Ok(Err(CancelReason::DeadlinePassed)));
     assert!(
         took >= Duration::from_millis(100) && took < Duration::from_secs(5),
@@ -361,8 +356,7 @@ fn a_pool_full_of_parents_that_fan_out_finishes() {
                     })
                 })
             };
-            // SAFETY: the jobs sleep through the crate's sleep and hold nothing across it.
-            unsafe { fiber_pool::spawn::go(parent) }
+            fiber_pool::spawn::go(parent)
         })
         .collect();
     for (i, parent) in parents.into_iter().enumerate() {
@@ -413,8 +407,7 @@ fn a_child_that_finds_no_fiber_fails_within_its_wait() {
                     (got, start.elapsed())
                 })
             };
-            // SAFETY: the jobs sleep through the crate's sleep and hold nothing across it.
-            unsafe { fiber_pool::spawn::go(parent) }
+            fiber_pool::spawn::go(parent)
         })
         .collect();
     let results: Vec<_> = parents

@@ -38,9 +38,7 @@
 //!   -> fiber_mysql (MySQL on fibers)  ->  fiber_pool (guarded fibers)  ->  may
 //! ```
 
-// Unsafe only to spawn may coroutines (`fiber_pool::carrier`), each under a SAFETY
-// comment; tests/source_rules.rs holds every crate to that.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 // The unit tests' binary runs fibers too; an app declares its own (see above).

@@ -90,8 +90,6 @@ pub struct Aftermath {
     pub quarantined: u64,
     /// Fibers retired for want of a spare stack (known broken when all are).
     pub retired: u64,
-    /// Unwinding fibers that came back on another thread (known broken).
-    pub moved_while_panicking: u64,
 }
 
 /// One route's runs on the workers.
@@ -178,7 +176,6 @@ impl Workers {
                     abandoned: a.abandoned,
                     quarantined: a.quarantined,
                     retired: a.retired,
-                    moved_while_panicking: a.moved_while_panicking,
                 },
             }),
             routes,
@@ -471,7 +468,7 @@ impl Exposition {
                 ("fiberstack_overflows_quarantined_total", Counter, "Overflowed stacks kept mapped and never reused.", a.quarantined),
                 ("fiberstack_overflows_unsafe_total", Counter, "Caught overflows that struck outside a safe point (the process asks to be replaced).", a.outside_safe_point),
                 ("fiberstack_overflows_abandoned_total", Counter, "Caught overflows: jobs whose frames and their heap were abandoned.", a.abandoned),
-                ("fiberstack_overflows_broken_total", Counter, "Overflows that left the process known broken (while panicking, a second fault, an unwinding fiber that moved thread).", a.while_panicking + a.second_faults + a.moved_while_panicking),
+                ("fiberstack_overflows_broken_total", Counter, "Overflows that left the process known broken (while panicking, a second fault).", a.while_panicking + a.second_faults),
             ];
             for (name, kind, help, value) in stacks {
                 self.single(name, kind, help, value as f64);

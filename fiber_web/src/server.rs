@@ -9,6 +9,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,7 +41,6 @@ pub struct Server {
 /// hook set so far runs on a stack of its own when a handler panics on a fiber
 /// (`fiber_pool::run_panic_hook_off_fiber`: printing on a fiber near its limit could
 /// overflow with stderr's lock held).
-#[allow(unsafe_code)]
 pub fn spawn(
     listener: impl Into<Listener>,
     service: Arc<dyn Service>,
@@ -57,12 +57,7 @@ pub fn spawn(
     // Without an accept loop no connection comes: the sweeper may end at once.
     let unless_accepting = Arc::clone(&sweeper);
     let accept = move || accept_loop(listener, service, limits, stats, accept_stop, sweeper);
-    // SAFETY: the accept loop and the connection loops it spawns use no
-    // thread-local and hold no std lock guard or stdio lock across a wait (their
-    // waits are may I/O and sleeps between statements; logging locks stderr within
-    // one call); the handlers they run on fibers keep `fiber_pool::lock`'s guards
-    // off their waits too.
-    let accept = unsafe { fiber_pool::carrier::spawn("accept", None, accept) }
+    let accept = fiber_pool::carrier::spawn("accept", None, accept)
         .inspect_err(|_| unless_accepting.close())?;
     Ok(Server {
         addr,
@@ -77,7 +72,6 @@ pub fn spawn(
 /// be woken without a connection, and on a listening socket shared with other workers
 /// that connection may go to any of them. The waker ([`Server::shutdown`]) ends the
 /// wait at once, so a stopping worker takes no connection after it was told to stop.
-#[allow(unsafe_code)]
 fn accept_loop(
     listener: Listener,
     service: Arc<dyn Service>,
@@ -123,8 +117,7 @@ fn accept_loop(
             stats.rejected_connection();
             let max = limits.max_connections;
             let refuse = move || reject(stream, max);
-            // SAFETY: one write and a close: no thread-bound state across a wait.
-            unsafe { fiber_pool::carrier::go(refuse) };
+            fiber_pool::carrier::go(refuse);
         } else {
             spawn_connection(stream, &service, &limits, &stats, &stop, &sweeper);
         }
@@ -134,7 +127,6 @@ fn accept_loop(
 }
 
 /// Serve `stream` on a coroutine of its own, counted until it closes.
-#[allow(unsafe_code)]
 fn spawn_connection(
     stream: may::net::TcpStream,
     service: &Arc<dyn Service>,
@@ -152,13 +144,15 @@ fn spawn_connection(
         Arc::clone(sweeper),
     );
     let stack = Some(limits.connection_stack);
+    // Homed on the worker whose event loop waits for this socket: its reads and
+    // writes wake it on its own thread, where it (and every request's fiber on it)
+    // runs from start to end.
+    let fd = stream.as_raw_fd();
     let serve = move || {
         let _counted = counted;
         conn::serve(stream, &*service, &limits, &stop, &stats, &sweeper);
     };
-    // SAFETY: as for the accept loop in `spawn`: the connection loop and its
-    // handlers hold no thread-bound state across a wait.
-    let spawned = unsafe { fiber_pool::carrier::spawn("conn", stack, serve) };
+    let spawned = fiber_pool::spawn::spawn_for_socket("conn", stack, &fd, serve);
     if let Err(e) = spawned {
         log::error!("fiberstack: cannot start a connection coroutine: {e}");
     }

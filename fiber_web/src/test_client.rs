@@ -138,7 +138,6 @@ impl<S: Send + Sync + 'static> TestRequest<'_, S> {
 
     /// Run the request through the app on a fiber and return what a client would
     /// receive (a HEAD, 204 or 304 without a body).
-    #[allow(unsafe_code)]
     pub fn send(self) -> TestResponse {
         let TestRequest { client, mut req } = self;
         let routed = Arc::clone(&client.routed);
@@ -153,9 +152,7 @@ impl<S: Send + Sync + 'static> TestRequest<'_, S> {
                 .request(label, resp.status, started.elapsed());
             resp
         };
-        // SAFETY: the request is routed as a connection's coroutine routes it (see
-        // `server::spawn`): no thread-local and no std guard is held across a wait.
-        let ran = unsafe { fiber_pool::carrier::go(run) }.join();
+        let ran = fiber_pool::carrier::go(run).join();
         let resp = match ran {
             Ok(resp) => resp,
             Err(panic) => std::panic::resume_unwind(panic),

@@ -237,8 +237,7 @@ fn a_lookup_that_hangs_is_a_dns_timeout_and_holds_no_worker() {
             }
             n
         };
-        // SAFETY: it only sleeps: no thread-bound state across a wait.
-        unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap()
+        fiber_pool::carrier::go(carrier).join().unwrap()
     };
     assert!(
         ticks >= 10,

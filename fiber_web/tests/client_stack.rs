@@ -119,9 +119,7 @@ fn sweep(http: &Arc<HttpClient>, up: &Upstream, url: &Url, from: usize) -> usize
                 fiber_pool::testing::with_stack_left(left, &mut || h.get(&u).map(|r| r.status))
             })
         };
-        // SAFETY: client calls only: no thread-local borrow or lock guard held across
-        // their waits.
-        match unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap() {
+        match fiber_pool::carrier::go(carrier).join().unwrap() {
             Ok(status) => {
                 assert_eq!(status.unwrap(), 200, "with {left} bytes left");
                 fits_in_a_row += 1;

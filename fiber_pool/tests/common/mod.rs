@@ -189,12 +189,6 @@ pub fn median_p99(samples: &mut [Duration]) -> (Duration, Duration) {
 }
 
 /// Runs `f` in a new may coroutine and waits for its value.
-///
-/// # Safety
-///
-/// As for `fiber_pool::spawn::go`: `f`, and the jobs it runs, hold no
-/// thread-bound state across a wait.
-pub unsafe fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    // SAFETY: our caller's promise, passed on.
-    unsafe { fiber_pool::spawn::go(f) }.join().unwrap()
+pub fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    fiber_pool::spawn::go(f).join().unwrap()
 }

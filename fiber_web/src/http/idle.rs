@@ -96,7 +96,6 @@ impl Sweeper {
     /// once the accept loop has ended ([`Sweeper::close`]) and no connection is left.
     /// (A stopping server still serves what waited in its backlog: those connections
     /// need the sweeper too.)
-    #[allow(unsafe_code)]
     pub fn start(stop: Arc<Stop>) -> std::io::Result<Arc<Sweeper>> {
         let sweeper = Arc::new(Sweeper {
             epoch: Instant::now(),
@@ -112,9 +111,7 @@ impl Sweeper {
                 break;
             }
         };
-        // SAFETY: its only wait is the sleep, and `sweep` takes and drops its lock
-        // between two sleeps; no thread-local.
-        unsafe { fiber_pool::carrier::spawn("idle-sweeper", None, sweep) }?;
+        fiber_pool::carrier::spawn("idle-sweeper", None, sweep)?;
         Ok(sweeper)
     }
 

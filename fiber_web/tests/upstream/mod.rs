@@ -37,9 +37,7 @@ pub fn on_fiber<T: Send + 'static>(
 ) -> T {
     let pool = pool.clone();
     let carrier = move || pool.run(label, job).expect("the job ran on a fiber");
-    // SAFETY: the job makes client calls only: no thread-local borrow or lock guard is
-    // held across their waits.
-    unsafe { fiber_pool::carrier::go(carrier) }.join().unwrap()
+    fiber_pool::carrier::go(carrier).join().unwrap()
 }
 
 /// Poll `f` until it holds, for at most `within`.

@@ -3,10 +3,7 @@
 //! here: `stack-report` (`stack_report.rs`), `cancel-report` (`cancel_report.rs`) and
 //! `bench` (`bench/`).
 
-// Spawning a may coroutine is the one unsafe act outside fiber_pool: its spawner
-// promises that the coroutine holds no thread-bound state across a wait
-// (`fiber_pool::carrier`). Each spawn allows it and says why the promise holds.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 /// Every allocation first makes sure the fiber it runs on (if any) has stack left for
 /// the allocator: an overflow then strikes before malloc takes its arena lock, never

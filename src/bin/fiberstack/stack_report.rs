@@ -13,7 +13,6 @@ use fiberstack::stack_use::Row;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// `fiberstack stack-report`: start the demo, measure every route, print the table.
-#[allow(unsafe_code)]
 pub fn run(cfg: &ServeConfig) -> Result<(), String> {
     if cfg.runtime != Runtime::Fibers {
         return Err("stack-report measures fiber stacks: use --runtime fibers".into());
@@ -24,9 +23,7 @@ pub fn run(cfg: &ServeConfig) -> Result<(), String> {
     let running = fiberstack::start::start(&cfg).map_err(|e| e.to_string())?;
     let state = std::sync::Arc::clone(&running.state);
     let measure = move || fiberstack::stack_use::measure(&state, fiberstack::stack_use::PROBES);
-    // SAFETY: the probes run the routes' handlers on fibers, which hold no
-    // thread-bound state across a wait (see `server::spawn`).
-    let rows = unsafe { fiber_pool::carrier::go(measure) }
+    let rows = fiber_pool::carrier::go(measure)
         .join()
         .map_err(|_| "the stack report panicked".to_string())??;
     println!("{}", render(&rows, build_kind()));
