@@ -19,6 +19,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_fiberstack");
 /// How long a client waits for the server to close before we call the connection
 /// "left open": what ab would wait for ever (until its own 30 s timeout).
 const CLIENT_WAIT: Duration = Duration::from_secs(2);
+/// How long a connection whose coroutine panicked may take to close.
+const PANIC_WAIT: Duration = Duration::from_secs(20);
 
 /// A `fiberstack serve --runtime minihttp` child on the shared test MariaDB; killed on drop.
 struct Mini {
@@ -94,8 +96,13 @@ enum Ending {
 /// Send `raw` and read until the server closes, or until it has been silent for
 /// [`CLIENT_WAIT`]: what came back, and how the connection ended.
 fn exchange(addr: SocketAddr, raw: &[u8]) -> (Vec<u8>, Ending) {
+    exchange_within(addr, raw, CLIENT_WAIT)
+}
+
+/// [`exchange`], waiting through up to `silence` without a byte.
+fn exchange_within(addr: SocketAddr, raw: &[u8], silence: Duration) -> (Vec<u8>, Ending) {
     let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(CLIENT_WAIT)).unwrap();
+    s.set_read_timeout(Some(silence)).unwrap();
     s.write_all(raw).unwrap();
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
@@ -130,8 +137,11 @@ fn mini_get(addr: SocketAddr, path: &str) -> Resp {
 }
 
 /// `raw` gets no answer: the connection is closed, and minihttp's stderr says `why`.
+/// The close comes once the coroutine's panic has been reported, and the panic hook
+/// symbolises a backtrace first under `RUST_BACKTRACE` (seconds in a debug build on a
+/// busy machine): waited for up to [`PANIC_WAIT`].
 fn dropped_without_a_word(mini: &Mini, raw: &[u8], why: &str) {
-    let (out, ending) = exchange(mini.addr, raw);
+    let (out, ending) = exchange_within(mini.addr, raw, PANIC_WAIT);
     assert_eq!(
         (out.as_slice(), ending),
         (&b""[..], Ending::Closed),
