@@ -191,8 +191,10 @@ impl Killer {
     }
 
     fn idle(&self) -> MutexGuard<'_, Vec<Conn>> {
-        // Nothing panics while holding it; recover the data anyway.
-        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+        // Read on fibers too (`kept`, for a /stats route): the stack is checked before
+        // locking (`fiber_pool::lock_anywhere`), so an overflow never strikes with it
+        // held. Nothing panics while holding it; a poisoned lock is recovered.
+        fiber_pool::lock_anywhere(&self.idle)
     }
 }
 
@@ -215,9 +217,11 @@ struct GateState {
 
 impl Gate {
     fn state(&self) -> MutexGuard<'_, GateState> {
-        // Taken on fibers too: `fiber_pool::lock` overflows before locking, never
-        // inside (and recovers a poisoned lock; nothing panics while holding it).
-        fiber_pool::lock(&self.state)
+        // Taken on fibers too, inside a handler that may hold anything:
+        // `fiber_pool::lock_anywhere` overflows before locking, never inside, and
+        // claims no safe point (and recovers a poisoned lock; nothing panics while
+        // holding it).
+        fiber_pool::lock_anywhere(&self.state)
     }
 
     /// A command of the checkout starts on connection `connection_id`; refused with

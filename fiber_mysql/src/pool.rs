@@ -385,12 +385,13 @@ impl Shared {
     }
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Backend>> {
-        // Nothing panics while holding this lock, so poisoning cannot happen;
-        // recover the data anyway rather than propagate a panic. Fibers lock it
-        // (checkout, return, stats), so its critical sections never allocate
-        // (the Vec has `size` capacity from the start): a stack overflow cannot
-        // be raised inside one by an allocator that checks the stack.
-        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+        // Checkout and give-back lock it on the carrier; `stats` on the fiber of a
+        // /stats route, from code that may hold anything: so the stack is checked
+        // before locking (`fiber_pool::lock_anywhere`, no safe point claimed), and the
+        // critical sections never allocate (the Vec has `size` capacity from the
+        // start), so no overflow strikes with the lock held. Nothing panics while
+        // holding it; a poisoned lock is recovered.
+        fiber_pool::lock_anywhere(&self.idle)
     }
 
     /// Gives a checkout's permit back, with its connection if still good. On a

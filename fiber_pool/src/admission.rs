@@ -68,10 +68,11 @@ impl Admission {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // `stats()` reads the counts from fibers (a /stats route): never let an
-        // overflow strike with this lock held. The critical sections cannot
-        // panic half-way (push/pop only), so a poisoned lock is consistent.
-        crate::lock(&self.state)
+        // `stats()` reads the counts from fibers (a /stats route), from code that
+        // may hold anything: never let an overflow strike with this lock held, and
+        // claim no safe point. The critical sections cannot panic half-way
+        // (push/pop only), so a poisoned lock is consistent.
+        crate::lock_anywhere(&self.state)
     }
 
     /// Takes a free slot, or waits for one in FIFO order: the slot, and whether the

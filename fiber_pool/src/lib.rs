@@ -118,7 +118,8 @@
 //!   and is counted apart (`RunError::StackOverflow::at_safe_point`,
 //!   `PoolStats::unsafe_overflows`, [`aftermath()`]). That includes the checks
 //!   that cannot know what the job holds: the allocator's, the switch to the
-//!   carrier's, a `Lent`'s, [`check_stack`]. The states known to be broken
+//!   carrier's, a `Lent`'s, [`check_stack`], [`lock_anywhere`] (which this crate's
+//!   own locks and those of the workspace's libraries use). The states known to be broken
 //!   are counted too ([`Aftermath::is_broken`]: an overflow while panicking, a
 //!   panicking `on_abandon`, a retired fiber, an unwinding fiber moved to
 //!   another thread). [`jobs_running_longer_than`] shows a thread held by a
@@ -356,23 +357,39 @@ pub(crate) fn reserve_on(entry: &registry::StackEntry, sp: usize, bytes: usize, 
     }
 }
 
-/// Stack a short critical section gets before [`lock`] takes its mutex: the
-/// allocator's own margin ([`ALLOC_STACK_MARGIN`]) for the allocations a
-/// section makes (a map entry, a clone of a small table), and the section's
+/// Stack a short critical section gets before [`lock`] or [`lock_anywhere`] takes
+/// its mutex: the allocator's own margin ([`ALLOC_STACK_MARGIN`]) for the allocations
+/// a section makes (a map entry, a clone of a small table), and the section's
 /// frames, which are several times larger in a debug build. The server's
 /// `tests/stack.rs` sweeps every route over many stack sizes to check it.
 pub const LOCK_STACK_MARGIN: usize = 8 * 1024;
 
-/// Locks `m` from code that may run on a fiber: first [`reserve_stack`]s
+/// Locks `m` from a job's own code on a fiber: first [`reserve_stack`]s
 /// [`LOCK_STACK_MARGIN`], so that an overflow strikes here and never inside the
 /// critical section (abandoned frames are not unwound, so a guard they hold
 /// would never unlock, and every later locker would wait for ever). Like
-/// `reserve_stack`, the call declares a safe point: take it holding nothing
-/// else (no other lock: nested, an overflow here leaves the outer one held and
-/// is still reported at a safe point). A poisoned mutex is recovered: our
-/// critical sections keep their data consistent at every step.
+/// `reserve_stack`, the call declares a safe point, so only code that knows
+/// everything the job holds at the call may make it: a handler or a job of the
+/// application, holding nothing else (no other lock: nested, an overflow here
+/// leaves the outer one held and is still reported at a safe point). A library's
+/// internals, called from code they cannot see, use [`lock_anywhere`]. A poisoned
+/// mutex is recovered: our critical sections keep their data consistent at every
+/// step.
 pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     reserve_stack(LOCK_STACK_MARGIN);
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// [`lock`] for code that does not know what its caller holds (a library's
+/// internals: `FiberPool::stats`, a client's connection pool, a logger): first
+/// [`check_stack`]s [`LOCK_STACK_MARGIN`], so that an overflow strikes here and never
+/// inside the critical section, and such an overflow counts as outside a safe point
+/// (`at_safe_point: false`, [`PoolStats::unsafe_overflows`],
+/// [`Aftermath::outside_safe_point`]): the caller may hold a lock of its own, which
+/// the overflow leaves held. Off a fiber it is a plain lock. A poisoned mutex is
+/// recovered, as by `lock`.
+pub fn lock_anywhere<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    check_stack(LOCK_STACK_MARGIN);
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

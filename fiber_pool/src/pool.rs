@@ -593,9 +593,10 @@ impl FiberPool {
         let (reserve_busy, reserve_queued, _) = inner.reserve.counts();
         // `stats` runs on fibers too (a /stats route): an overflow must not strike
         // with the spares' lock held (the next overflow's carrier would wait on it
-        // for ever). `counts` above reserves far more already; this lock keeps its
-        // own reserve so that it does not depend on that order.
-        let spare_stacks = crate::lock(&inner.spares).left();
+        // for ever). `counts` above checks far more already; this lock keeps its
+        // own check so that it does not depend on that order. The caller may hold
+        // anything: an overflow here is not at a safe point.
+        let spare_stacks = crate::lock_anywhere(&inner.spares).left();
         let mut stats = PoolStats {
             size: inner.cfg.size,
             stack_size: inner.stack_size,

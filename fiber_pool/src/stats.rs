@@ -163,7 +163,7 @@ impl Counters {
                 return;
             }
         }
-        let mut per_label = crate::lock(&self.per_label);
+        let mut per_label = crate::lock_anywhere(&self.per_label);
         let entry = per_label.entry(label).or_default();
         entry.runs += 1;
         match ended {
@@ -190,7 +190,7 @@ impl Counters {
         stats.peak_stack_bytes = self.peak.load(Ordering::Relaxed);
         // Called on fibers too (a /stats route): the clone allocates, and an
         // overflow inside it with the lock held would hang every later job.
-        stats.per_label = crate::lock(&self.per_label).clone();
+        stats.per_label = crate::lock_anywhere(&self.per_label).clone();
         for (label, runs) in &self.plain_runs.0 {
             if let Some(label) = label.get() {
                 stats.per_label.entry(label).or_default().runs += runs.load(Ordering::Relaxed);

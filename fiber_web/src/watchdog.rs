@@ -46,9 +46,10 @@ pub fn stalls() -> BTreeMap<&'static str, u64> {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Held for an increment or a clone: never poisoned half-way. Only read from
-    // fibers through `fiber_pool`-safe paths (a clone under the allocator's check).
-    fiber_pool::lock(m)
+    // Held for an increment or a clone: never poisoned half-way. Read from fibers
+    // (`/stats`), by a caller that may hold anything: the stack is checked first,
+    // claiming no safe point.
+    fiber_pool::lock_anywhere(m)
 }
 
 /// A running watchdog; stopped (and its thread joined) when dropped.

@@ -47,7 +47,7 @@ impl Pool {
         let now = Instant::now();
         let mut expired = Vec::new();
         let found = {
-            let mut idle = fiber_pool::lock(&self.idle);
+            let mut idle = fiber_pool::lock_anywhere(&self.idle);
             let idle = &mut *idle;
             let list = idle.hosts.get_mut(origin)?;
             let mut found = None;
@@ -80,7 +80,7 @@ impl Pool {
         let now = Instant::now();
         let mut closed = Vec::new();
         {
-            let mut idle = fiber_pool::lock(&self.idle);
+            let mut idle = fiber_pool::lock_anywhere(&self.idle);
             let idle = &mut *idle;
             if idle
                 .swept
@@ -118,6 +118,6 @@ impl Pool {
 
     /// Idle connections now (expired ones not yet closed included).
     pub(crate) fn len(&self) -> usize {
-        fiber_pool::on_carrier(|| fiber_pool::lock(&self.idle).total)
+        fiber_pool::on_carrier(|| fiber_pool::lock_anywhere(&self.idle).total)
     }
 }

@@ -207,7 +207,7 @@ impl Drop for Resolver {
     fn drop(&mut self) {
         let shared = &self.shared;
         fiber_pool::on_carrier(|| {
-            fiber_pool::lock(&shared.state).closed = true;
+            fiber_pool::lock_anywhere(&shared.state).closed = true;
             shared.work.notify_all();
         });
     }
@@ -217,7 +217,7 @@ impl Shared {
     /// Under the lock: a fresh answer, or a channel the answer will come on.
     fn step(self: &Arc<Self>, name: &str) -> Step {
         let now = Instant::now();
-        let mut state = fiber_pool::lock(&self.state);
+        let mut state = fiber_pool::lock_anywhere(&self.state);
         match state.cache.get_mut(name) {
             Some(Entry::Ready { answer, expires }) if *expires > now => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
@@ -262,7 +262,7 @@ impl Shared {
             .name("fiberstack-dns".into())
             .spawn(move || shared.run());
         if let Err(e) = spawned {
-            let mut state = fiber_pool::lock(&self.state);
+            let mut state = fiber_pool::lock_anywhere(&self.state);
             state.threads -= 1;
             if state.threads == 0 {
                 // No thread will take the queue: answer its waiters now.
