@@ -8,8 +8,7 @@
 //! the value and deregisters it; after an overflow the pool calls each
 //! still-registered `on_abandon` on the carrier's stack, after the fiber is
 //! gone. The fiber is found by the address of a local variable in the
-//! global registry (never a thread-local: the carrier migrates between
-//! threads). Outside a fiber a `Lent` is just a box.
+//! global registry. Outside a fiber a `Lent` is just a box.
 //!
 //! **An abandoned value is leaked, not handed over.** The overflow may have struck
 //! in the middle of one of the value's own methods (std's slice sorts move elements
@@ -26,8 +25,8 @@
 //! `Lent` is neither `Send` nor `Sync`: it must stay within the job that
 //! created it, so that "abandoned with the job's frames" is true of it. A
 //! thread-local can still hold one past its job (thread-locals need not be
-//! `Send`), and another fiber could then reach it while its own job, moved to
-//! another worker, overflows and the carrier hands the value to `on_abandon`.
+//! `Send`), and another fiber could then reach it while its own job overflows
+//! and the carrier hands the value to `on_abandon`.
 //! Two guards make that a panic instead of a data race: a registered `Lent`
 //! checks on every access that it runs in the job that made it (same stack,
 //! same job), and its value goes to whichever of its drop and `on_abandon`
@@ -43,20 +42,19 @@ use std::sync::{Arc, Mutex};
 
 use crate::registry::StackEntry;
 
-/// Stack a `Lent` operation needs on a fiber (lock, allocation). With less
-/// left, the operation is treated as the overflow it would likely cause,
-/// before any lock is taken ([`reserve_stack`](crate::reserve_stack)).
-///
-/// The ledger's `Vec` may grow while its lock is held, and with
-/// [`FiberSafeAlloc`](crate::FiberSafeAlloc) that allocation checks its own
-/// [`ALLOC_STACK_MARGIN`](crate::ALLOC_STACK_MARGIN) (2 KiB). The other
-/// 2 KiB cover the frames between the two checks (lookup, `Arc::new`, lock,
-/// push, grow: under 1 KiB in a debug build), so the inner check never fires
-/// with the ledger locked; the test `safe_alloc` creates Lents with just
-/// over this margin left to check it.
+/// Stack a `Lent` operation needs on a fiber before it switches to the carrier,
+/// where the ledger's lock is taken and its `Vec` grows: the cell's allocation, which
+/// checks its own [`ALLOC_STACK_MARGIN`](crate::ALLOC_STACK_MARGIN) (2 KiB) with
+/// [`FiberSafeAlloc`](crate::FiberSafeAlloc), and the switch, which checks
+/// [`SWITCH_STACK_MARGIN`](crate::SWITCH_STACK_MARGIN). With less left, the
+/// operation is treated as the overflow it would likely cause, at its start
+/// ([`check_stack`](crate::check_stack)); the test `safe_alloc` creates Lents with
+/// about this margin left.
 pub const LENT_STACK_MARGIN: usize = 4096;
 
-const _: () = assert!(LENT_STACK_MARGIN >= crate::alloc::ALLOC_STACK_MARGIN + 2048);
+const _: () = assert!(
+    LENT_STACK_MARGIN >= crate::alloc::ALLOC_STACK_MARGIN + crate::carrier::SWITCH_STACK_MARGIN
+);
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -267,11 +265,11 @@ impl<T: Send + 'static> Lent<T> {
             unwound: AtomicBool::new(false),
             filled: AtomicBool::new(filled),
         });
+        // The ledger's lock and its push (which may allocate) on the carrier: an
+        // overflow strikes before the switch, never with the lock held.
         let registration = ledger.map(|ledger| {
-            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-            ledger
-                .lock()
-                .push((id, Arc::clone(&cell) as Arc<dyn Registered>));
+            let item = Arc::clone(&cell) as Arc<dyn Registered>;
+            let id = crate::on_carrier(|| ledger.register(item));
             (ledger, id)
         });
         Lent {
@@ -301,7 +299,7 @@ impl<T: Send + 'static> Lent<T> {
             unsafe { (ptr::read(&this.cell), ptr::read(&this.registration)) };
         crate::on_carrier(move || {
             if let Some((ledger, id)) = registration {
-                ledger.lock().retain(|(i, _)| *i != id);
+                ledger.unregister(id);
             }
             assert!(
                 !cell.claimed.swap(true, Ordering::AcqRel),
@@ -367,7 +365,7 @@ impl<T: Send + 'static> Drop for Lent<T> {
         // ledger's lock run on the carrier's stack, never on the fiber.
         crate::on_carrier(move || {
             if let Some((ledger, id)) = registration {
-                ledger.lock().retain(|(i, _)| *i != id);
+                ledger.unregister(id);
             }
             if !cell.claimed.swap(true, Ordering::AcqRel) {
                 // SAFETY: we won `claimed`, so `abandon` never touches the cell;
@@ -482,9 +480,9 @@ fn current_home() -> Option<(usize, u64)> {
     StackEntry::find_running(crate::stack_pointer()).map(home_of)
 }
 
-/// Treats "less than LENT_STACK_MARGIN bytes left" as an overflow, before
-/// the ledger's lock is taken. Not a safe point: a `Lent` is made and dropped
-/// wherever its job is, critical sections included.
+/// Treats "less than LENT_STACK_MARGIN bytes left" as an overflow, before the
+/// switch to the carrier that takes the ledger's lock. Not a safe point: a `Lent` is
+/// made and dropped wherever its job is, critical sections included.
 fn check_margin() {
     crate::check_stack(LENT_STACK_MARGIN);
 }

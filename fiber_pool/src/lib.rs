@@ -87,7 +87,8 @@
 //! * **Resources** (database connections): hand them to a [`Lent`]; they are
 //!   given back through its `on_abandon` (not lost; not necessarily
 //!   consistent: see [`Lent::new`]). `Lent` checks
-//!   [`LENT_STACK_MARGIN`](lent::LENT_STACK_MARGIN) before taking its lock.
+//!   [`LENT_STACK_MARGIN`](lent::LENT_STACK_MARGIN) before it switches to the
+//!   carrier, where it takes its ledger's lock.
 //! * **A std `Mutex`/`RwLock` in your code: call
 //!   [`reserve_stack`]`(n)` before locking**, with `n` at least the stack the
 //!   critical section uses (measure it: `peak_stack_bytes`). An overflow
