@@ -51,7 +51,8 @@
 //! running fiber and the fault is on its guard, it resets the fiber with
 //! corosensei's `CoroutineTrapHandler` and `run` returns
 //! [`RunError::StackOverflow`]. Any other fault goes to the previous handler,
-//! so real crashes still crash; may's own handler (generator's) is skipped,
+//! so real crashes still crash (a SIGSEGV or SIGBUS *sent* with `kill` is no fault:
+//! it is said on stderr and ignored, so the handler stays in place); may's own handler (generator's) is skipped,
 //! since it allocates, prints and locks inside the signal handler and hangs
 //! when the fault struck with one of those locks held (see [`signal`]). A job's
 //! start readies its thread once: a 64 KiB alternate signal stack. The job never

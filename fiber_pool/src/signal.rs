@@ -18,6 +18,19 @@
 //! (std's handler, or the default action, which kills the process with the
 //! signal). Real crashes still crash, and promptly.
 //!
+//! A SIGSEGV or SIGBUS that no instruction raised, one *sent* (`kill`, `tgkill`,
+//! `sigqueue`: `si_code` is `SI_USER`, `SI_TKILL` or another value <= 0), is no fault:
+//! it is never taken for an overflow, whatever stack the thread it lands on is
+//! running, and it is not passed on either. Passed on, it would reach the default
+//! action or std's handler, and both expect the faulting instruction to run again and
+//! fault once more, with the default action restored (std's handler restores it
+//! itself): no instruction faults, so the process would go on without our handler,
+//! and its next overflow, instead of failing one request, would kill it. So such a
+//! signal is said on stderr, in one line naming its sender's pid and uid, and
+//! otherwise ignored: the server lives, and every later overflow is caught as before
+//! (test `sent_fault`). For a core dump of a running server, send `SIGQUIT` or
+//! `SIGABRT`, whose default action dumps one.
+//!
 //! The handler only does async-signal-safe work: atomic loads over the
 //! registry, a write of a few words onto the faulting fiber's own stack, a
 //! `write(2)` of a line from its own stack, and `sigaction` or a call of the
@@ -139,6 +152,15 @@ pub(crate) fn install(start_may: impl FnOnce()) -> io::Result<()> {
 ///
 /// Called by the kernel only, with a valid `siginfo_t` and `ucontext_t`.
 unsafe extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid `siginfo_t` to SA_SIGINFO handlers; for a
+    // sent signal (`si_code` <= 0) its union holds the sender's pid and uid.
+    let sent = unsafe {
+        ((*info).si_code <= 0).then(|| ((*info).si_pid(), (*info).si_uid(), (*info).si_code))
+    };
+    if let Some((pid, uid, code)) = sent {
+        // Not a fault: see the module documentation.
+        return report_sent(sig, pid, uid, code);
+    }
     let uc = ctx.cast::<libc::ucontext_t>();
     // SAFETY: the kernel passes valid pointers to SA_SIGINFO handlers.
     let (fault, sp, fault_pc) = unsafe {
@@ -181,43 +203,98 @@ unsafe extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: 
     unsafe { chain(sig, info, ctx) }
 }
 
-/// Writes one line about a fault that is not a fiber's overflow to stderr, with
-/// `write(2)` from a buffer on this stack (async-signal-safe: no allocation, no
-/// lock), in place of the report of may's handler, which is skipped.
+/// Writes one line about a fault that is not a fiber's overflow to stderr, in place
+/// of the report of may's handler, which is skipped.
 fn report_fatal(sig: libc::c_int, fault: usize, sp: usize, pc: usize) {
-    let mut line = [0u8; 256];
-    let mut len = 0;
-    let mut put = |bytes: &[u8]| {
-        let n = bytes.len().min(line.len() - len);
-        line[len..len + n].copy_from_slice(&bytes[..n]);
-        len += n;
-    };
-    put(if sig == libc::SIGBUS {
-        b"\nfiber_pool: SIGBUS"
-    } else {
-        b"\nfiber_pool: SIGSEGV"
-    });
+    let mut line = Line::new();
+    line.put(b"\n").put_signal(sig);
     for (what, value) in [
         (&b" at address "[..], fault),
         (b", instruction ", pc),
         (b", stack pointer ", sp),
     ] {
-        put(what);
-        put(&hex(value));
+        line.put(what).put_hex(value);
     }
-    put(b": not a fiber's stack overflow (near the stack pointer: a may coroutine's or a thread's)\n");
-    // SAFETY: writes `len` initialised bytes of `line` to fd 2; async-signal-safe.
-    unsafe { libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), len) };
+    line.put(b": not a fiber's stack overflow (near the stack pointer: a may coroutine's or a thread's)\n");
+    line.write();
 }
 
-/// `value` as `0x` and 16 hexadecimal digits.
-fn hex(value: usize) -> [u8; 18] {
-    let mut out = *b"0x0000000000000000";
-    for (i, digit) in out[2..].iter_mut().enumerate() {
-        let nibble = (value >> (60 - 4 * i)) & 0xf;
-        *digit = b"0123456789abcdef"[nibble];
+/// Writes one line about a SIGSEGV or SIGBUS sent by `pid` (as `uid`), which is
+/// ignored (see the module documentation), to stderr.
+fn report_sent(sig: libc::c_int, pid: libc::pid_t, uid: libc::uid_t, code: libc::c_int) {
+    let mut line = Line::new();
+    line.put(b"\n").put_signal(sig).put(b" sent by pid ");
+    line.put_decimal(i64::from(pid)).put(b" (uid ");
+    line.put_decimal(i64::from(uid)).put(b", si_code ");
+    line.put_decimal(i64::from(code))
+        .put(b"), not raised by a fault: ignored (for a core dump send SIGQUIT or SIGABRT)\n");
+    line.write();
+}
+
+/// A line of text built on the handler's own stack and written to stderr with one
+/// `write(2)`: async-signal-safe (no allocation, no lock). Cut at 256 bytes.
+struct Line {
+    bytes: [u8; 256],
+    len: usize,
+}
+
+impl Line {
+    fn new() -> Line {
+        Line {
+            bytes: [0; 256],
+            len: 0,
+        }
     }
-    out
+
+    fn put(&mut self, bytes: &[u8]) -> &mut Line {
+        let n = bytes.len().min(self.bytes.len() - self.len);
+        self.bytes[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+        self
+    }
+
+    /// `fiber_pool: SIGSEGV` or `fiber_pool: SIGBUS`.
+    fn put_signal(&mut self, sig: libc::c_int) -> &mut Line {
+        self.put(if sig == libc::SIGBUS {
+            b"fiber_pool: SIGBUS"
+        } else {
+            b"fiber_pool: SIGSEGV"
+        })
+    }
+
+    /// `value` as `0x` and 16 hexadecimal digits.
+    fn put_hex(&mut self, value: usize) -> &mut Line {
+        let mut out = *b"0x0000000000000000";
+        for (i, digit) in out[2..].iter_mut().enumerate() {
+            let nibble = (value >> (60 - 4 * i)) & 0xf;
+            *digit = b"0123456789abcdef"[nibble];
+        }
+        self.put(&out)
+    }
+
+    /// `value` in decimal.
+    fn put_decimal(&mut self, value: i64) -> &mut Line {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut left = value.unsigned_abs();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (left % 10) as u8;
+            left /= 10;
+            if left == 0 {
+                break;
+            }
+        }
+        if value < 0 {
+            self.put(b"-");
+        }
+        self.put(&digits[at..])
+    }
+
+    fn write(&self) {
+        // SAFETY: writes `len` initialised bytes of our buffer to fd 2.
+        unsafe { libc::write(libc::STDERR_FILENO, self.bytes.as_ptr().cast(), self.len) };
+    }
 }
 
 /// Passes a fault that is not ours to the previous handler.
