@@ -127,9 +127,10 @@
 //!   another thread). [`jobs_running_longer_than`] shows a thread held by a
 //!   job (for a stall watchdog).
 //! * **Signals**: every signal but the synchronous ones (SIGSEGV, SIGBUS, SIGILL,
-//!   SIGFPE, SIGTRAP, SIGSYS), real-time signals included, is blocked on may's
-//!   threads, and on any other thread while its fiber runs (see [`signal`]; glibc
-//!   keeps its own two, SIGCANCEL and SIGSETXID, unblocked; test `rt_signal`), so
+//!   SIGFPE, SIGTRAP, SIGSYS, which are unblocked there even if the thread had them
+//!   blocked), real-time signals included, is blocked on may's threads, and on any
+//!   other thread while its fiber runs (see [`signal`]; glibc keeps its own two,
+//!   SIGCANCEL and SIGSETXID, unblocked; test `rt_signal`), so
 //!   that a process-directed one goes to a thread of the application's own and none
 //!   is delivered on a fiber stack near its guard; every thread gets a 64 KiB
 //!   alternate signal stack before a fiber runs on it.

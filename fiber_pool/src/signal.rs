@@ -427,11 +427,13 @@ impl Drop for AltStack {
 ///   debugger's single step), `SIGSYS` (a seccomp filter's trap): whoever installed a
 ///   handler for them expects it to run where the fault is.
 ///
-/// Every other signal is blocked, so that none is delivered on a fiber's stack. A
-/// handler installed without `SA_ONSTACK` (a profiler's `SIGPROF`, a Ctrl-C crate's
-/// `SIGINT`, a library's real-time signal) runs on the interrupted stack; a fiber
-/// within a few KiB of its guard page has no room for the kernel's signal frame (up to
-/// 3.5 KiB with AVX-512 state), and the kernel then kills the process with `SIGSEGV`.
+/// They are unblocked explicitly where the mask is set, even on a thread that had them
+/// blocked (test `blocked_faults`). Every other signal is blocked, so that none is
+/// delivered on a fiber's stack. A handler installed without `SA_ONSTACK` (a
+/// profiler's `SIGPROF`, a Ctrl-C crate's `SIGINT`, a library's real-time signal)
+/// runs on the interrupted stack; a fiber within a few KiB of its guard page has no
+/// room for the kernel's signal frame (up to 3.5 KiB with AVX-512 state), and the
+/// kernel then kills the process with `SIGSEGV`.
 /// Blocked here, a process-directed signal goes to a thread that does not block it (the
 /// main thread, or a signal-handling thread of the application); one sent to a single
 /// may thread with `tgkill` stays pending. `SIGABRT` is blocked too: `abort()` unblocks
@@ -471,14 +473,18 @@ pub(crate) fn blocked_while_running() -> libc::sigset_t {
     }
 }
 
-/// Blocks [`blocked_while_running`] on the calling thread; returns the old mask.
+/// Blocks [`blocked_while_running`] on the calling thread, and unblocks
+/// [`LEFT_UNBLOCKED`], which the thread may have inherited blocked (a thread started
+/// by one that blocked SIGSEGV, say: an overflow there would kill the process instead
+/// of running our handler); returns the old mask.
 pub(crate) fn block_async_signals() -> libc::sigset_t {
+    // Every signal but those: what was blocked stays blocked, and they are not.
     let set = blocked_while_running();
     // SAFETY: `set` is initialised and pthread_sigmask writes the old mask into a
     // valid local.
     unsafe {
         let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, &mut old);
         old
     }
 }
@@ -517,11 +523,11 @@ thread_local! {
 /// Readies the current thread to carry fibers, once per thread: an alternate signal
 /// stack big enough for an overflow to be caught here, the panic hook's stack
 /// ([`crate::panic_hook`]), and, on a may thread, every signal but the synchronous
-/// ones blocked ([`LEFT_UNBLOCKED`]). Called before every switch onto a fiber (in
-/// `run`, and when [`on_carrier`] returns to the fiber, possibly on another worker
-/// than it left: may moves carriers between workers), so a worker that never called
-/// `run` is readied before the first fiber runs on it. After the first call on a
-/// thread it is one thread-local check.
+/// ones blocked and those unblocked ([`LEFT_UNBLOCKED`], [`block_async_signals`]).
+/// Called when a job starts on a fiber (in `run`): a carrier never changes thread, so
+/// the thread it readied is the one the job runs on whenever it is back from
+/// [`on_carrier`](crate::on_carrier). After the first call on a thread it is one
+/// thread-local check.
 ///
 /// When the OS refuses the alternate stack (no memory for its mapping), the thread
 /// keeps the one it had: std gives each of its threads one of about 8 KiB, where our
