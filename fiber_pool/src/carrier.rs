@@ -107,12 +107,12 @@ where
 /// with a deadline of its own would spin through it if the sleep ended early. To end
 /// early when the job is cancelled, use [`sleep_or_cancelled`](crate::sleep_or_cancelled).
 ///
-/// While the thread is panicking (a destructor that sleeps, run by unwinding)
-/// it sleeps the thread instead, without parking the carrier: std's panic count
-/// is per thread, so every coroutine that ran on this worker meanwhile would see
-/// a panic in progress, and may resumes a sleeper on its timer thread, so the
-/// unwinding would finish there, leaving this thread's count stuck at 1 and
-/// wrapping the other's. The worker's other coroutines wait for the sleep.
+/// While the thread is panicking (a destructor that sleeps, run by unwinding, or a
+/// panic hook that waits) it sleeps the thread instead, without parking the carrier:
+/// std's panic count is per thread, so every coroutine that ran on this worker
+/// meanwhile would see a panic in progress, and a panic of one of them while a panic
+/// hook is parked aborts the process ([`panic_hook`](crate::panic_hook)). The
+/// worker's other coroutines wait for the sleep.
 pub fn sleep(d: Duration) {
     if std::thread::panicking() {
         return on_carrier(|| std::thread::sleep(d));

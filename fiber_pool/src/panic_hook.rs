@@ -11,10 +11,19 @@
 //! the hook, made when a fiber first runs there (`prepare_thread`), and the hook runs
 //! on it with corosensei's `on_stack`, a plain call on another stack.
 //!
-//! The hook must not call may (no may I/O, `may::sync`, sleeps): a yield inside it
-//! would leave the thread's hook stack in use by a coroutine that may move to another
-//! thread. That thread's next panic then finds the stack borrowed and runs the hook
-//! where it is.
+//! **A hook that waits.** std runs the hook with its thread marked as inside its panic
+//! hook and the panic counted (`std::thread::panicking()` is true there). A hook that
+//! parks its coroutine (may I/O, a `may::sync` wait, a may sleep) resumes on the
+//! thread it started on, as every coroutine does ([`mod@crate::spawn`]), and gives
+//! that thread's hook stack back there: the next panic's hook runs on it again (test
+//! `panic_hook_waits`). While it is parked, the other coroutines of its thread run,
+//! each with a panic in progress as far as std can tell, and a panic of any of them
+//! aborts the process ("thread panicked while processing panic": std allows no panic
+//! on a thread inside its panic hook, and aborts before any hook runs). No wrapper of
+//! the hook can prevent that, so a hook that must wait calls
+//! [`sleep`](crate::sleep), which, while the thread is panicking, sleeps the thread
+//! instead of parking: the worker's other coroutines wait for it, and none can panic
+//! meanwhile.
 
 use std::cell::{OnceCell, RefCell};
 use std::panic::PanicHookInfo;
@@ -41,8 +50,9 @@ pub(crate) fn prepare_thread() {
 /// Makes the process's panic hook (the one installed when this is called, std's
 /// printer by default) run on its own stack when a job panics on a fiber; elsewhere
 /// it is called as before. Call it once at start-up, off fibers, after any hook of
-/// your own is set (later calls, and calls on a fiber, do nothing). The hook must not
-/// call may (see the module documentation).
+/// your own is set (later calls, and calls on a fiber, do nothing). A hook that waits
+/// does it with [`sleep`](crate::sleep), never by parking in may (see the module
+/// documentation).
 pub fn run_panic_hook_off_fiber() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     if crate::on_fiber() {
@@ -70,6 +80,9 @@ fn off_fiber(hook: &(dyn Fn(&PanicHookInfo<'_>) + Send + Sync), info: &PanicHook
             .map(RefCell::try_borrow_mut)
         {
             Some(Ok(mut stack)) => corosensei::on_stack(&mut *stack, || hook(info)),
+            // No hook stack on this thread (it could not be made): where it is. It is
+            // never found borrowed: std runs one hook at a time on a thread, and
+            // aborts at a panic while one runs, parked or not.
             _ => hook(info),
         }
     })
