@@ -50,12 +50,10 @@
 //! [`RunError::NoFiberForChild`] rather than wait for ever.
 //!
 //! **Carriers**: each child runs in a carrier of its own. When the parent's carrier
-//! is a may coroutine, the children's are may coroutines too; the promise its spawner
-//! made ([`spawn::spawn`](crate::spawn::spawn)'s `# Safety`) covers the children
-//! of the scopes its jobs open, which are code of those jobs. When the parent is
-//! carried by a plain thread (whose code made no such promise and never moves between
-//! threads), each child is carried by a plain thread of its own too: its waits block
-//! only that thread. `may::join!` and may's own scoped spawns are not used: they would
+//! is a may coroutine, the children's are may coroutines too, each on the thread it
+//! starts on for good, as every coroutine ([`mod@crate::spawn`]). When the parent is
+//! carried by a plain thread, each child is carried by a plain thread of its own too:
+//! its waits block only that thread. `may::join!` and may's own scoped spawns are not used: they would
 //! run the children's code on the parent's stack, outside any guarded fiber.
 //!
 //! **Stalls and overflows**: a parent waiting in [`Child::join`] or at the end of its
@@ -269,6 +267,20 @@ impl<'scope> Scope<'scope, '_> {
     /// Cancels the scope's children (see [`context`](Self::context)).
     pub fn cancel(&self, reason: CancelReason) {
         self.shared.ctx.cancel(reason);
+    }
+}
+
+/// Aborts the process when dropped: armed around a scope's final join, which must
+/// never unwind (see `open`), and forgotten once the join returned.
+struct AbortIfUnwound;
+
+impl Drop for AbortIfUnwound {
+    fn drop(&mut self) {
+        eprintln!(
+            "fiber_pool: a scope's join unwound while its children may still borrow the \
+             job's frames: aborting"
+        );
+        std::process::abort();
     }
 }
 
@@ -556,8 +568,14 @@ where
     }
     let shared = &scope.shared;
     crate::on_carrier(move || {
+        // Children may still run here, borrowing this job's frames: a panic out of the
+        // join (a may cancel of the carrier panics in its park) would unwind and free
+        // those frames under them. Nothing can wait for them any more then, so the
+        // process ends instead.
+        let unwound = AbortIfUnwound;
         shared.join_all();
         ledger.unregister(id);
+        std::mem::forget(unwound);
     });
     if scope.shared.child_abandoned.load(Ordering::Acquire) {
         // A child was abandoned by an overflow: a thread it started may still use

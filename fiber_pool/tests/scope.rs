@@ -487,3 +487,59 @@ fn children_borrow_the_parents_locals_and_spawn_grandchildren() {
     });
     assert_eq!(ran, Ok(8));
 }
+
+/// Written by the child process once the parent's carrier is cancelled.
+const CANCELLED: &str = "child: the parent's carrier is cancelled in the scope's join";
+
+/// A may cancel of the parent's carrier while it waits in its scope's final join makes
+/// that wait panic. Unwinding would free the parent's frames while a child still reads
+/// a local of them; the process aborts instead (in a child process, which the test
+/// watches die).
+#[test]
+fn a_scope_join_that_unwinds_aborts_the_process_rather_than_free_what_children_borrow() {
+    const NAME: &str =
+        "a_scope_join_that_unwinds_aborts_the_process_rather_than_free_what_children_borrow";
+    if common::child_mode(NAME).is_none() {
+        let out = common::child_command(NAME, "cancel").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(CANCELLED), "{}: {stderr}", out.status);
+        assert!(
+            stderr.contains("a scope's join unwound"),
+            "{}: {stderr}",
+            out.status
+        );
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGABRT),
+            "{}: {stderr}",
+            out.status
+        );
+        return;
+    }
+    let p = pool(small(2));
+    let started = Arc::new(AtomicBool::new(false));
+    let s = Arc::clone(&started);
+    let parent = fiber_pool::spawn::go(move || {
+        p.run("parent", move || {
+            let stop = AtomicBool::new(false);
+            fiber_pool::scope(|scope| {
+                // Reads the parent's local until told to stop: never, here.
+                scope.spawn(|| {
+                    s.store(true, Ordering::SeqCst);
+                    while !stop.load(Ordering::SeqCst) {
+                        fiber_pool::sleep(Duration::from_millis(1));
+                    }
+                });
+            });
+        })
+    });
+    wait_until("the child to start", LONG, || {
+        started.load(Ordering::SeqCst)
+    });
+    eprintln!("{CANCELLED}");
+    // SAFETY: a test of what cancelling does: the carrier's next park panics.
+    unsafe { parent.coroutine().cancel() };
+    let ran = parent.join();
+    eprintln!("child: the parent returned while its child still ran: {ran:?}");
+}
