@@ -199,6 +199,15 @@ impl EventSource for Park {
     // register the coroutine to the park
     fn subscribe(&mut self, co: CoroutineImpl) {
         let cancel = co_cancel_data(&co);
+        let _g = self.delay_drop();
+
+        // register the coroutine before its timer: a timer that fired first (this
+        // thread preempted for longer than a short timeout) would find no coroutine
+        // to wake, and the park would never end. Whoever takes the coroutine from
+        // here on only queues it to its home worker, which is this thread: it cannot
+        // run before this returns and has the timer's handle to remove.
+        self.wait_co.store(co);
+
         // if we share the same park, the previous timer may wake up it by false
         // if we not deleted the timer in time
         let timeout_handle = self
@@ -206,11 +215,6 @@ impl EventSource for Park {
             .take()
             .map(|dur| get_scheduler().add_timer(dur, self.wait_co.clone()));
         self.set_timeout_handle(timeout_handle);
-
-        let _g = self.delay_drop();
-
-        // register the coroutine
-        self.wait_co.store(co);
 
         // re-check the state, only clear once after resume
         if self.state.load(Ordering::Acquire) {
