@@ -5,7 +5,8 @@
 //! deadline, and a list of hooks. It lives on the heap (an `Arc`), never on a fiber
 //! stack, and the running job's is found through its fiber's registry entry
 //! ([`current`]), the way `Lent` finds its ledger: by the stack pointer, never a
-//! thread-local, since the carrier moves between threads at every wait.
+//! thread-local, so that finding it costs no thread-local registration (which may
+//! allocate) and works on any thread that runs a fiber.
 //!
 //! ```text
 //!   canceller (any thread or coroutine)          the job (on its fiber)

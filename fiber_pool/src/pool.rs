@@ -226,6 +226,16 @@ impl FiberPool {
     /// not. A caller that can promise more uses
     /// [`run_admitted_in_unchecked`](Self::run_admitted_in_unchecked).
     ///
+    /// # What a job may hold across a wait
+    ///
+    /// Anything, thread-bound values included (a `thread_local!` borrow, an `Rc` into a
+    /// thread-local, a lock guard, a span entered on the thread's stack). The job runs
+    /// on its fiber inside the calling coroutine, and a coroutine never changes OS
+    /// thread (the patched may: [`spawn`](crate::spawn)), so every such value is its own
+    /// thread's when a wait ends. The job shares the thread with the other coroutines of
+    /// its worker, which run during its waits: see [`spawn`](crate::spawn) for what that
+    /// interleaving means for `RefCell`s and std locks.
+    ///
     /// # After an overflow
     ///
     /// Something may still refer to the abandoned frames: a thread started by
@@ -374,7 +384,8 @@ impl FiberPool {
     /// never joined or stopped by the job (`std::thread::scope` and
     /// `may::coroutine::scope` join in code of the job, a join handle joins in a
     /// destructor), and this function returns, letting the caller free what it lent,
-    /// while that code still uses it.
+    /// while that code still uses it. (Thread-bound state the job holds across its
+    /// waits is no part of this contract: the job never changes thread.)
     pub unsafe fn run_admitted_in_unchecked<T, F, S>(
         &self,
         label: &'static str,

@@ -3,10 +3,10 @@
 //! The signal handler must find the fiber that faulted without locks or
 //! allocation; `Lent`, [`reserve_stack`](crate::reserve_stack) and with it
 //! [`FiberSafeAlloc`](crate::FiberSafeAlloc) (so: every allocation) must find
-//! the fiber they run on, cheaply. None of them may use a thread-local: may
-//! moves the carrying coroutine (and with it the fiber) between worker
-//! threads whenever it yields, and a thread-local with a destructor would
-//! allocate on first use.
+//! the fiber they run on, cheaply. None of them uses a thread-local: the signal
+//! handler may read no lazily initialised state, and a thread-local with a
+//! destructor would allocate on first use (inside the allocator, in
+//! `FiberSafeAlloc`'s case).
 //!
 //! Each pool's stacks are one contiguous reservation (see `stack`), so the
 //! registry holds one `Node` per *pool*: `[start, end)`, the slot stride,

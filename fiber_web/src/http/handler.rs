@@ -18,8 +18,18 @@
 //! - It may call blocking-looking may I/O (`fiber_mysql`, [`crate::http::client`]):
 //!   the waits yield to the scheduler. It must not call blocking std I/O or
 //!   `std::thread::sleep` (they stall a whole worker thread; the watchdog names the
-//!   route), nor keep per-request state in a thread-local (fibers move between
-//!   threads).
+//!   route).
+//! - It may hold anything across a wait, thread-bound values included: a fiber runs
+//!   from its first instruction to its last on the OS thread it started on (the
+//!   patched may of `patches/may` never moves a coroutine, and a fiber runs inside
+//!   one), so a `thread_local!` borrow, an `Rc` into a thread-local
+//!   (`rand::thread_rng()`), a `tracing` span entered on the thread's stack or a std
+//!   lock guard is still its own thread's when the wait ends: no value is touched from
+//!   two threads, and safe code cannot make a data race of it. What other requests of
+//!   the same thread do meanwhile is what interleaving gives, as on a current-thread
+//!   async executor: a `RefCell` borrowed mutably across a wait makes theirs panic,
+//!   and a std `Mutex` held across one deadlocks the thread when another of its
+//!   requests locks it (use `may::sync::Mutex`, which parks instead).
 //! - A stack overflow abandons its frames without unwinding: the client gets a 500 and
 //!   the server goes on, but locks those frames held stay held. Take MySQL connections
 //!   through `fiber_mysql::Pool::checkout` (it keeps the connection outside the fiber
