@@ -154,12 +154,15 @@ async fn serve_connection(
         request_timeout,
     } = serving;
     let _ = stream.set_nodelay(true);
-    // The socket's number, for the look at a request's client: hyper owns the stream,
-    // and it stays open as long as this task (and so every request future of it) lives.
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    // A copy of the socket, for the look at a request's client: hyper owns the stream.
+    // Without one (no descriptor left) requests are not watched for their client.
+    let socket = std::os::fd::AsFd::as_fd(&stream)
+        .try_clone_to_owned()
+        .ok()
+        .map(Arc::new);
     let routed = TowerToHyperService::new(router);
     let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-        let (stats, stop) = (Arc::clone(&stats), Arc::clone(&stop));
+        let (stats, stop, socket) = (Arc::clone(&stats), Arc::clone(&stop), socket.clone());
         let started = Instant::now();
         let minor_version = u8::from(req.version() != hyper::Version::HTTP_10);
         // Copied only when an access line will be written.
@@ -176,7 +179,7 @@ async fn serve_connection(
                     let deadline = deadline_of(started, request_timeout);
                     let resp = tokio::select! {
                         resp = routed => resp?,
-                        () = client_gone(fd, minor_version) => {
+                        () = client_gone(socket, minor_version) => {
                             stats.cancelled();
                             return Err(ClientGone);
                         }
@@ -244,13 +247,18 @@ async fn deadline_of(started: Instant, timeout: Option<Duration>) {
     }
 }
 
-/// Resolves when the client of a request in flight on socket `fd` has gone: the
-/// fiber server's rule (`fiber_web::http::departure`), looked at every tick from the
-/// request's second tick on, as the fiber server's sweeper does.
-async fn client_gone(fd: std::os::fd::RawFd, minor_version: u8) {
+/// Resolves when the client of a request in flight on `socket` (a copy of its
+/// connection's) has gone: the fiber server's rule (`fiber_web::http::departure`),
+/// looked at every tick from the request's second tick on, as the fiber server's
+/// sweeper does. Never without a socket.
+async fn client_gone(socket: Option<Arc<std::os::fd::OwnedFd>>, minor_version: u8) {
+    let Some(socket) = socket else {
+        return std::future::pending().await;
+    };
     let mut probe = Probe::new(minor_version);
     loop {
         tokio::time::sleep(idle::TICK).await;
+        let fd = std::os::fd::AsFd::as_fd(&*socket);
         if departure::look(&mut [(fd, &mut probe)])[0] == Seen::Gone {
             return;
         }

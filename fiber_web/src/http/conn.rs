@@ -208,10 +208,12 @@ enum ReadError {
 /// `out` is the buffer responses are written from, kept between requests. `watch` ends
 /// the waits between requests ([`Socket::read_idle`]).
 struct Socket {
+    /// The sweeper's entry for `stream`, which holds its descriptor's number: declared
+    /// first, so dropped before the socket closes (see `Sweeper::watch`).
+    watch: Watch,
     stream: TcpStream,
     armed: Option<Duration>,
     out: Vec<u8>,
-    watch: Watch,
     /// The last read left nothing in the socket, and may's readiness flag has not been
     /// reset since (by a may write): whatever the client sends next sets the flag, so
     /// the wait for the next request can start without a read that would find nothing

@@ -18,7 +18,7 @@
 //! are a pipelined request, which says nothing), and the one probe a request gets at
 //! most is one `send(2)`.
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
 use fiber_pool::net::{PollFlags, RawPoll};
 use nix::errno::Errno;
@@ -57,11 +57,31 @@ pub enum Seen {
 }
 
 /// Look at each of `clients` once (one `poll`), sending the probe where a FIN came
-/// first; what was seen of each, in order. The descriptors are numbers: the caller
-/// looks only at sockets it knows are open meanwhile (see `fiber_pool::net::poll_raw`).
-/// A socket the look cannot use is `Here`: its connection's own read or write will
-/// fail and end it.
-pub fn look(clients: &mut [(RawFd, &mut Probe)]) -> Vec<Seen> {
+/// first; what was seen of each, in order. Each socket is borrowed for the look, so it
+/// stays open meanwhile. A socket the look cannot use is `Here`: its connection's own
+/// read or write will fail and end it.
+///
+/// A descriptor's number is refused: the look writes to the socket, which must be the
+/// caller's.
+///
+/// ```compile_fail,E0308
+/// use fiber_web::http::departure::{look, Probe};
+/// let mut probe = Probe::new(1);
+/// look(&mut [(3, &mut probe)]);
+/// ```
+pub fn look(clients: &mut [(BorrowedFd<'_>, &mut Probe)]) -> Vec<Seen> {
+    let mut raw: Vec<(RawFd, &mut Probe)> = clients
+        .iter_mut()
+        .map(|(fd, probe)| (fd.as_raw_fd(), &mut **probe))
+        .collect();
+    look_raw(&mut raw)
+}
+
+/// [`look`] at descriptors by number, for the server's sweeper, which holds no borrow
+/// of its connections' sockets: the caller keeps each socket open for the look (the
+/// sweeper looks under the lock a connection takes before it closes, see `idle.rs`).
+/// Not public: a number that is not the caller's socket would be written to.
+pub(crate) fn look_raw(clients: &mut [(RawFd, &mut Probe)]) -> Vec<Seen> {
     let mut fds: Vec<RawPoll> = clients
         .iter()
         .map(|(fd, _)| RawPoll {
@@ -110,7 +130,7 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::{Shutdown, TcpListener, TcpStream};
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsFd, AsRawFd};
     use std::time::{Duration, Instant};
 
     /// A connected pair: (the server's side, the client's side).
@@ -125,7 +145,7 @@ mod tests {
     fn look_until(server: &TcpStream, probe: &mut Probe, until: impl Fn(Seen) -> bool) -> Seen {
         let deadline = Instant::now() + Duration::from_secs(1);
         loop {
-            let seen = look(&mut [(server.as_raw_fd(), &mut *probe)])[0];
+            let seen = look(&mut [(server.as_fd(), &mut *probe)])[0];
             if until(seen) || Instant::now() > deadline {
                 return seen;
             }
@@ -137,7 +157,7 @@ mod tests {
     fn a_client_that_closes_is_gone_after_the_probe() {
         let (server, client) = pair();
         let mut probe = Probe::new(1);
-        assert_eq!(look(&mut [(server.as_raw_fd(), &mut probe)]), [Seen::Here]);
+        assert_eq!(look(&mut [(server.as_fd(), &mut probe)]), [Seen::Here]);
         drop(client);
         assert_eq!(
             look_until(&server, &mut probe, |s| s == Seen::Gone),
@@ -154,7 +174,7 @@ mod tests {
         // The probe goes out once the FIN is seen; the client is still there after it.
         look_until(&server, &mut probe, |_| probe_sent(&server));
         for _ in 0..20 {
-            assert_eq!(look(&mut [(server.as_raw_fd(), &mut probe)]), [Seen::Here]);
+            assert_eq!(look(&mut [(server.as_fd(), &mut probe)]), [Seen::Here]);
         }
         server
             .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
@@ -181,7 +201,7 @@ mod tests {
         client.shutdown(Shutdown::Write).unwrap();
         let mut probe = Probe::new(0);
         look_until(&server, &mut probe, |_| probe_sent(&server));
-        assert_eq!(look(&mut [(server.as_raw_fd(), &mut probe)]), [Seen::Here]);
+        assert_eq!(look(&mut [(server.as_fd(), &mut probe)]), [Seen::Here]);
         assert!(!probe.sent);
     }
 

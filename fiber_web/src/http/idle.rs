@@ -38,7 +38,15 @@ use crate::shutdown::Stop;
 /// How often the sweeper looks at the watches: how late, at most, an idle wait ends.
 pub const TICK: Duration = Duration::from_millis(20);
 
-/// The server's waiting connections and its coarse clock.
+/// The server's waiting connections and its coarse clock. Connections are put on its
+/// list by the server only (`Sweeper::watch` is not public: it takes a descriptor's
+/// number, which the sweeper writes to):
+///
+/// ```compile_fail,E0624
+/// # fn put(sweeper: &std::sync::Arc<fiber_web::http::idle::Sweeper>, waker: may::io::WaitIoWaker) {
+/// let _watch = sweeper.watch(3, waker);
+/// # }
+/// ```
 pub struct Sweeper {
     /// The clock's zero; `now_ms` counts from it.
     epoch: Instant,
@@ -120,8 +128,13 @@ impl Sweeper {
         self.closed.store(true, Ordering::Release);
     }
 
-    /// Put a connection on socket `fd`, woken through `waker`, on the list.
-    pub fn watch(self: &Arc<Self>, fd: RawFd, waker: WaitIoWaker) -> Watch {
+    /// Put a connection on socket `fd`, woken through `waker`, on the list. The sweeper
+    /// looks at `fd`, and may write to it (the probe of `departure.rs`), while a
+    /// request of the connection is watched ([`Watch::request`]'s guard lives): the
+    /// caller keeps the socket open until the `Watch` is dropped (`conn.rs` declares
+    /// it before the socket). Not public: a number that is not the caller's socket
+    /// would be written to.
+    pub(crate) fn watch(self: &Arc<Self>, fd: RawFd, waker: WaitIoWaker) -> Watch {
         let shared = Arc::new(Shared {
             waker,
             deadline: AtomicU64::new(0),
@@ -207,7 +220,7 @@ fn look_at_clients(looked: &mut [MutexGuard<'_, Option<InFlight>>]) {
         clients.push((*fd, probe));
         contexts.push(ctx);
     }
-    for (seen, ctx) in departure::look(&mut clients).into_iter().zip(contexts) {
+    for (seen, ctx) in departure::look_raw(&mut clients).into_iter().zip(contexts) {
         if seen == Seen::Gone {
             // Its hooks run here, on the sweeper: each hands its work on (a MySQL
             // `KILL QUERY` goes to a thread of its own).
