@@ -123,10 +123,10 @@ pub(crate) struct Conn {
     write_armed: Option<Duration>,
     /// When it went back to the pool.
     pub(crate) idle_since: Instant,
-    /// The cancel hook of the call using it (`HttpClient`'s `follow`): here, inside
-    /// the connection's `Lent`, so that an overflow mid-call drops it with the
-    /// connection instead of leaving it, and a copy of the socket, registered forever.
-    pub(crate) following: Option<fiber_pool::Registration>,
+    /// The cancel hook of the call using it (`follow.rs`), with the gate that keeps it
+    /// off the connection once the call has given it back: here, inside the
+    /// connection's `Lent`, with the connection.
+    pub(crate) following: Option<super::follow::Following>,
 }
 
 impl Conn {

@@ -52,12 +52,15 @@
 //! `response.rs` ([`ClientResponse`]), `error.rs` ([`ClientError`], [`phase`]),
 //! `deadline.rs` (a phase's deadline within the call's), `resolve.rs` (the DNS threads
 //! and cache), `pool.rs` (idle connections), `conn.rs` (one connection, plain or TLS),
-//! `tls.rs` (rustls' configuration), `exchange.rs` (one request and its response).
+//! `tls.rs` (rustls' configuration), `exchange.rs` (one request and its response),
+//! `follow.rs` (a call's cancel hook, and the gate that keeps it off a connection
+//! given back).
 
 mod conn;
 mod deadline;
 mod error;
 mod exchange;
+mod follow;
 mod pool;
 mod request;
 mod resolve;
@@ -86,6 +89,7 @@ use crate::config::ClientLimits;
 use conn::{Conn, Failure};
 use deadline::Deadline;
 use exchange::{Exchange, Failed};
+use follow::follow;
 use pool::Pool;
 use resolve::Resolver;
 
@@ -332,12 +336,14 @@ impl HttpClient {
         lend(|| pool.take(origin).ok_or(())).ok()
     }
 
-    /// Back to the pool if `reusable`, else closed.
+    /// Back to the pool if `reusable` and its cancel hook has not shut it down, else
+    /// closed. Once the hook's gate is closed here, a hook still to run leaves the
+    /// connection alone (see `follow.rs`).
     fn finish(&self, url: &Url, mut conn: Lent<Conn>, reusable: bool) {
-        if !reusable {
+        let shut = conn.following.take().is_some_and(follow::Following::close);
+        if !reusable || shut {
             return drop(conn);
         }
-        conn.following = None;
         conn.park();
         // Stack for the few frames between taking the connection out of its `Lent`
         // and the carrier, checked while it is still in the `Lent`.
@@ -454,23 +460,4 @@ pub struct ClientStats {
     pub dns_cache_hits: u64,
     /// TLS handshakes started.
     pub tls_handshakes: u64,
-}
-
-/// Makes `conn`'s exchange follow its job's context: on a cancel (not a deadline,
-/// which the call's own deadline handles and names), a hook shuts the socket down
-/// through a copy of it, so the read or write the call waits in returns at once and
-/// the call ends; the connection is then closed, never reused. The hook lives in the
-/// connection (`Conn::following`), inside its `Lent`, and goes with it: unregistered
-/// when the call gives the connection back or closes it, or by an overflow's
-/// give-back.
-fn follow(ctx: &Context, conn: &mut Conn) {
-    // Without a copy the call still ends at its own timeouts.
-    let Ok(socket) = conn.shutdown_handle() else {
-        return;
-    };
-    conn.following = Some(ctx.on_cancel(move |reason| {
-        if reason != CancelReason::DeadlinePassed {
-            let _ = socket.shutdown(std::net::Shutdown::Both);
-        }
-    }));
 }
