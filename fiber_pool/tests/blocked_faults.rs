@@ -11,7 +11,7 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 mod common;
 
-use common::{in_coroutine, recurse};
+use common::recurse;
 use fiber_pool::{FiberPool, PoolConfig, RunError};
 
 /// Blocks SIGSEGV and SIGBUS on the calling thread.
@@ -58,12 +58,7 @@ fn overflows_are_caught_on_threads_that_had_sigsegv_and_sigbus_blocked() {
         assert!(blocked(libc::SIGSEGV), "the thread's own mask is back");
         // Carried by a may coroutine, on a worker started with this thread's mask.
         for _ in 0..2 {
-            let p = pool.clone();
-            let ran = in_coroutine(move || p.run("overflows on may", || recurse(0)));
-            assert!(
-                matches!(ran, Err(RunError::StackOverflow { .. })),
-                "{ran:?}"
-            );
+            common::overflow_is_caught(&pool, "on a may worker");
         }
         assert_eq!(pool.stats().overflows, 3);
     })

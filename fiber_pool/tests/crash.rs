@@ -8,8 +8,6 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 mod common;
 
-use std::os::unix::process::ExitStatusExt;
-
 use fiber_pool::{FiberPool, PoolConfig};
 
 /// Written by the child just before its crash, so that a child that died
@@ -33,15 +31,7 @@ fn pool() -> FiberPool {
 /// Runs the test `name` as a child and asserts that it wrote
 /// [`ABOUT_TO_CRASH`] and then died by SIGSEGV.
 fn assert_child_dies_by_sigsegv(name: &str) {
-    let out = common::child_command(name, "crash").output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(ABOUT_TO_CRASH), "{}: {stderr}", out.status);
-    assert_eq!(
-        out.status.signal(),
-        Some(libc::SIGSEGV),
-        "{}: {stderr}",
-        out.status
-    );
+    common::assert_child_dies(name, "crash", libc::SIGSEGV, &[ABOUT_TO_CRASH]);
 }
 
 #[test]

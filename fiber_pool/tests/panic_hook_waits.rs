@@ -13,12 +13,11 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 mod common;
 
-use std::os::unix::process::ExitStatusExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{child_command, child_mode, wait_until};
+use common::{child_mode, wait_until};
 use fiber_pool::{FiberPool, PoolConfig, RunError};
 
 /// How long a parking hook sleeps.
@@ -127,21 +126,8 @@ const SECOND_PANIC: &str = "child: a second coroutine panics while the hook is p
 fn a_panic_on_the_thread_of_a_parked_hook_aborts_the_process() {
     const NAME: &str = "a_panic_on_the_thread_of_a_parked_hook_aborts_the_process";
     if child_mode(NAME).is_none() {
-        let out = child_command(NAME, "abort").output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(SECOND_PANIC), "{}: {stderr}", out.status);
-        assert!(
-            stderr.contains("thread panicked while processing panic"),
-            "{}: {stderr}",
-            out.status
-        );
-        assert_eq!(
-            out.status.signal(),
-            Some(libc::SIGABRT),
-            "{}: {stderr}",
-            out.status
-        );
-        return;
+        let says = [SECOND_PANIC, "thread panicked while processing panic"];
+        return common::assert_child_dies(NAME, "abort", libc::SIGABRT, &says);
     }
     let pool = setup();
     let _first = panics(&pool, "parks in its hook");

@@ -11,7 +11,7 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 use std::sync::{Mutex, TryLockError};
 
-use fiber_pool::{stack_remaining, FiberPool, PoolConfig, RunError};
+use fiber_pool::{stack_remaining, Aftermath, FiberPool, PoolConfig, RunError};
 
 /// Recurses (128-byte frames) until fewer than `left` bytes of fiber stack remain,
 /// then runs `f` there.
@@ -54,13 +54,39 @@ fn overflow_of(pool: &FiberPool, job: impl FnOnce() + Send + 'static) -> (bool, 
     (at_safe_point, at.innermost().to_string())
 }
 
+/// Asserts that `overflow` (at a safe point?, the function that faulted) of a job of
+/// `pool` that held `held` struck in a stack check that claims no safe point, left
+/// `held` locked, and was counted outside a safe point: in the process's aftermath
+/// since `before`, and in the pool's stats (its only one).
+fn struck_outside_a_safe_point<T>(
+    pool: &FiberPool,
+    before: Aftermath,
+    (at_safe_point, function): (bool, String),
+    held: &Mutex<T>,
+) {
+    assert_eq!(function, "fiber_pool::overflow_now", "struck in a check");
+    assert!(!at_safe_point, "the check did not know what the job held");
+    assert!(
+        matches!(held.try_lock(), Err(TryLockError::WouldBlock)),
+        "the abandoned guard keeps the job's Mutex locked"
+    );
+    // Process-wide: other tests of this binary may overflow meanwhile.
+    let after = fiber_pool::aftermath();
+    assert!(after.outside_safe_point > before.outside_safe_point);
+    assert_eq!(
+        pool.stats().unsafe_overflows,
+        1,
+        "and the pool's locks are free"
+    );
+}
+
 static HELD: Mutex<Vec<u8>> = Mutex::new(Vec::new());
 
 #[test]
 fn an_allocation_with_a_lock_held_overflows_outside_a_safe_point() {
     let pool = pool();
     let before = fiber_pool::aftermath();
-    let (at_safe_point, function) = overflow_of(&pool, || {
+    let overflow = overflow_of(&pool, || {
         let mut held = HELD.lock().unwrap();
         // Just under the allocator's margin left (a debug build's frames between
         // the allocation and the check take over 1 KiB).
@@ -68,22 +94,7 @@ fn an_allocation_with_a_lock_held_overflows_outside_a_safe_point() {
             held.push(std::hint::black_box(Vec::<u8>::with_capacity(64)).capacity() as u8);
         });
     });
-    assert_eq!(
-        function, "fiber_pool::overflow_now",
-        "the overflow struck in the allocator's check"
-    );
-    assert!(
-        !at_safe_point,
-        "an allocator's check does not know what the job holds: here a Mutex"
-    );
-    assert!(
-        matches!(HELD.try_lock(), Err(TryLockError::WouldBlock)),
-        "the abandoned guard keeps the Mutex locked"
-    );
-    // Process-wide: other tests of this binary may overflow meanwhile.
-    let after = fiber_pool::aftermath();
-    assert!(after.outside_safe_point > before.outside_safe_point);
-    assert_eq!(pool.stats().unsafe_overflows, 1);
+    struck_outside_a_safe_point(&pool, before, overflow, &HELD);
 }
 
 #[test]
@@ -113,31 +124,12 @@ fn a_librarys_lock_under_a_lock_of_the_job_overflows_outside_a_safe_point() {
     let pool = pool();
     let before = fiber_pool::aftermath();
     let p = pool.clone();
-    let (at_safe_point, function) = overflow_of(&pool, move || {
+    let overflow = overflow_of(&pool, move || {
         let mut held = HANDLER_LOCK.lock().unwrap();
         // Less than the stats' locks check for (`LOCK_STACK_MARGIN`).
         near_the_guard(fiber_pool::LOCK_STACK_MARGIN / 2, &mut || {
             *held += std::hint::black_box(p.stats()).completed as u32;
         });
     });
-    assert_eq!(
-        function, "fiber_pool::overflow_now",
-        "the overflow struck in the stats' check, before their locks"
-    );
-    assert!(
-        !at_safe_point,
-        "the stats cannot know what their caller holds: here a Mutex"
-    );
-    assert!(
-        matches!(HANDLER_LOCK.try_lock(), Err(TryLockError::WouldBlock)),
-        "the abandoned guard keeps the job's Mutex locked"
-    );
-    // Process-wide: other tests of this binary may overflow meanwhile.
-    let after = fiber_pool::aftermath();
-    assert!(after.outside_safe_point > before.outside_safe_point);
-    assert_eq!(
-        pool.stats().unsafe_overflows,
-        1,
-        "and the pool's locks are free"
-    );
+    struck_outside_a_safe_point(&pool, before, overflow, &HANDLER_LOCK);
 }

@@ -500,22 +500,8 @@ fn a_scope_join_that_unwinds_aborts_the_process_rather_than_free_what_children_b
     const NAME: &str =
         "a_scope_join_that_unwinds_aborts_the_process_rather_than_free_what_children_borrow";
     if common::child_mode(NAME).is_none() {
-        let out = common::child_command(NAME, "cancel").output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(CANCELLED), "{}: {stderr}", out.status);
-        assert!(
-            stderr.contains("a scope's join unwound"),
-            "{}: {stderr}",
-            out.status
-        );
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            out.status.signal(),
-            Some(libc::SIGABRT),
-            "{}: {stderr}",
-            out.status
-        );
-        return;
+        let says = [CANCELLED, "a scope's join unwound"];
+        return common::assert_child_dies(NAME, "cancel", libc::SIGABRT, &says);
     }
     let p = pool(small(2));
     let started = Arc::new(AtomicBool::new(false));

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{in_coroutine, recurse, wait_until};
-use fiber_pool::{FiberPool, PoolConfig, RunError};
+use common::wait_until;
+use fiber_pool::{FiberPool, PoolConfig};
 
 #[test]
 fn a_sent_sigsegv_or_sigbus_is_ignored_and_later_overflows_are_caught() {
@@ -74,12 +74,7 @@ fn a_sent_sigsegv_or_sigbus_is_ignored_and_later_overflows_are_caught() {
         // SAFETY: sends a signal to this process; no memory is touched.
         assert_eq!(unsafe { libc::kill(libc::getpid(), sig) }, 0, "kill");
         for _ in 0..2 {
-            let p = pool.clone();
-            let ran = in_coroutine(move || p.run("overflows", || recurse(0)));
-            assert!(
-                matches!(ran, Err(RunError::StackOverflow { .. })),
-                "after a sent signal {sig}: {ran:?}"
-            );
+            common::overflow_is_caught(&pool, &format!("after a sent signal {sig}"));
         }
     }
     assert_eq!(pool.stats().overflows, 4);

@@ -117,6 +117,29 @@ pub fn child_command(name: &str, mode: &str) -> std::process::Command {
     cmd
 }
 
+/// Runs the test `name` as a child in `mode` and asserts that it died by signal `sig`,
+/// having written each of `says` to stderr first.
+pub fn assert_child_dies(name: &str, mode: &str, sig: libc::c_int, says: &[&str]) {
+    use std::os::unix::process::ExitStatusExt;
+    let out = child_command(name, mode).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for said in says {
+        assert!(stderr.contains(said), "{said:?}: {}: {stderr}", out.status);
+    }
+    assert_eq!(out.status.signal(), Some(sig), "{}: {stderr}", out.status);
+}
+
+/// Runs a job of `pool` that recurses until it overflows, carried by a may coroutine,
+/// and asserts that the overflow was caught (`after` says after what).
+pub fn overflow_is_caught(pool: &FiberPool, after: &str) {
+    let p = pool.clone();
+    let ran = in_coroutine(move || p.run("overflows", || recurse(0)));
+    assert!(
+        matches!(ran, Err(fiber_pool::RunError::StackOverflow { .. })),
+        "{after}: {ran:?}"
+    );
+}
+
 /// Polls (on the calling thread, every millisecond) until `cond` holds; panics
 /// naming `what` after `within`.
 pub fn wait_until(what: &str, within: Duration, cond: impl Fn() -> bool) {
