@@ -113,10 +113,11 @@ fn wait(app: &State, kind: &str) -> Result<(), String> {
             c.transaction(|tx| tx.query("select 1").map(drop))
                 .map_err(|x| e(&x))?
         }
-        "checkout_timeout" => match app.busy.checkout_within(Duration::from_millis(2)) {
-            Ok(_) => return Err("the held connection was handed out".into()),
-            Err(_) => {}
-        },
+        "checkout_timeout" => {
+            if app.busy.checkout_within(Duration::from_millis(2)).is_ok() {
+                return Err("the held connection was handed out".into());
+            }
+        }
         "http" => drop(app.http.get(&app.plain).map_err(|x| e(&x))?),
         "scope" => {
             fiber_pool::scope(|s| s.spawn(|| fiber_pool::sleep(NAP)).join()).map_err(|x| e(&x))?

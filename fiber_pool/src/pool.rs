@@ -5,7 +5,7 @@
 //! on the slot's stack, marks the stack running in the registry, and resumes
 //! it once. The job runs to its end on the fiber stack, including any may I/O
 //! it does: may switches the *carrier's* context, and the fiber stack goes
-//! with it, to whichever worker thread resumes it. The coroutine returns an
+//! with it; the carrier never changes thread, so neither does the job. The coroutine returns an
 //! `Outcome`: done (the value was written into the carrier's frame),
 //! panicked, or overflowed (the signal handler reset it).
 

@@ -2,9 +2,9 @@
 //! that waits (a sleep, a `Lent` whose value's drop gives a connection back)
 //! must not park the carrier meanwhile: `std::thread::panicking()` is per
 //! thread, so every coroutine that ran on that worker in the meantime would see
-//! a panic in progress (and poison the locks it drops), and may could resume the
-//! fiber on another thread (after a sleep it resumes on may's timer thread),
-//! leaving one thread's panic count stuck at 1 and wrapping the other's.
+//! a panic in progress (and poison the locks it drops; one that panicked itself
+//! would abort the process). The fiber comes back to its own thread when it
+//! does wait, so the count is right again once it has unwound.
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
