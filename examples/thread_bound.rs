@@ -10,7 +10,7 @@
 //!   ends by its timeout), `http` (a GET of this server's `/plain`), `scope` (a child's
 //!   join), `blocking`, `gone` (a 10 s sleep that ends when the client leaves)); 200
 //!   `held` when every value was its own thread's after it, 500 naming what was not;
-//! - `GET /deadline?wait=deadline`: the same, the sleep cancelled by the route's 5 ms
+//! - `GET /deadline?wait=deadline`: the same, the sleep cancelled by the route's 100 ms
 //!   deadline; `GET /limited?wait=limited`: after the route's turn (one at a time);
 //! - `GET /report`: what this process saw: `{"pid", "held", "moved", "wrong",
 //!   "waiting_to_be_left", "gone"}` (requests that began and that ended the `gone` wait).
@@ -220,7 +220,7 @@ fn main() -> Result<(), fiber_web::Error> {
                 .get("/plain", |_: &State, _: &Request| "plain\n")
                 .get("/report", report)
                 .get("/deadline", hold)
-                .timeout(Duration::from_millis(5))
+                .timeout(Duration::from_millis(100))
                 .get("/limited", hold)
                 .limit(1, Duration::from_secs(30), "one at a time"),
         )

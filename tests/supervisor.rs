@@ -187,6 +187,35 @@ fn kill9(pid: u32) {
     assert!(ok.success());
 }
 
+/// `kill -SEGV` of a worker from the same user is not a fault of a fiber: it is not taken
+/// for an overflow (the worker is not replaced, no overflow is counted, the stderr line
+/// names the sender), and the next real overflow is still a 500 for that request alone.
+#[test]
+fn a_sigsegv_sent_to_a_worker_is_not_an_overflow_and_the_next_overflow_is_still_caught() {
+    let mut serve = serve(&[]);
+    let addr = serve.addr;
+    let before = poll_stats(addr, Duration::from_secs(10), |_| true);
+    for _ in 0..3 {
+        let sent = Command::new("kill")
+            .args(["-SEGV", &before.pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+    serve.wait_log(&["SIGSEGV", "sent by pid"], Duration::from_secs(10));
+    let after = poll_stats(addr, Duration::from_secs(10), |_| true);
+    assert_eq!(after.pid, before.pid, "the worker was replaced");
+    assert_eq!(after.overflows, before.overflows, "taken for an overflow");
+    let (status, body) = get(addr, "/deep?depth=3000&frame=1024").expect("an answer to /deep");
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("overflow"), "{body}");
+    assert_eq!(get(addr, "/hello").map(|r| r.0), Some(200));
+    let last = poll_stats(addr, Duration::from_secs(10), |a| {
+        a.overflows > before.overflows
+    });
+    assert_eq!(last.overflows, before.overflows + 1);
+}
+
 #[test]
 fn a_killed_worker_is_replaced_and_only_its_requests_fail() {
     let mut serve = serve(&["--processes", "2"]);
@@ -278,7 +307,7 @@ fn overflows_past_the_limit_replace_the_worker_without_a_failed_request() {
     under_full_load(addr);
     // Each worker takes about half; 4 * LIMIT brings at least one past the limit.
     for _ in 0..4 * LIMIT {
-        let (status, body) = get(addr, "/deep?depth=100000").expect("/deep answers");
+        let (status, body) = get(addr, "/deep?depth=3000&frame=1024").expect("/deep answers");
         assert_eq!(status, 500, "{body}");
         assert!(body.contains("stack overflow"), "{body}");
     }
