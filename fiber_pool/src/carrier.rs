@@ -59,7 +59,7 @@ pub fn on_carrier<R, F>(f: F) -> R
 where
     F: FnOnce() -> R + Send,
 {
-    let sp = crate::stack_pointer();
+    let sp = crate::stack_check::stack_pointer();
     let Some(entry) = StackEntry::find_running(sp) else {
         return f();
     };
@@ -74,11 +74,11 @@ where
     let copies = if cfg!(debug_assertions) { 3 } else { 1 };
     let moved = copies * (std::mem::size_of::<F>() + std::mem::size_of::<R>());
     // Not a safe point: may calls are made with locks held too.
-    crate::reserve_on(
+    crate::stack_check::reserve_on(
         entry,
         sp,
         SWITCH_STACK_MARGIN + moved,
-        crate::SafePoint::Unknown,
+        crate::stack_check::SafePoint::Unknown,
     );
     let label = entry.label();
     // SAFETY: the yielder was recorded by the coroutine whose stack we are running on

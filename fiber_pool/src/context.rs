@@ -510,7 +510,7 @@ impl Drop for Registration {
 /// assert!(fiber_pool::current().is_none());
 /// ```
 pub fn current() -> Option<Context> {
-    let entry = StackEntry::find_running(crate::stack_pointer())?;
+    let entry = StackEntry::find_running(crate::stack_check::stack_pointer())?;
     // SAFETY: we run on this entry's stack, so we are the job running there.
     Some(unsafe { entry.context() })
 }

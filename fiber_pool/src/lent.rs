@@ -456,7 +456,7 @@ impl<T: Send + 'static> Lent<T> {
 /// The ledger and identity of the job we are running in, found by address.
 fn current_job() -> Option<(Arc<Ledger>, (usize, u64))> {
     check_margin();
-    let entry = StackEntry::find_running(crate::stack_pointer())?;
+    let entry = StackEntry::find_running(crate::stack_check::stack_pointer())?;
     let ledger = entry.ledger();
     if ledger.is_null() {
         return None;
@@ -477,7 +477,7 @@ fn home_of(entry: &StackEntry) -> (usize, u64) {
 
 /// The identity of the job we run in, if on a fiber.
 fn current_home() -> Option<(usize, u64)> {
-    StackEntry::find_running(crate::stack_pointer()).map(home_of)
+    StackEntry::find_running(crate::stack_check::stack_pointer()).map(home_of)
 }
 
 /// Treats "less than LENT_STACK_MARGIN bytes left" as an overflow, before the

@@ -406,7 +406,10 @@ impl FiberPool {
             // frame stays small for that: the run itself is `run_here`'s.
             // The calling job's context is read on the carrier too (it may be made
             // there): nothing of this but the lookup on the fiber's stack.
-            let caller = ctx.is_none().then(crate::running_entry).flatten();
+            let caller = ctx
+                .is_none()
+                .then(crate::stack_check::running_entry)
+                .flatten();
             return crate::on_carrier(move || {
                 // SAFETY: `caller` is the entry of the job that called us, parked in this
                 // `on_carrier` on its carrier: the same line of control.

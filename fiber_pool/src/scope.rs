@@ -514,7 +514,7 @@ fn open<'env, F, R>(pool: Option<FiberPool>, deadline: Option<Instant>, f: F) ->
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
 {
-    let entry = crate::running_entry().expect(
+    let entry = crate::stack_check::running_entry().expect(
         "a scope is opened from a job (FiberPool::run): only a job can be abandoned when \
          one of its children overflows, which keeps what the children borrow valid",
     );
@@ -585,7 +585,7 @@ where
         // of `f` with them) and its stack quarantined, as after an overflow of its
         // own (reported as one, outside a safe point).
         std::mem::forget(result);
-        crate::overflow_now(entry.guard_end());
+        crate::stack_check::overflow_now(entry.guard_end());
     }
     match result {
         Ok(value) => value,

@@ -298,5 +298,5 @@ impl UnansweringListener {
 /// its top is that plus the pool's `stack_size`. `None` off a fiber. What
 /// `tests/trap_area.rs` reads the stack's top from.
 pub fn running_stack_bottom() -> Option<usize> {
-    crate::running_entry().map(crate::registry::StackEntry::guard_end)
+    crate::stack_check::running_entry().map(crate::registry::StackEntry::guard_end)
 }

@@ -86,7 +86,7 @@ fn reserve_stack_overflows_at_the_call_when_short_and_returns_when_not() {
         // The instruction that touched the guard page is reserve_stack's probe.
         let at = fiber_pool::testing::locate(&[fault_pc]).unwrap().remove(0);
         assert!(
-            at.innermost() == "fiber_pool::overflow_now",
+            at.innermost() == "fiber_pool::stack_check::overflow_now",
             "fault at {fault_pc:#x} resolved to {at:?}"
         );
         // More than the whole stack is always short.

@@ -64,7 +64,10 @@ fn struck_outside_a_safe_point<T>(
     (at_safe_point, function): (bool, String),
     held: &Mutex<T>,
 ) {
-    assert_eq!(function, "fiber_pool::overflow_now", "struck in a check");
+    assert_eq!(
+        function, "fiber_pool::stack_check::overflow_now",
+        "struck in a check"
+    );
     assert!(!at_safe_point, "the check did not know what the job held");
     assert!(
         matches!(held.try_lock(), Err(TryLockError::WouldBlock)),
@@ -108,7 +111,7 @@ fn reserve_stack_declares_a_safe_point_and_check_stack_does_not() {
         near_the_guard(4096, &mut || fiber_pool::check_stack(8192))
     });
     assert!(!checked, "{at}");
-    assert_eq!(at, "fiber_pool::overflow_now");
+    assert_eq!(at, "fiber_pool::stack_check::overflow_now");
     let stats = pool.stats();
     assert_eq!((stats.overflows, stats.unsafe_overflows), (2, 1));
 }
