@@ -5,6 +5,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use crate::check_stack;
 
@@ -68,14 +69,20 @@ fn note_served() {
     }
 }
 
+/// One probe of [`is_global`] at a time: a probe's clear of [`SERVED`] falling
+/// between another's allocation and its look made that one say no wrongly (pools
+/// made on several threads at once: test `safe_alloc_check`).
+static PROBE: Mutex<()> = Mutex::new(());
+
 /// Is [`FiberSafeAlloc`] the process's global allocator (or called by it)? Clears
 /// the flag, allocates through the global allocator, and looks whether
 /// `FiberSafeAlloc` served that allocation. Same thread, so program order makes
-/// the store visible; another thread can set the flag meanwhile only by calling
-/// `FiberSafeAlloc` itself (as the global allocator, which is the answer anyway,
-/// or directly, as a benchmark does: then, and only then, a race can make this
-/// say yes wrongly).
+/// the store visible; probes take turns ([`PROBE`]), and another thread can set the
+/// flag meanwhile only by calling `FiberSafeAlloc` itself (as the global allocator,
+/// which is the answer anyway, or directly, as a benchmark does: then, and only
+/// then, a race can make this say yes wrongly).
 pub(crate) fn is_global() -> bool {
+    let _one_probe = crate::lock_anywhere(&PROBE);
     SERVED.store(false, Ordering::Relaxed);
     // Through `black_box`, so that the allocation is not optimised away.
     drop(std::hint::black_box(Box::new(0u8)));
