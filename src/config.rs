@@ -10,6 +10,9 @@ use std::time::Duration;
 pub use fiber_web::config::*;
 pub use fiber_web::Options;
 
+/// The demo's name: its metrics are `fiberstack_*`, its variables `FIBERSTACK_*`, its
+/// access lines' log target `fiberstack::access`.
+pub const APP_NAME: &str = "fiberstack";
 /// `--db-pool`: one MySQL connection per fiber, as in the original demo.
 pub const DEFAULT_DB_POOL: usize = DEFAULT_FIBERS;
 /// `--db-wait`: longest wait for a MySQL connection.
@@ -96,7 +99,10 @@ impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
             runtime: Runtime::default(),
-            web: Options::default(),
+            web: Options {
+                name: APP_NAME.into(),
+                ..Options::default()
+            },
             self_call_limit: None,
             db_pool: DEFAULT_DB_POOL,
             db_wait_timeout: DEFAULT_DB_WAIT,

@@ -7,29 +7,16 @@
 #![forbid(unsafe_code)]
 
 use fiber_web::http::Request;
-use fiber_web::{App, Error, Options};
+use fiber_web::{App, AppFlags, Error, Options};
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 fn main() -> Result<(), Error> {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let layers = match args.iter().position(|a| a == "--layers") {
-        Some(at) => {
-            let n = args.get(at + 1).and_then(|n| n.parse::<usize>().ok());
-            let n = n.ok_or_else(|| Error::Option {
-                name: "--layers".into(),
-                why: "needs a whole number: --layers N".into(),
-            })?;
-            args.drain(at..at + 2);
-            n
-        }
-        None => 0,
-    };
-    let mut options = Options::from_env(|name| std::env::var(name).ok())?;
-    options.apply_args(args)?;
+    let flags = AppFlags::new().flag("layers", "N", "no-op layers around /hello", Some("0"));
+    let (options, args) = Options::from_env_and_args_with(&flags)?;
     let mut app = App::new(()).get("/hello", |_: &(), _: &Request| "Hello, World!");
-    for _ in 0..layers {
+    for _ in 0..args.get::<usize>("layers")? {
         app = app.layer_fn(|state, req, next| next.run(state, req));
     }
     app.serve(options)

@@ -4,13 +4,14 @@
 //!
 //! - `RUST_LOG` is honoured, on top of the defaults `info,may=warn`: a directive it
 //!   gives replaces the default of the same name, so `RUST_LOG=debug` leaves may at
-//!   warn (it logs every socket it registers at info) and `RUST_LOG=fiberstack=debug`
+//!   warn (it logs every socket it registers at info) and `RUST_LOG=NAME=debug` (the
+//!   app's name)
 //!   leaves everything else at info. A bad directive is dropped with a warning naming
 //!   it; the others still apply and logging goes on.
-//! - Lines look like `2026-11-30T20:51:06.123Z INFO  fiberstack: listening on ...`:
-//!   UTC to the millisecond, the level, the message; records of other crates (may's)
-//!   also name their module.
-//! - Access lines (target `fiberstack::access`, at info) are written after the
+//! - Lines look like `2026-11-30T20:51:06.123Z WARN  todo_api: GET show -> 503: ...`:
+//!   UTC to the millisecond, the level, the target (the app's name for the
+//!   framework's records, the module for other crates'), the message.
+//! - Access lines (target `NAME::access`, at info, printed without it) are written after the
 //!   response is ready: on the fiber server from the connection's coroutine (the
 //!   carrier), never from the fiber; on the twin from the connection's task.
 //! - Anything that does log on a fiber (may's own records, if `RUST_LOG` lets them
@@ -23,12 +24,46 @@
 //! record with one `write` to stderr, so lines from many threads do not interleave.
 
 use std::io::Write;
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use log::{Level, Log, Metadata, Record};
 
-/// The target of access lines: `RUST_LOG=fiberstack::access=off` silences them too.
-pub const ACCESS_TARGET: &str = "fiberstack::access";
+/// The app's name and the target of its access lines, set once per process by
+/// [`serve`](crate::serve()) or [`start`](crate::start()) from
+/// [`Options::name`](crate::Options::name).
+static NAMES: OnceLock<(&'static str, &'static str)> = OnceLock::new();
+
+/// Names this process's app `name`: its log records' target, and `name::access` for its
+/// access lines. The first call of a process wins (a test that starts several servers
+/// in one process logs under the first one's name).
+pub fn set_app_name(name: &str) {
+    NAMES.get_or_init(|| {
+        let name: &'static str = Box::leak(name.to_string().into_boxed_str());
+        let access: &'static str = Box::leak(format!("{name}::access").into_boxed_str());
+        (name, access)
+    });
+}
+
+/// The app's name (until an app is served, the binary's, as
+/// [`Options::name`](crate::Options::name) defaults to): the target of the
+/// framework's records, so that `RUST_LOG=NAME=debug` selects them.
+pub fn app_name() -> &'static str {
+    names().0
+}
+
+/// The target of access lines, `NAME::access`: `RUST_LOG=NAME::access=off` silences
+/// them.
+pub fn access_target() -> &'static str {
+    names().1
+}
+
+fn names() -> (&'static str, &'static str) {
+    if NAMES.get().is_none() {
+        set_app_name(crate::AppFlags::new().name());
+    }
+    NAMES.get().copied().unwrap_or(("app", "app::access"))
+}
 
 /// The filter used when `RUST_LOG` says nothing else.
 pub const DEFAULT_FILTER: &str = "info,may=warn";
@@ -57,8 +92,10 @@ pub fn init() {
     log::set_max_level(max);
     for directive in bad {
         log::warn!(
-            "fiberstack: RUST_LOG: ignored {directive}; the other directives apply \
-             (write directives like info,fiberstack::access=off,may=warn)"
+            target: app_name(),
+            "RUST_LOG: ignored {directive}; the other directives apply \
+             (write directives like info,{}=off,may=warn)",
+            access_target()
         );
     }
 }
@@ -111,11 +148,12 @@ impl Log for FiberSafe {
     }
 }
 
-/// One line: timestamp, level, the module for other crates' records, the message.
+/// One line: timestamp, level, the target (the app's name, or another crate's module),
+/// the message; an access line has no target.
 fn format(out: &mut env_logger::fmt::Formatter, record: &Record) -> std::io::Result<()> {
     let ts = Timestamp::of(SystemTime::now());
     let level = record.level();
-    if record.target().starts_with("fiberstack") {
+    if record.target() == access_target() {
         writeln!(out, "{ts} {level:<5} {}", record.args())
     } else {
         writeln!(
@@ -173,7 +211,7 @@ pub fn banner(line: &str) {
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
-/// The access line of one request, at info under [`ACCESS_TARGET`]:
+/// The access line of one request, at info under [`access_target`]:
 /// `GET /widgets 200 51.234ms route=widgets stack=3312B`. The path is the request's
 /// (no query string: it may carry a user's tokens); `route=-` when no route matched;
 /// `stack=` only when this request's fiber stack was measured (every 64th).
@@ -187,7 +225,7 @@ pub fn access(
 ) {
     let micros = took.as_micros();
     log::info!(
-        target: ACCESS_TARGET,
+        target: access_target(),
         "{} {} {status} {}.{:03}ms route={}{}",
         Printable(method),
         Printable(path),
@@ -199,7 +237,7 @@ pub fn access(
 }
 
 /// The line logged for every 5xx (the body says what happened):
-/// `fiberstack: GET widgets -> 503: database unavailable: ...`. A 500 (an overflow,
+/// `NAME: GET widgets -> 503: database unavailable: ...`. A 500 (an overflow,
 /// a panic, a query that failed) is an error, a refusal or a gateway failure
 /// (502, 503, 504) a warning.
 pub fn server_error(method: &str, route: &str, status: u16, body: &[u8]) {
@@ -209,8 +247,9 @@ pub fn server_error(method: &str, route: &str, status: u16, body: &[u8]) {
         Level::Warn
     };
     log::log!(
+        target: app_name(),
         level,
-        "fiberstack: {method} {route} -> {status}: {}",
+        "{method} {route} -> {status}: {}",
         String::from_utf8_lossy(body).trim_end()
     );
 }
@@ -254,8 +293,8 @@ mod tests {
 
     #[test]
     fn bad_directives_are_named_and_the_rest_kept() {
-        let (good, bad) = split_directives("info,may=loud,fiberstack::access=off,a=b=c");
-        assert_eq!(good, "info,fiberstack::access=off");
+        let (good, bad) = split_directives("info,may=loud,app::access=off,a=b=c");
+        assert_eq!(good, "info,app::access=off");
         assert_eq!(bad.len(), 2, "{bad:?}");
         assert!(bad[0].contains("'may=loud'"), "{bad:?}");
         assert!(bad[1].contains("'a=b=c'"), "{bad:?}");

@@ -8,7 +8,7 @@
 //! [`HttpStats`]; a few lines of /proc for the process; and whatever the app adds
 //! through [`App::metrics`](crate::App::metrics) with an [`Exposition`] (the MySQL
 //! pool: [`Exposition::db_pool`]; the HTTP client: [`Exposition::http_client`]).
-//! Names follow Prometheus' conventions: the `fiberstack_` prefix, base units
+//! Names follow Prometheus' conventions: the app's name as prefix, base units
 //! (`_seconds`, `_bytes`), `_total` on counters, HELP and TYPE for every family; the
 //! process families use the standard `process_` names.
 //!
@@ -222,14 +222,35 @@ impl Kind {
 
 use Kind::{Counter, Gauge};
 
-/// The exposition being written: families (HELP and TYPE) and their samples.
-#[derive(Debug, Default)]
-pub struct Exposition(String);
+/// The exposition being written: families (HELP and TYPE) and their samples. The
+/// framework's own families are named after the app (`NAME_fibers_busy`,
+/// [`Options::name`](crate::Options::name)); an app's hook writes its own names as
+/// they are.
+#[derive(Debug)]
+pub struct Exposition {
+    text: String,
+    /// The app's name and `_`: the framework's families' prefix.
+    prefix: String,
+}
+
+impl Default for Exposition {
+    fn default() -> Self {
+        Exposition::new()
+    }
+}
 
 impl Exposition {
-    /// An empty exposition.
+    /// An empty exposition, for this process's app ([`crate::logging::app_name`]).
     pub fn new() -> Exposition {
-        Exposition(String::with_capacity(32 * 1024))
+        Exposition::for_app(crate::logging::app_name())
+    }
+
+    /// An empty exposition whose framework families are named after `app`.
+    pub fn for_app(app: &str) -> Exposition {
+        Exposition {
+            text: String::with_capacity(32 * 1024),
+            prefix: format!("{app}_"),
+        }
     }
 
     /// Announce family `name` of `kind`, with its `help`; its samples follow.
@@ -239,24 +260,24 @@ impl Exposition {
 
     fn family_typed(&mut self, name: &str, kind: &str, help: &str) {
         // Writing to a String cannot fail.
-        let _ = writeln!(self.0, "# HELP {name} {}", escape(help, false));
-        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+        let _ = writeln!(self.text, "# HELP {name} {}", escape(help, false));
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
     }
 
     /// One sample of the family announced last: `name{labels} value`.
     pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        self.0.push_str(name);
+        self.text.push_str(name);
         if !labels.is_empty() {
-            self.0.push('{');
+            self.text.push('{');
             for (i, (label, v)) in labels.iter().enumerate() {
                 if i > 0 {
-                    self.0.push(',');
+                    self.text.push(',');
                 }
-                let _ = write!(self.0, "{label}=\"{}\"", escape(v, true));
+                let _ = write!(self.text, "{label}=\"{}\"", escape(v, true));
             }
-            self.0.push('}');
+            self.text.push('}');
         }
-        let _ = writeln!(self.0, " {}", number(value));
+        let _ = writeln!(self.text, " {}", number(value));
     }
 
     /// A family of one sample without labels.
@@ -265,150 +286,171 @@ impl Exposition {
         self.sample(name, &[], value);
     }
 
-    /// The MySQL pool's families (`fiberstack_db_pool_*`).
+    /// The framework's family `name`, after the app's prefix.
+    fn own(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    fn own_family(&mut self, name: &str, kind: Kind, help: &str) {
+        self.family(&self.own(name), kind, help);
+    }
+
+    fn own_family_typed(&mut self, name: &str, kind: &str, help: &str) {
+        self.family_typed(&self.own(name), kind, help);
+    }
+
+    fn own_sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.sample(&self.own(name), labels, value);
+    }
+
+    fn own_single(&mut self, name: &str, kind: Kind, help: &str, value: f64) {
+        self.single(&self.own(name), kind, help, value);
+    }
+
+    /// The MySQL pool's families (`NAME_db_pool_*`).
     pub fn db_pool(&mut self, s: &fiber_mysql::PoolStats) {
         let families: [(&str, Kind, &str, f64); 9] = [
             (
-                "fiberstack_db_pool_connections",
+                "db_pool_connections",
                 Gauge,
                 "MySQL connections in the pool.",
                 s.size as f64,
             ),
             (
-                "fiberstack_db_pool_in_use",
+                "db_pool_in_use",
                 Gauge,
                 "MySQL connections checked out now.",
                 s.in_use as f64,
             ),
             (
-                "fiberstack_db_pool_idle",
+                "db_pool_idle",
                 Gauge,
                 "MySQL connections open and idle in the pool now.",
                 s.idle as f64,
             ),
             (
-                "fiberstack_db_pool_waiting",
+                "db_pool_waiting",
                 Gauge,
                 "Handlers waiting for a MySQL connection now.",
                 s.waiting as f64,
             ),
             (
-                "fiberstack_db_pool_waits_total",
+                "db_pool_waits_total",
                 Counter,
                 "Checkouts that had to wait for a MySQL connection.",
                 s.total_waits as f64,
             ),
             (
-                "fiberstack_db_pool_wait_seconds_total",
+                "db_pool_wait_seconds_total",
                 Counter,
                 "Seconds checkouts spent waiting for a MySQL connection.",
                 s.total_wait_time.as_secs_f64(),
             ),
             (
-                "fiberstack_db_pool_replaced_total",
+                "db_pool_replaced_total",
                 Counter,
                 "MySQL connections closed after an error and replaced.",
                 s.replaced as f64,
             ),
             (
-                "fiberstack_db_pool_resets_total",
+                "db_pool_resets_total",
                 Counter,
                 "MySQL connections reset at give-back because their session changed.",
                 s.resets as f64,
             ),
             (
-                "fiberstack_db_pool_kill_connections",
+                "db_pool_kill_connections",
                 Gauge,
                 "Side-channel MySQL connections kept open for KILL QUERY.",
                 s.kill_connections as f64,
             ),
         ];
         for (name, kind, help, value) in families {
-            self.single(name, kind, help, value);
+            self.own_single(name, kind, help, value);
         }
     }
 
-    /// The outgoing HTTP client's families (`fiberstack_http_client_*`).
+    /// The outgoing HTTP client's families (`NAME_http_client_*`).
     pub fn http_client(&mut self, s: &ClientStats) {
         let families: [(&str, Kind, &str, u64); 9] = [
             (
-                "fiberstack_http_client_requests_total",
+                "http_client_requests_total",
                 Counter,
                 "Requests the outgoing HTTP client sent.",
                 s.requests,
             ),
             (
-                "fiberstack_http_client_errors_total",
+                "http_client_errors_total",
                 Counter,
                 "Outgoing requests that failed (connect, timeout, bad response).",
                 s.errors,
             ),
             (
-                "fiberstack_http_client_in_flight",
+                "http_client_in_flight",
                 Gauge,
                 "Outgoing requests in flight now.",
                 s.in_flight,
             ),
             (
-                "fiberstack_http_client_connects_total",
+                "http_client_connects_total",
                 Counter,
                 "TCP connections the outgoing HTTP client opened.",
                 s.connects,
             ),
             (
-                "fiberstack_http_client_reused_connections_total",
+                "http_client_reused_connections_total",
                 Counter,
                 "Outgoing requests sent on a kept-alive connection.",
                 s.reused_connections,
             ),
             (
-                "fiberstack_http_client_idle_connections",
+                "http_client_idle_connections",
                 Gauge,
                 "Kept-alive outgoing connections idle now.",
                 s.idle_connections,
             ),
             (
-                "fiberstack_http_client_dns_lookups_total",
+                "http_client_dns_lookups_total",
                 Counter,
                 "Host names the outgoing HTTP client looked up (DNS cache misses).",
                 s.dns_lookups,
             ),
             (
-                "fiberstack_http_client_dns_cache_hits_total",
+                "http_client_dns_cache_hits_total",
                 Counter,
                 "Host names the outgoing HTTP client answered from its DNS cache.",
                 s.dns_cache_hits,
             ),
             (
-                "fiberstack_http_client_tls_handshakes_total",
+                "http_client_tls_handshakes_total",
                 Counter,
                 "TLS handshakes the outgoing HTTP client started.",
                 s.tls_handshakes,
             ),
         ];
         for (name, kind, help, value) in families {
-            self.single(name, kind, help, value as f64);
+            self.own_single(name, kind, help, value as f64);
         }
     }
 
     /// The server's own families: build info, uptime, the workers and their routes,
     /// the requests and their latency, connections and responses, and the process.
     pub fn server(&mut self, snap: &ServerSnapshot<'_>) {
-        self.family(
-            "fiberstack_build_info",
+        self.own_family(
+            "build_info",
             Gauge,
             "Always 1; the labels say which runtime serves and which version.",
         );
-        self.sample(
-            "fiberstack_build_info",
+        self.own_sample(
+            "build_info",
             &[
                 ("runtime", snap.runtime),
                 ("version", env!("CARGO_PKG_VERSION")),
             ],
             1.0,
         );
-        self.single(
-            "fiberstack_uptime_seconds",
+        self.own_single(
+            "uptime_seconds",
             Gauge,
             "Seconds since the server started.",
             snap.http.uptime_secs(),
@@ -421,66 +463,66 @@ impl Exposition {
     fn workers(&mut self, w: &Workers) {
         let totals: [(&str, Kind, &str, u64); 6] = [
             (
-                "fiberstack_fibers",
+                "fibers",
                 Gauge,
                 "Fibers in the pool, --fibers (the async runtime: task slots).",
                 w.size,
             ),
             (
-                "fiberstack_fibers_busy",
+                "fibers_busy",
                 Gauge,
                 "Fibers running a handler now.",
                 w.busy,
             ),
             (
-                "fiberstack_fibers_queued",
+                "fibers_queued",
                 Gauge,
                 "Requests waiting for a fiber now.",
                 w.queued,
             ),
             (
-                "fiberstack_fibers_completed_total",
+                "fibers_completed_total",
                 Counter,
                 "Handlers that ran to their end on a fiber.",
                 w.completed,
             ),
             (
-                "fiberstack_fibers_rejected_total",
+                "fibers_rejected_total",
                 Counter,
                 "Requests refused with a 503 because --queue requests already waited.",
                 w.rejected,
             ),
             (
-                "fiberstack_fibers_timed_out_total",
+                "fibers_timed_out_total",
                 Counter,
                 "Requests that waited --fiber-wait for a fiber and got a 503.",
                 w.timed_out,
             ),
         ];
         for (name, kind, help, value) in totals {
-            self.single(name, kind, help, value as f64);
+            self.own_single(name, kind, help, value as f64);
         }
         if let Some(s) = &w.stacks {
             let a = &s.aftermath;
             let stacks: [(&str, Kind, &str, u64); 6] = [
-                ("fiberstack_fiber_spare_stacks", Gauge, "Spare stacks left for fibers whose stack overflowed (each overflowed stack is quarantined).", s.spare_stacks),
-                ("fiberstack_fibers_retired", Gauge, "Fibers retired because no spare stack was left for them.", s.retired),
-                ("fiberstack_overflows_quarantined_total", Counter, "Overflowed stacks kept mapped and never reused.", a.quarantined),
-                ("fiberstack_overflows_unsafe_total", Counter, "Caught overflows that struck outside a safe point (the process asks to be replaced).", a.outside_safe_point),
-                ("fiberstack_overflows_abandoned_total", Counter, "Caught overflows: jobs whose frames and their heap were abandoned.", a.abandoned),
-                ("fiberstack_overflows_broken_total", Counter, "Overflows that left the process known broken (while panicking, a second fault).", a.while_panicking + a.second_faults),
+                ("fiber_spare_stacks", Gauge, "Spare stacks left for fibers whose stack overflowed (each overflowed stack is quarantined).", s.spare_stacks),
+                ("fibers_retired", Gauge, "Fibers retired because no spare stack was left for them.", s.retired),
+                ("overflows_quarantined_total", Counter, "Overflowed stacks kept mapped and never reused.", a.quarantined),
+                ("overflows_unsafe_total", Counter, "Caught overflows that struck outside a safe point (the process asks to be replaced).", a.outside_safe_point),
+                ("overflows_abandoned_total", Counter, "Caught overflows: jobs whose frames and their heap were abandoned.", a.abandoned),
+                ("overflows_broken_total", Counter, "Overflows that left the process known broken (while panicking, a second fault).", a.while_panicking + a.second_faults),
             ];
             for (name, kind, help, value) in stacks {
-                self.single(name, kind, help, value as f64);
+                self.own_single(name, kind, help, value as f64);
             }
-            self.single(
-                "fiberstack_fiber_stack_size_bytes",
+            self.own_single(
+                "fiber_stack_size_bytes",
                 Gauge,
                 "Usable stack of each fiber, --stack-size (page-rounded).",
                 s.stack_size as f64,
             );
-            self.single(
-                "fiberstack_fiber_stack_peak_bytes",
+            self.own_single(
+                "fiber_stack_peak_bytes",
                 Gauge,
                 "The most stack a measured handler used, over all routes.",
                 s.peak_stack_bytes as f64,
@@ -490,21 +532,21 @@ impl Exposition {
         // stacks, and those families are left out for them)
         type Per = fn(&RouteRuns) -> Option<u64>;
         let per_route: [(&str, Kind, &str, Per, bool); 7] = [
-            ("fiberstack_route_runs_total", Counter, "Handlers of the route that got a fiber (or a task slot).", |r| Some(r.runs), false),
-            ("fiberstack_route_overflows_total", Counter, "Handlers of the route that overflowed their fiber stack (answered 500).", |r| r.stack.map(|s| s.overflows), true),
-            ("fiberstack_route_unsafe_overflows_total", Counter, "Of the route's overflows, those that struck outside a safe point.", |r| r.stack.map(|s| s.unsafe_overflows), true),
-            ("fiberstack_route_stalls_total", Counter, "Handlers of the route that stalled their worker thread (0 where the server does not count stalls).", |r| Some(r.stalls), false),
-            ("fiberstack_route_panics_total", Counter, "Handlers of the route that panicked (answered 500).", |r| Some(r.panics), false),
-            ("fiberstack_route_stack_peak_bytes", Gauge, "The most fiber stack a measured handler of the route used.", |r| r.stack.map(|s| s.peak_stack_bytes), true),
-            ("fiberstack_route_stack_measured_total", Counter, "Handlers of the route whose stack use was measured (every 64th run).", |r| r.stack.map(|s| s.measured), true),
+            ("route_runs_total", Counter, "Handlers of the route that got a fiber (or a task slot).", |r| Some(r.runs), false),
+            ("route_overflows_total", Counter, "Handlers of the route that overflowed their fiber stack (answered 500).", |r| r.stack.map(|s| s.overflows), true),
+            ("route_unsafe_overflows_total", Counter, "Of the route's overflows, those that struck outside a safe point.", |r| r.stack.map(|s| s.unsafe_overflows), true),
+            ("route_stalls_total", Counter, "Handlers of the route that stalled their worker thread (0 where the server does not count stalls).", |r| Some(r.stalls), false),
+            ("route_panics_total", Counter, "Handlers of the route that panicked (answered 500).", |r| Some(r.panics), false),
+            ("route_stack_peak_bytes", Gauge, "The most fiber stack a measured handler of the route used.", |r| r.stack.map(|s| s.peak_stack_bytes), true),
+            ("route_stack_measured_total", Counter, "Handlers of the route whose stack use was measured (every 64th run).", |r| r.stack.map(|s| s.measured), true),
         ];
         for (name, kind, help, value, fibers_only) in per_route {
             if fibers_only && w.stacks.is_none() {
                 continue;
             }
-            self.family(name, kind, help);
+            self.own_family(name, kind, help);
             for (label, runs) in &w.routes {
-                self.sample(name, &[("route", label)], value(runs).unwrap_or(0) as f64);
+                self.own_sample(name, &[("route", label)], value(runs).unwrap_or(0) as f64);
             }
         }
     }
@@ -513,8 +555,8 @@ impl Exposition {
     /// responses by class.
     fn requests(&mut self, http: &HttpStats) {
         let routes: Vec<_> = http.routes().collect();
-        let name = "fiberstack_http_requests_total";
-        self.family(
+        let name = "http_requests_total";
+        self.own_family(
             name,
             Counter,
             "Requests that reached the router, by route label (unmatched: no route) and status class.",
@@ -522,12 +564,12 @@ impl Exposition {
         for r in &routes {
             for (class, text) in CLASSES {
                 let labels = [("route", r.label), ("status_class", text)];
-                self.sample(name, &labels, r.by_class[class] as f64);
+                self.own_sample(name, &labels, r.by_class[class] as f64);
             }
         }
 
-        let name = "fiberstack_http_request_duration_seconds";
-        self.family_typed(
+        let name = "http_request_duration_seconds";
+        self.own_family_typed(
             name,
             "histogram",
             "Seconds from a routed request's arrival to its response, by route label.",
@@ -539,10 +581,10 @@ impl Exposition {
                     Some(bound) => bound.to_string(),
                     None => "+Inf".to_string(),
                 };
-                self.sample(&bucket, &[("route", r.label), ("le", &le)], *count as f64);
+                self.own_sample(&bucket, &[("route", r.label), ("le", &le)], *count as f64);
             }
-            self.sample(&format!("{name}_sum"), &[("route", r.label)], r.sum_secs);
-            self.sample(
+            self.own_sample(&format!("{name}_sum"), &[("route", r.label)], r.sum_secs);
+            self.own_sample(
                 &format!("{name}_count"),
                 &[("route", r.label)],
                 r.count() as f64,
@@ -550,44 +592,44 @@ impl Exposition {
         }
 
         let c = http.connection_counts();
-        self.single(
-            "fiberstack_http_connections_accepted_total",
+        self.own_single(
+            "http_connections_accepted_total",
             Counter,
             "Client connections accepted.",
             c.accepted as f64,
         );
-        self.single(
-            "fiberstack_http_connections_rejected_total",
+        self.own_single(
+            "http_connections_rejected_total",
             Counter,
             "Client connections answered 503 and closed: --max-connections were open.",
             c.rejected as f64,
         );
-        self.single(
-            "fiberstack_http_requests_cancelled_total",
+        self.own_single(
+            "http_requests_cancelled_total",
             Counter,
             "Requests whose client went away while they ran: their work was cancelled and nothing sent.",
             c.cancelled as f64,
         );
-        self.single(
-            "fiberstack_http_requests_abandoned_total",
+        self.own_single(
+            "http_requests_abandoned_total",
             Counter,
             "Requests not run because their client had gone while they waited.",
             c.abandoned as f64,
         );
-        self.single(
-            "fiberstack_http_protocol_errors_total",
+        self.own_single(
+            "http_protocol_errors_total",
             Counter,
             "Requests that were not valid HTTP/1.x or broke a limit before routing.",
             c.protocol_errors as f64,
         );
-        let name = "fiberstack_http_responses_total";
-        self.family(
+        let name = "http_responses_total";
+        self.own_family(
             name,
             Counter,
             "Responses sent, by status class, refusals before routing included.",
         );
         for (class, text) in CLASSES {
-            self.sample(name, &[("status_class", text)], c.responses[class] as f64);
+            self.own_sample(name, &[("status_class", text)], c.responses[class] as f64);
         }
     }
 
@@ -619,7 +661,7 @@ impl Exposition {
 
     /// The text.
     pub fn into_text(self) -> String {
-        self.0
+        self.text
     }
 }
 
@@ -708,7 +750,7 @@ mod tests {
     }
 
     fn render(runtime: &str, w: &Workers, http: &HttpStats) -> String {
-        let mut out = Exposition::new();
+        let mut out = Exposition::for_app("fiberstack");
         out.server(&ServerSnapshot {
             runtime,
             workers: w,
@@ -721,7 +763,7 @@ mod tests {
     fn families_have_help_and_type_and_values_their_units() {
         let http = HttpStats::new(["hello"], false);
         http.request(Some("hello"), 200, Duration::from_millis(2));
-        let mut out = Exposition::new();
+        let mut out = Exposition::for_app("fiberstack");
         out.server(&ServerSnapshot {
             runtime: "fibers",
             workers: &workers(),

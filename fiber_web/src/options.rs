@@ -1,11 +1,13 @@
 //! How an app is served: every limit as a named field of [`Options`], with defaults,
-//! filled from the environment and the command line ([`Options::from_env_and_args`])
-//! or set in code.
+//! filled from the environment and the command line ([`Options::from_env_and_args`],
+//! or [`Options::from_env_and_args_with`] for an app with flags of its own:
+//! [`AppFlags`](crate::AppFlags)) or set in code.
 //!
-//! Each flag has an environment variable: `--stack-size` is `FIBER_WEB_STACK_SIZE`.
-//! The command line wins over the environment, which wins over the default. A bad
-//! value is refused naming the flag (or the variable) and what to write; so is an
-//! unknown flag. `--help` prints them all with their defaults.
+//! Each flag has an environment variable, the app's name in capitals and the flag's:
+//! `--stack-size` of an app named `todo_api` is `TODO_API_STACK_SIZE`. The command
+//! line wins over the environment, which wins over the default. A bad value is
+//! refused naming the flag (or the variable) and what to write; so is an unknown flag.
+//! `--help` prints them all, the app's with the framework's, with their defaults.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -15,6 +17,7 @@ use crate::config::{
     DEFAULT_FIBER_WAIT, DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SCOPE_CHILDREN,
     DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE, DEFAULT_WORKER_START_TIMEOUT,
 };
+use crate::flags::{AppArgs, AppFlags};
 use crate::Error;
 
 /// Most `--fibers`: each reserves address space for its stack.
@@ -25,12 +28,15 @@ pub const MAX_WORKERS: usize = 1024;
 pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 /// Shortest `--stall-warn`: the stall clock ticks in milliseconds.
 pub const MIN_STALL_WARN: Duration = Duration::from_millis(10);
-/// The prefix of every variable `Options::from_env_and_args` reads.
-pub const ENV_PREFIX: &str = "FIBER_WEB_";
 
 /// How to serve an app.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The app's name: the prefix of its metrics (`NAME_http_requests_total`), the
+    /// target of its access lines (`NAME::access`), the word its log lines start
+    /// with, and its variables' prefix in capitals. By default the binary's name
+    /// ([`AppFlags::named`](crate::AppFlags::named) sets another).
+    pub name: String,
     /// Address to listen on; port 0 picks a free port.
     pub bind: SocketAddr,
     /// Fibers in the pool: at most this many requests run handlers at once.
@@ -81,6 +87,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
+            name: AppFlags::new().name().to_string(),
             bind: DEFAULT_BIND,
             fibers: DEFAULT_FIBERS,
             stack_size: DEFAULT_STACK_SIZE,
@@ -304,43 +311,56 @@ const fn on_off(on: bool) -> &'static str {
     }
 }
 
-/// The environment variable of flag `name`: `stack-size` is `FIBER_WEB_STACK_SIZE`.
-fn env_name(name: &str) -> String {
-    format!(
-        "{ENV_PREFIX}{}",
-        name.replace('-', "_").to_ascii_uppercase()
-    )
+/// Whether `name` is one of the framework's flags.
+pub(crate) fn is_framework_flag(name: &str) -> bool {
+    FLAGS.iter().any(|f| f.name == name)
 }
 
 impl Options {
-    /// The options the environment (`FIBER_WEB_*`) and this process's command line
-    /// give, over the defaults. `--help` prints every flag and exits.
+    /// The options the environment and this process's command line give, over the
+    /// defaults, for an app with no flags of its own. `--help` prints every flag and
+    /// exits.
     pub fn from_env_and_args() -> Result<Options, Error> {
-        let mut opts = Options::from_env(|name| std::env::var(name).ok())?;
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        if args.iter().any(|a| a == "--help" || a == "-h") {
-            println!("{}", Options::help());
-            std::process::exit(0);
-        }
-        opts.apply_args(args)?;
-        Ok(opts)
+        Options::from_env_and_args_with(&AppFlags::new()).map(|(options, _)| options)
     }
 
-    /// The defaults, with what `var` gives for each flag's variable.
-    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Options, Error> {
-        let mut opts = Options::default();
+    /// [`from_env_and_args`](Self::from_env_and_args) for an app with flags of its
+    /// own: the framework's options and the app's values. `--help` prints both tables
+    /// and exits.
+    pub fn from_env_and_args_with(app: &AppFlags) -> Result<(Options, AppArgs), Error> {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        if args.iter().any(|a| a == "--help" || a == "-h") {
+            println!("{}", Options::help_with(app));
+            std::process::exit(0);
+        }
+        Options::parse(app, args, |name| std::env::var(name).ok())
+    }
+
+    /// The framework's options and the app's values from command-line `args`
+    /// (`--fibers 10`, `--fibers=10`, in order) over what `var` gives for each flag's
+    /// variable, over the defaults.
+    pub fn parse<I: IntoIterator<Item = String>>(
+        app: &AppFlags,
+        args: I,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<(Options, AppArgs), Error> {
+        let mut opts = Options {
+            name: app.name().to_string(),
+            ..Options::default()
+        };
+        let mut values = AppArgs::defaults(app);
         for flag in FLAGS {
-            let name = env_name(flag.name);
+            let name = app.env_name(flag.name);
             if let Some(value) = var(&name).filter(|v| !v.is_empty()) {
                 (flag.set)(&mut opts, &value).map_err(|why| Error::Option { name, why })?;
             }
         }
-        opts.check()?;
-        Ok(opts)
-    }
-
-    /// Apply command-line `args` (`--fibers 10`, `--fibers=10`), in order.
-    pub fn apply_args<I: IntoIterator<Item = String>>(&mut self, args: I) -> Result<(), Error> {
+        for flag in &app.flags {
+            let name = app.env_name(flag.name);
+            if let Some(value) = var(&name).filter(|v| !v.is_empty()) {
+                values.set_from_env(flag.name, value, name);
+            }
+        }
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let Some(body) = arg.strip_prefix("--") else {
@@ -353,27 +373,35 @@ impl Options {
                 Some((name, value)) => (name, Some(value.to_string())),
                 None => (body, None),
             };
-            let Some(flag) = FLAGS.iter().find(|f| f.name == name) else {
-                return Err(Error::Option {
-                    name: format!("--{name}"),
-                    why: "unknown flag (--help lists them)".into(),
-                });
-            };
-            let value = match inline.or_else(|| args.next()) {
-                Some(v) => v,
-                None => {
+            let ours = FLAGS.iter().find(|f| f.name == name);
+            let theirs = app.get(name);
+            let shown = match (ours, theirs) {
+                (Some(f), _) => f.value,
+                (None, Some(f)) => f.value,
+                (None, None) => {
                     return Err(Error::Option {
                         name: format!("--{name}"),
-                        why: format!("needs a value: --{name} {}", flag.value),
+                        why: "unknown flag (--help lists them)".into(),
                     })
                 }
             };
-            (flag.set)(self, &value).map_err(|why| Error::Option {
-                name: format!("--{name}"),
-                why,
-            })?;
+            let Some(value) = inline.or_else(|| args.next()) else {
+                return Err(Error::Option {
+                    name: format!("--{name}"),
+                    why: format!("needs a value: --{name} {shown}"),
+                });
+            };
+            match (ours, theirs) {
+                (Some(flag), _) => (flag.set)(&mut opts, &value).map_err(|why| Error::Option {
+                    name: format!("--{name}"),
+                    why,
+                })?,
+                (None, Some(flag)) => values.set_from_flag(flag.name, value),
+                (None, None) => unreachable!("refused above"),
+            }
         }
-        self.check()
+        opts.check()?;
+        Ok((opts, values))
     }
 
     /// What no single flag can check: the stall limits' order.
@@ -392,18 +420,34 @@ impl Options {
         Ok(())
     }
 
-    /// Every flag, its variable, its default and what it means.
-    pub fn help() -> String {
+    /// Every flag, the app's and the framework's, its variable, its default and what
+    /// it means.
+    pub fn help_with(app: &AppFlags) -> String {
         let defaults = Options::default();
-        let mut out = String::from("Options (each also an environment variable):\n");
-        for f in FLAGS {
+        let entry = |name: &str, value: &str, default: Option<String>, help: &str| {
+            let default = default.map_or_else(|| "no default".into(), |d| format!("default {d}"));
+            format!(
+                "  --{name} {value}  ({}, {default})\n      {help}\n",
+                app.env_name(name)
+            )
+        };
+        let mut out = String::new();
+        if !app.flags.is_empty() {
             out.push_str(&format!(
-                "  --{} {}  ({}, default {})\n      {}\n",
+                "Options of {} (each also an environment variable):\n",
+                app.name()
+            ));
+            for f in &app.flags {
+                out.push_str(&entry(f.name, f.value, f.default.clone(), f.help));
+            }
+        }
+        out.push_str("Options of the server (each also an environment variable):\n");
+        for f in FLAGS {
+            out.push_str(&entry(
                 f.name,
                 f.value,
-                env_name(f.name),
-                (f.default)(&defaults),
-                f.help
+                Some((f.default)(&defaults)),
+                f.help,
             ));
         }
         out
@@ -435,9 +479,8 @@ mod tests {
     use super::*;
 
     fn args(list: &[&str]) -> Result<Options, Error> {
-        let mut o = Options::default();
-        o.apply_args(list.iter().map(|s| s.to_string()))?;
-        Ok(o)
+        let app = AppFlags::named("app");
+        Options::parse(&app, list.iter().map(|s| s.to_string()), |_| None).map(|(o, _)| o)
     }
 
     #[test]
@@ -459,6 +502,7 @@ mod tests {
         assert_eq!((o.fibers, o.stack_size), (10, 65536));
         assert!(!o.supervise && !o.access_log);
         assert_eq!(o.http.max_body_bytes, 1024);
+        assert_eq!(o.name, "app");
     }
 
     #[test]
@@ -482,27 +526,37 @@ mod tests {
 
     #[test]
     fn the_environment_sets_what_flags_do_not() {
+        let app = AppFlags::named("todo_api").flag("db-pool", "N", "connections", Some("10"));
         let env = |name: &str| match name {
-            "FIBER_WEB_FIBERS" => Some("7".to_string()),
-            "FIBER_WEB_QUEUE" => Some("3".to_string()),
+            "TODO_API_FIBERS" => Some("7".to_string()),
+            "TODO_API_QUEUE" => Some("3".to_string()),
+            "TODO_API_DB_POOL" => Some("many".to_string()),
             _ => None,
         };
-        let mut o = Options::from_env(env).unwrap();
-        assert_eq!((o.fibers, o.queue), (7, 3));
-        o.apply_args(["--fibers".to_string(), "9".to_string()])
-            .unwrap();
+        let (o, values) = Options::parse(&app, ["--fibers", "9"].map(String::from), env).unwrap();
         assert_eq!((o.fibers, o.queue), (9, 3));
-        let e = Options::from_env(|n| (n == "FIBER_WEB_WORKERS").then(|| "none".into()))
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("FIBER_WEB_WORKERS: 'none'"), "{e}");
-        let help = Options::help();
+        let e = values.get::<usize>("db-pool").unwrap_err().to_string();
+        assert!(e.starts_with("TODO_API_DB_POOL: 'many'"), "{e}");
+        let e = Options::parse(&app, [], |n| {
+            (n == "TODO_API_WORKERS").then(|| "none".into())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("TODO_API_WORKERS: 'none'"), "{e}");
+        let (_, values) =
+            Options::parse(&app, ["--db-pool=4"].map(String::from), |_| None).unwrap();
+        assert_eq!(values.get::<usize>("db-pool").unwrap(), 4);
+        let help = Options::help_with(&app);
         assert!(
-            help.contains("--stack-size SIZE  (FIBER_WEB_STACK_SIZE, default 128KiB)"),
+            help.contains("--stack-size SIZE  (TODO_API_STACK_SIZE, default 128KiB)"),
             "{help}"
         );
         assert!(
-            help.contains("--supervisor on|off  (FIBER_WEB_SUPERVISOR, default on)"),
+            help.contains("--db-pool N  (TODO_API_DB_POOL, default 10)"),
+            "{help}"
+        );
+        assert!(
+            help.contains("--supervisor on|off  (TODO_API_SUPERVISOR, default on)"),
             "{help}"
         );
     }

@@ -2,13 +2,17 @@
 //! production server needs, in the right order, from [`Options`].
 //!
 //! ```text
-//! serve(options, build)
+//! serve_with(options, beside, build)      (serve: with nothing beside)
 //!   supervisor::init     what this process inherited (a worker's identity, a socket)
-//!   logging::init        RUST_LOG, one line per record, the access lines
+//!   logging::init        RUST_LOG, one line per record, the access lines, the app's name
 //!   supervised, not a worker yet?  -> this process is the supervisor: bind the port
-//!                                     once, run `processes` workers (this same program),
-//!                                     replace any that dies, hangs or asks; return on
-//!                                     SIGTERM / Ctrl-C after they have drained
+//!                                     once, run `beside` (what the workers share: a
+//!                                     database), run `processes` workers (this same
+//!                                     program, told what `beside` set), replace any
+//!                                     that dies, hangs or asks; return on SIGTERM /
+//!                                     Ctrl-C after they have drained, then drop what
+//!                                     `beside` kept
+//!   (unsupervised: `beside` runs here, first)
 //!   stop requests        SIGTERM, Ctrl-C, the supervisor's word
 //!   watchdog             stalls and overflows; asks the supervisor for a fresh process
 //!   fiber pool, counters, listener (inherited from the supervisor or systemd's socket
@@ -26,9 +30,11 @@
 //! Every piece stays available on its own (`supervisor`, `watchdog`, `server::spawn`,
 //! `logging`) for an app that must arrange them otherwise.
 
+use std::any::Any;
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fiber_pool::FiberPool;
@@ -41,6 +47,45 @@ use crate::supervisor::{self, Supervisor, SupervisorConfig};
 use crate::watchdog::{ReplaceHook, Watchdog};
 use crate::{App, Error, Options};
 
+/// What an app starts once for all its worker processes, beside them (a private
+/// database they share), and what it tells them: given to [`serve_with`]. In a
+/// supervised app it is made in the supervisor, before the first worker starts, and
+/// kept until the last has stopped; without a supervisor, in the one process, before
+/// the app is built.
+#[derive(Default)]
+pub struct Beside {
+    vars: BTreeMap<String, String>,
+    notes: Vec<String>,
+    kept: Vec<Box<dyn Any + Send>>,
+}
+
+impl Beside {
+    /// Nothing yet.
+    pub fn new() -> Beside {
+        Beside::default()
+    }
+
+    /// Tell the app `name` = `value` ([`Started::var`]): a worker gets it in its
+    /// environment (not its arguments: a URL may hold a password).
+    pub fn var(mut self, name: impl Into<String>, value: impl Into<String>) -> Beside {
+        self.vars.insert(name.into(), value.into());
+        self
+    }
+
+    /// Add `text` to the start-up line.
+    pub fn note(mut self, text: impl Into<String>) -> Beside {
+        self.notes.push(text.into());
+        self
+    }
+
+    /// Keep `value` until the app has stopped, then drop it (a database's handle, whose
+    /// drop stops it).
+    pub fn keep(mut self, value: impl Any + Send) -> Beside {
+        self.kept.push(Box::new(value));
+        self
+    }
+}
+
 /// What the app's builder gets: where the server listens, and the pieces of the
 /// server a handler may want to show (`/stats`-like routes).
 pub struct Started {
@@ -48,9 +93,30 @@ pub struct Started {
     fibers: FiberPool,
     stats: Arc<HttpStats>,
     options: Options,
+    /// What `beside` set, when it ran in this process.
+    vars: BTreeMap<String, String>,
+    /// What the app adds to the start-up line.
+    notes: Mutex<Vec<String>>,
 }
 
 impl Started {
+    /// The value [`Beside::var`] gave `name`, in this process or (in a worker) through
+    /// its environment; else the environment's own.
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.vars
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+    }
+
+    /// Add `text` to the start-up line (`NAME: listening on http://ADDR | ... | text`).
+    pub fn note(&self, text: impl Into<String>) {
+        self.notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(text.into());
+    }
+
     /// The address clients reach this server at (the real port when bound to port 0;
     /// `127.0.0.1` when bound to every address).
     pub fn addr(&self) -> SocketAddr {
@@ -113,31 +179,67 @@ where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
     F: FnOnce(&Started) -> Result<App<S>, E>,
 {
+    serve_with(options, |_| Ok::<_, Infallible>(Beside::new()), build)
+}
+
+/// [`serve`], with what `beside` starts once for every worker process (see
+/// [`Beside`]): in the supervisor before the first worker, or in this process when
+/// there is no supervisor. What it sets reaches the app as [`Started::var`].
+pub fn serve_with<S, E, EB, B, F>(options: Options, beside: B, build: F) -> Result<(), Error>
+where
+    S: Send + Sync + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    EB: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: FnOnce(&Options) -> Result<Beside, EB>,
+    F: FnOnce(&Started) -> Result<App<S>, E>,
+{
     supervisor::init();
+    // Named first: the logger's own warnings already carry the name.
+    crate::logging::set_app_name(&options.name);
     crate::logging::init();
     if options.supervise && supervisor::worker().is_none() {
-        return supervise(&options);
+        return supervise(&options, beside);
     }
     let stops = supervisor::stop_requests().map_err(|e| Error::io("install signal handlers", e))?;
-    let serving = start(&options, Box::new(supervisor::ask_for_replacement), build)?;
-    crate::logging::banner(&format!(
-        "listening on http://{} | {} fibers x {} stack, {} may workers",
+    // A worker's `beside` ran in its supervisor: what it set is in the environment.
+    let here = match supervisor::worker() {
+        Some(_) => Beside::new(),
+        None => beside(&options).map_err(|e| Error::App(e.into()))?,
+    };
+    let Beside { vars, notes, kept } = here;
+    let serving = start_with_vars(
+        &options,
+        Box::new(supervisor::ask_for_replacement),
+        vars,
+        build,
+    )?;
+    let mut line = format!(
+        "{}: listening on http://{} | {} fibers x {} stack, {} may workers",
+        options.name,
         serving.addr(),
         options.fibers,
         crate::config::ByteSize(options.stack_size),
         options.workers,
-    ));
+    );
+    for note in notes.iter().chain(&serving.notes) {
+        line.push_str(" | ");
+        line.push_str(note);
+    }
+    crate::logging::banner(&line);
     supervisor::ready();
     let why = stops.wait();
     log::info!(
+        target: crate::logging::app_name(),
         "{why}: finishing {} in-flight requests (up to {:?})",
         serving.server.stop_state().in_flight(),
         options.shutdown_grace
     );
     let drained = serving.shutdown(options.shutdown_grace);
+    drop(kept);
     // Requests on a thread a lock left held by an overflow blocks never finish: say
     // how many connections were left when the grace ended.
     log::info!(
+        target: crate::logging::app_name(),
         "pid {} stopped; {} connections unfinished after the grace period",
         std::process::id(),
         drained.connections_left
@@ -151,6 +253,8 @@ pub struct Serving {
     addr: SocketAddr,
     fibers: FiberPool,
     stats: Arc<HttpStats>,
+    /// What the app added to the start-up line while it was built.
+    notes: Vec<String>,
     _watchdog: Watchdog,
 }
 
@@ -175,6 +279,11 @@ impl Serving {
         &self.server
     }
 
+    /// What the app added to the start-up line while it was built ([`Started::note`]).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
     /// Stop accepting, let in-flight requests finish for up to `grace`, stop the
     /// watchdog, and report what was left.
     pub fn shutdown(self, grace: Duration) -> Drained {
@@ -188,6 +297,21 @@ impl Serving {
 /// reason when this process should be replaced
 /// ([`supervisor::ask_for_replacement`] in a supervised worker).
 pub fn start<S, E, F>(options: &Options, replace: ReplaceHook, build: F) -> Result<Serving, Error>
+where
+    S: Send + Sync + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    F: FnOnce(&Started) -> Result<App<S>, E>,
+{
+    crate::logging::set_app_name(&options.name);
+    start_with_vars(options, replace, BTreeMap::new(), build)
+}
+
+fn start_with_vars<S, E, F>(
+    options: &Options,
+    replace: ReplaceHook,
+    vars: BTreeMap<String, String>,
+    build: F,
+) -> Result<Serving, Error>
 where
     S: Send + Sync + 'static,
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -213,8 +337,14 @@ where
         fibers: fibers.clone(),
         stats: Arc::clone(&stats),
         options: options.clone(),
+        vars,
+        notes: Mutex::new(Vec::new()),
     };
     let app = build(&started).map_err(|e| Error::App(e.into()))?;
+    let notes = started
+        .notes
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
     let routed = app.build(fibers.clone(), Arc::clone(&stats), options.request_timeout)?;
     let server = crate::server::spawn(
         listener,
@@ -228,13 +358,19 @@ where
         addr,
         fibers,
         stats,
+        notes,
         _watchdog: watchdog,
     })
 }
 
-/// This process is the supervisor: bind, run the workers until told to stop.
-fn supervise(options: &Options) -> Result<(), Error> {
-    let sup = Supervisor::bind(SupervisorConfig {
+/// This process is the supervisor: bind, start what `beside` starts, run the workers
+/// until told to stop, then drop what `beside` kept.
+fn supervise<EB, B>(options: &Options, beside: B) -> Result<(), Error>
+where
+    EB: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: FnOnce(&Options) -> Result<Beside, EB>,
+{
+    let mut sup = Supervisor::bind(SupervisorConfig {
         processes: options.processes,
         bind: options.bind,
         listen_backlog: options.http.listen_backlog,
@@ -242,7 +378,16 @@ fn supervise(options: &Options) -> Result<(), Error> {
         start_timeout: options.worker_start_timeout,
     })
     .map_err(Error::Supervisor)?;
-    sup.run().map_err(Error::Supervisor)
+    let Beside { vars, notes, kept } = beside(options).map_err(|e| Error::App(e.into()))?;
+    for (name, value) in vars {
+        sup.env(name, value);
+    }
+    for note in notes {
+        sup.note(note);
+    }
+    let ran = sup.run().map_err(Error::Supervisor);
+    drop(kept);
+    ran
 }
 
 /// Sizes the process's pool for [`fiber_pool::blocking`]. A second server in the same
@@ -255,7 +400,8 @@ fn size_blocking(cfg: &fiber_pool::BlockingConfig) -> Result<(), Error> {
             let running = fiber_pool::blocking::default_pool().config();
             if running != cfg {
                 log::warn!(
-                    "fiber_web: this process's blocking pool already runs with {} threads \
+                    target: crate::logging::app_name(),
+                    "this process's blocking pool already runs with {} threads \
                      and a queue of {}; --blocking-threads and --blocking-queue apply to \
                      the first server of a process only",
                     running.threads,

@@ -104,7 +104,7 @@ fn accept_loop(
                     break;
                 }
                 // Out of file descriptors and the like: say so, back off, go on.
-                log::error!("fiberstack: accept failed: {e}");
+                log::error!(target: crate::logging::app_name(), "accept failed: {e}");
                 may::coroutine::sleep(listener::ACCEPT_RETRY_PAUSE);
                 continue;
             }
@@ -154,7 +154,7 @@ fn spawn_connection(
     };
     let spawned = fiber_pool::spawn::spawn_for_socket("conn", stack, &fd, serve);
     if let Err(e) = spawned {
-        log::error!("fiberstack: cannot start a connection coroutine: {e}");
+        log::error!(target: crate::logging::app_name(), "cannot start a connection coroutine: {e}");
     }
 }
 

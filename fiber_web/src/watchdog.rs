@@ -76,21 +76,19 @@ pub fn spawn(limits: WatchdogLimits, replace: ReplaceHook) -> io::Result<Watchdo
     let stop = Arc::new(AtomicBool::new(false));
     let warn = limits.stall_warn;
     let tick = (warn / 4).max(MIN_TICK);
-    let thread = std::thread::Builder::new()
-        .name("fiberstack-watchdog".into())
-        .spawn({
-            let stop = Arc::clone(&stop);
-            move || {
-                let mut watch = Watch::new(limits, replace);
-                while !stop.load(Ordering::Relaxed) {
-                    watch.look(
-                        &fiber_pool::jobs_running_longer_than(warn),
-                        fiber_pool::aftermath(),
-                    );
-                    std::thread::park_timeout(tick);
-                }
+    let thread = std::thread::Builder::new().name("watchdog".into()).spawn({
+        let stop = Arc::clone(&stop);
+        move || {
+            let mut watch = Watch::new(limits, replace);
+            while !stop.load(Ordering::Relaxed) {
+                watch.look(
+                    &fiber_pool::jobs_running_longer_than(warn),
+                    fiber_pool::aftermath(),
+                );
+                std::thread::park_timeout(tick);
             }
-        })?;
+        }
+    })?;
     Ok(Watchdog {
         stop,
         thread: Some(thread),
@@ -100,12 +98,13 @@ pub fn spawn(limits: WatchdogLimits, replace: ReplaceHook) -> io::Result<Watchdo
 /// The log line for a stall: the route, how long, and the likely causes.
 fn stall_line(job: &RunningJob, warn: Duration, aftermath: Aftermath) -> String {
     format!(
-        "fiberstack: stall: route {} has held its worker thread for {} ms without going \
+        "{}: stall: route {} has held its worker thread for {} ms without going \
          back to may (--stall-warn {} ms); every other request on that thread waits. \
          Likely causes: a blocking std call (std::thread::sleep, std::net, std::fs, a std \
          Mutex or Condvar wait), a CPU loop, or a lock left held by a fiber abandoned \
          after a stack overflow ({} so far outside a safe point). See STACK_SIZES.md, \
          \"What a handler may do\".",
+        crate::logging::app_name(),
         job.label,
         job.running_for.as_millis(),
         warn.as_millis(),
@@ -215,7 +214,10 @@ impl Watch {
         if self.asked.insert(kind) {
             // The request first, the line after it (see the stall loop).
             (self.replace)(reason);
-            eprintln!("fiberstack: watchdog: this process should be replaced: {reason}");
+            eprintln!(
+                "{}: watchdog: this process should be replaced: {reason}",
+                crate::logging::app_name()
+            );
         }
     }
 }

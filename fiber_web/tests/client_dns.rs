@@ -103,7 +103,7 @@ fn names_are_looked_up_on_the_resolver_threads_cached_for_the_ttl_and_followed_w
     );
     assert_eq!(
         lookups.threads.lock().unwrap()[0],
-        "fiberstack-dns",
+        "http-client-dns",
         "not a fiber's thread"
     );
 

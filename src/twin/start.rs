@@ -35,6 +35,8 @@ pub struct Running {
 
 /// Start everything `cfg` describes, on a runtime of `cfg.web.workers` tokio workers.
 pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
+    // Its metrics and log lines carry the demo's name, as the fiber server's do.
+    fiber_web::logging::set_app_name(&cfg.web.name);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.web.workers)
         .thread_name("fiberstack-async")

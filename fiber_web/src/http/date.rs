@@ -97,7 +97,7 @@ fn start_refresher() {
     START.call_once(|| {
         refresh();
         let spawned = std::thread::Builder::new()
-            .name("fiberstack-date".into())
+            .name("http-date".into())
             .spawn(|| loop {
                 std::thread::sleep(until_next_second());
                 refresh();

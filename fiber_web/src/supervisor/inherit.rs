@@ -67,7 +67,7 @@ fn from_env() -> io::Result<Option<TcpListener>> {
     if count.trim() != "1" {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("LISTEN_FDS={count}: fiberstack serves one listening socket, pass exactly one"),
+            format!("LISTEN_FDS={count}: the server serves one listening socket, pass exactly one"),
         ));
     }
     fds.take_tcp_listener(0)

@@ -256,7 +256,7 @@ struct State {
 
 impl State {
     fn log(&self, what: impl AsRef<str>) {
-        log::info!("fiberstack supervisor: {}", what.as_ref());
+        log::info!(target: crate::logging::app_name(), "supervisor: {}", what.as_ref());
     }
 
     /// Start a worker for slot `id`.
@@ -321,8 +321,9 @@ impl State {
             if self.workers.iter().all(|p| p.phase == Phase::Serving) {
                 // The start-up line, on stdout like a single server's.
                 crate::logging::banner(&format!(
-                    "fiberstack: listening on http://{} | supervisor pid {}, {} worker \
+                    "{}: listening on http://{} | supervisor pid {}, {} worker \
                      processes (SIGHUP restarts them one by one){}",
+                    crate::logging::app_name(),
                     self.sup.addr().map_err(|e| e.to_string())?,
                     std::process::id(),
                     self.workers.len(),
@@ -592,7 +593,8 @@ impl State {
             };
             if late && !p.kill.swap(true, Ordering::AcqRel) {
                 log::warn!(
-                    "fiberstack supervisor: {} did not {} within {:?}: killing it",
+                    target: crate::logging::app_name(),
+                    "supervisor: {} did not {} within {:?}: killing it",
                     p.name(),
                     if p.phase == Phase::Starting {
                         "accept"
@@ -710,7 +712,7 @@ fn wait_for_exit(
             });
         });
     if let Err(e) = spawned {
-        log::warn!("fiberstack supervisor: cannot watch worker {id}: {e}");
+        log::warn!(target: crate::logging::app_name(), "supervisor: cannot watch worker {id}: {e}");
     }
 }
 
@@ -718,7 +720,7 @@ fn wait_for_exit(
 fn read_control(proc: &Proc, tx: mpsc::Sender<Event>) {
     let (id, generation) = (proc.id, proc.generation);
     let Ok(reader) = proc.control.try_clone() else {
-        log::warn!("fiberstack supervisor: cannot read worker {id}'s messages");
+        log::warn!(target: crate::logging::app_name(), "supervisor: cannot read worker {id}'s messages");
         return;
     };
     let spawned = std::thread::Builder::new()
@@ -741,7 +743,7 @@ fn read_control(proc: &Proc, tx: mpsc::Sender<Event>) {
             }
         });
     if let Err(e) = spawned {
-        log::warn!("fiberstack supervisor: cannot read worker {id}'s messages: {e}");
+        log::warn!(target: crate::logging::app_name(), "supervisor: cannot read worker {id}'s messages: {e}");
     }
 }
 
@@ -775,7 +777,7 @@ mod tests {
     /// Run `fake(first_generation)` until its log has `until`, then SIGTERM; the log.
     fn supervise_fake(name: &str, first_generation: &str, until: &str) -> Vec<String> {
         let log = std::env::temp_dir().join(format!(
-            "fiberstack-supervisor-{name}-{}.log",
+            "fiber_web-supervisor-{name}-{}.log",
             std::process::id()
         ));
         let _ = std::fs::remove_file(&log);

@@ -78,7 +78,8 @@ pub fn ready() {
     if let Some(w) = worker() {
         if let Err(e) = w.say("ready") {
             log::warn!(
-                "fiberstack: worker {}: cannot tell the supervisor it is ready: {e}",
+                target: crate::logging::app_name(),
+                "worker {}: cannot tell the supervisor it is ready: {e}",
                 w.id
             );
         }
@@ -94,16 +95,18 @@ pub fn ask_for_replacement(reason: &str) {
             // left stderr's lock held, and the log line would then block for good.
             let sent = w.ask(reason);
             log::warn!(
-                "fiberstack: worker {} (pid {}) asks to be replaced: {reason}",
+                target: crate::logging::app_name(),
+                "worker {} (pid {}) asks to be replaced: {reason}",
                 w.id,
                 std::process::id()
             );
             if let Err(e) = sent {
-                log::warn!("fiberstack: cannot reach the supervisor: {e}");
+                log::warn!(target: crate::logging::app_name(), "cannot reach the supervisor: {e}");
             }
         }
         None => log::warn!(
-            "fiberstack: this process should be replaced ({reason}), but no supervisor runs \
+            target: crate::logging::app_name(),
+            "this process should be replaced ({reason}), but no supervisor runs \
              it (start it with --processes 2 or more to have one): it carries on"
         ),
     }

@@ -186,7 +186,7 @@ impl<'a> RequestBuilder<'a> {
         let _ = write!(out, "{} {} HTTP/1.1\r\n", self.method.as_str(), url.target);
         for (name, default) in [
             ("Host", url.host.as_str()),
-            ("User-Agent", "fiberstack"),
+            ("User-Agent", "fiber_web"),
             ("Accept", "*/*"),
         ] {
             if !self.has_header(name) {

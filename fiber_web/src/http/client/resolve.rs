@@ -259,7 +259,7 @@ impl Shared {
     fn start(self: &Arc<Self>) {
         let shared = Arc::clone(self);
         let spawned = std::thread::Builder::new()
-            .name("fiberstack-dns".into())
+            .name("http-client-dns".into())
             .spawn(move || shared.run());
         if let Err(e) = spawned {
             let mut state = fiber_pool::lock_anywhere(&self.state);
