@@ -1,17 +1,22 @@
 //! The hazards of a review of fiber_pool, provoked on purpose: an asynchronous signal
 //! aimed at a may thread whose fiber sits just above its guard page, a `Lent` kept in
 //! a thread-local past its job, and the alternate signal stack of a worker that never
-//! called `run`.
+//! called `run`. The SIGPROF handler the first installs is the process's; no other
+//! test of this binary uses SIGPROF. (A panic near the guard page, whose test sets the
+//! process's panic hook, is test `panic_hook_stack`.)
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
+mod common;
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::near_the_guard;
 use fiber_pool::{on_carrier, stack_remaining, FiberPool, Lent, PoolConfig};
 
 static HANDLED: AtomicUsize = AtomicUsize::new(0);
@@ -31,20 +36,6 @@ fn pool(size: usize, stack_size: usize) -> FiberPool {
         ..PoolConfig::default()
     })
     .unwrap()
-}
-
-/// Recurses (256-byte frames) until fewer than `left` bytes of fiber stack remain,
-/// then runs `f` there.
-#[inline(never)]
-fn near_the_guard<R>(left: usize, f: &mut dyn FnMut() -> R) -> R {
-    let pad = std::hint::black_box([0u8; 256]);
-    if stack_remaining().expect("on a fiber") < left {
-        f()
-    } else {
-        let r = near_the_guard(left, f);
-        std::hint::black_box(pad);
-        r
-    }
 }
 
 #[test]
@@ -224,61 +215,6 @@ fn a_job_that_runs_another_job_does_it_from_the_carrier_and_leaks_no_fiber() {
         let stats = pool.stats();
         assert_eq!(stats.busy, 0, "a fiber stayed taken: {stats:?}");
         assert_eq!(stats.overflows, 0, "{stats:?}");
-    }
-}
-
-/// How close to its guard page the job panics: room for the unwinder (libgcc's, on the
-/// fiber), not for a hook that needs [`HOOK_STACK`].
-const PANIC_NEAR: usize = 6 * 1024;
-/// Stack the test's panic hook uses, as std's may when it prints a backtrace: more than
-/// the fiber has left, and more than a carrier's 32 KiB (where an overflow would end
-/// the process), less than the hook stack.
-const HOOK_STACK: usize = 64 * 1024;
-static HOOK_RAN: AtomicUsize = AtomicUsize::new(0);
-
-#[test]
-fn a_panic_hook_runs_on_its_own_stack_so_a_panic_near_the_guard_page_is_reported() {
-    // A hook that needs more stack than the fiber has left (std's prints a backtrace
-    // with RUST_BACKTRACE=1), and holds nothing: on the fiber it would overflow while
-    // panicking, the thread's panic state left behind.
-    std::panic::set_hook(Box::new(|_| {
-        let scratch = std::hint::black_box([1u8; HOOK_STACK]);
-        HOOK_RAN.fetch_add(usize::from(scratch[HOOK_STACK - 1]), Ordering::SeqCst);
-    }));
-    fiber_pool::run_panic_hook_off_fiber();
-    let p = pool(1, 16 * 1024);
-    // Waited for with a timeout: without the fix the carrier never comes back.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let carrier = move || {
-            p.run("panics", || {
-                near_the_guard(PANIC_NEAR, &mut || -> u32 { panic!("near the guard page") })
-            })
-        };
-        let got = fiber_pool::spawn::go(carrier).join();
-        let _ = tx.send(got);
-    });
-    // Failures abort: with the hook overflowed on the fiber, std's hook lock stays
-    // read-locked and the test process would hang at exit instead of failing.
-    let fail = |why: String| -> ! {
-        eprintln!("{why}");
-        std::process::abort()
-    };
-    let got = match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(Ok(got)) => got,
-        other => fail(format!("the carrier did not come back: {other:?}")),
-    };
-    if !matches!(&got, Err(fiber_pool::RunError::Panicked { message, .. })
-        if message.contains("near the guard page"))
-    {
-        fail(format!("the panic was not reported: {got:?}"));
-    }
-    if HOOK_RAN.load(Ordering::SeqCst) != 1 {
-        fail("the hook did not run once".into());
-    }
-    let after = fiber_pool::aftermath();
-    if after.is_broken() {
-        fail(format!("the aftermath is broken: {after:?}"));
     }
 }
 

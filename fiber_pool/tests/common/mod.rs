@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use fiber_pool::{FiberPool, PoolConfig};
 
+pub mod panicking;
+pub mod ticker;
+
 /// Recurses with a 1 KiB frame until the stack runs out (on purpose).
 #[inline(never)]
 #[allow(unconditional_recursion)]
@@ -214,4 +217,48 @@ pub fn median_p99(samples: &mut [Duration]) -> (Duration, Duration) {
 /// Runs `f` in a new may coroutine and waits for its value.
 pub fn in_coroutine<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     fiber_pool::spawn::go(f).join().unwrap()
+}
+
+/// Aborts the process if `done` is not set within `secs`.
+pub fn watchdog(secs: u64) -> Arc<AtomicBool> {
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    std::thread::spawn(move || {
+        for _ in 0..secs * 10 {
+            std::thread::sleep(Duration::from_millis(100));
+            if d.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+        eprintln!("watchdog: still running after {secs} s: a deadlock; aborting");
+        std::process::abort();
+    });
+    done
+}
+
+/// Recurses (256-byte frames) until fewer than `left` bytes of fiber stack remain,
+/// then runs `f` there.
+#[inline(never)]
+pub fn near_the_guard<R>(left: usize, f: &mut dyn FnMut() -> R) -> R {
+    let pad = std::hint::black_box([0u8; 256]);
+    if fiber_pool::stack_remaining().expect("on a fiber") < left {
+        f()
+    } else {
+        let r = near_the_guard(left, f);
+        std::hint::black_box(pad);
+        r
+    }
+}
+
+/// A pool of `size` fibers on `workers` may workers. may reads the worker count once
+/// per process, when its first coroutine starts: call this before any, and in every
+/// test of a binary with the same count (a test that needs another count is a binary
+/// of its own).
+pub fn pool_on_workers(workers: usize, size: usize) -> FiberPool {
+    may::config().set_workers(workers);
+    FiberPool::new(PoolConfig {
+        size,
+        ..PoolConfig::default()
+    })
+    .unwrap()
 }
