@@ -4,8 +4,10 @@
 //! queue an error at once, and a caller's deadline, cancel or wait ends its wait
 //! while the closure runs on to its end.
 //!
-//! Every test sets one may worker first (may reads it once per process; nextest runs
-//! each test in a process of its own).
+//! Every test runs on one may worker (`common::pool_on_workers`; may reads the count
+//! once per process, so every test of this binary sets the same). The contrast, a
+//! blocking call made on the fiber that holds the worker, is test
+//! `blocking_holds_the_worker`, in a process of its own.
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
@@ -13,98 +15,24 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{in_coroutine, wait_until};
-use fiber_pool::{
-    BlockingConfig, BlockingPool, CancelReason, Context, FiberPool, PoolConfig, RunError,
-};
+use fiber_pool::{BlockingConfig, BlockingPool, CancelReason, Context, RunError};
 
 const LONG: Duration = Duration::from_secs(10);
 const BLOCK: Duration = Duration::from_millis(300);
 
-fn one_worker_pool(size: usize) -> FiberPool {
-    may::config().set_workers(1);
-    FiberPool::new(PoolConfig {
-        size,
-        ..PoolConfig::default()
-    })
-    .unwrap()
-}
-
-/// A job that counts its turns on the worker: a plain thread (the metronome) sends
-/// it a message every millisecond on a may channel, and the job counts each one it
-/// receives, until `stop` is set. A message from a thread that is not a worker puts
-/// the receiver on the worker's queue, so each count is a turn the worker gave it
-/// (may timers are not used: may resumes a sleeper on its own timer thread, and a
-/// ticker that slept would not need the worker at all).
-struct Ticker {
-    ticks: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    metronome: std::thread::JoinHandle<()>,
-    job: may::coroutine::JoinHandle<Result<(), RunError>>,
-}
-
-impl Ticker {
-    fn start(pool: &FiberPool) -> Ticker {
-        let (tx, rx) = may::sync::mpsc::channel::<()>();
-        let ticks = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let metronome = std::thread::spawn(move || {
-            while !s.load(Ordering::SeqCst) && tx.send(()).is_ok() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        });
-        let (p, t) = (pool.clone(), ticks.clone());
-        let job = move || {
-            p.run("ticker", move || {
-                // The channel's wait, on the carrier (the receiver goes there and back);
-                // it ends when the metronome stops.
-                let mut rx = rx;
-                loop {
-                    let (got, back) = fiber_pool::on_carrier(move || (rx.recv(), rx));
-                    rx = back;
-                    if got.is_err() {
-                        break;
-                    }
-                    t.fetch_add(1, Ordering::SeqCst);
-                }
-            })
-        };
-        let job = fiber_pool::spawn::go(job);
-        wait_until("the ticker to tick", LONG, || {
-            ticks.load(Ordering::SeqCst) > 0
-        });
-        Ticker {
-            ticks,
-            stop,
-            metronome,
-            job,
-        }
-    }
-
-    fn ticks(&self) -> usize {
-        self.ticks.load(Ordering::SeqCst)
-    }
-
-    fn stop(self) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.metronome.join().unwrap();
-        self.job.join().unwrap().unwrap();
-    }
-}
-
 #[test]
 fn blocking_calls_park_only_their_fibers_while_another_fiber_on_the_worker_ticks() {
-    let pool = one_worker_pool(4);
+    let pool = common::pool_on_workers(1, 4);
     let silent = fiber_pool::testing::UnansweringListener::new().unwrap();
     let addr = silent.addr;
     let dir = std::env::temp_dir().join(format!("fiber_pool_blocking_{}", std::process::id()));
 
-    let ticker = Ticker::start(&pool);
+    let ticker = common::ticker::Ticker::start(&pool);
 
     let started = Instant::now();
     let (p, d) = (pool.clone(), dir.clone());
@@ -163,33 +91,8 @@ fn blocking_calls_park_only_their_fibers_while_another_fiber_on_the_worker_ticks
 }
 
 #[test]
-fn a_blocking_call_made_on_the_fiber_instead_holds_the_worker() {
-    // The contrast, on the same one worker: the stall watchdog sees it, the ticker stops.
-    let pool = one_worker_pool(2);
-    let ticker = Ticker::start(&pool);
-    let (p, t) = (pool.clone(), ticker.ticks.clone());
-    let job = move || {
-        let before = t.load(Ordering::SeqCst);
-        std::thread::sleep(BLOCK);
-        t.load(Ordering::SeqCst) - before
-    };
-    let blocked = fiber_pool::spawn::go(move || p.run("blocks", job));
-    wait_until("the stall to show", LONG, || {
-        fiber_pool::jobs_running_longer_than(Duration::from_millis(100))
-            .iter()
-            .any(|j| j.label == "blocks")
-    });
-    let ticked_meanwhile = blocked.join().unwrap().unwrap();
-    ticker.stop();
-    assert_eq!(
-        ticked_meanwhile, 0,
-        "the ticker ran while the worker was held"
-    );
-}
-
-#[test]
 fn a_panic_in_the_closure_is_the_callers_error() {
-    let pool = one_worker_pool(1);
+    let pool = common::pool_on_workers(1, 1);
     let p = pool.clone();
     let got = in_coroutine(move || {
         p.run("panics", || {
@@ -209,7 +112,7 @@ fn a_panic_in_the_closure_is_the_callers_error() {
 
 #[test]
 fn over_the_queue_a_call_fails_at_once() {
-    let _pool = one_worker_pool(1);
+    let _pool = common::pool_on_workers(1, 1);
     let blocking = BlockingPool::new(BlockingConfig {
         threads: 1,
         queue: 1,
@@ -252,7 +155,7 @@ fn over_the_queue_a_call_fails_at_once() {
 
 #[test]
 fn the_callers_deadline_cancel_or_wait_ends_its_wait_and_the_closure_runs_on() {
-    let pool = one_worker_pool(2);
+    let pool = common::pool_on_workers(1, 2);
     // A deadline.
     let finished = Arc::new(AtomicBool::new(false));
     let f = finished.clone();
@@ -323,7 +226,7 @@ fn the_callers_deadline_cancel_or_wait_ends_its_wait_and_the_closure_runs_on() {
 
 #[test]
 fn a_closure_still_queued_when_its_caller_stops_waiting_never_runs() {
-    let _pool = one_worker_pool(1);
+    let _pool = common::pool_on_workers(1, 1);
     let blocking = BlockingPool::new(BlockingConfig {
         threads: 1,
         ..BlockingConfig::default()
