@@ -1,7 +1,8 @@
 //! `Lent`: when a job overflows with a resource checked out, the resource is
 //! leaked where it is (never dropped, read or moved: the overflow may have left it
 //! mid-method, or still borrowed by a thread) and its `on_abandon` runs exactly once;
-//! on a normal end it is just dropped.
+//! on a normal end it is just dropped. A `Lent` made with about `LENT_STACK_MARGIN`
+//! left completes or overflows before its ledger's lock, never inside it.
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
@@ -13,6 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{recurse, Watch};
+use fiber_pool::lent::LENT_STACK_MARGIN;
 use fiber_pool::{on_fiber, stack_remaining, FiberPool, Lent, PoolConfig, RunError};
 
 /// Counts its drops, like a pooled connection would be returned.
@@ -189,7 +191,7 @@ fn into_inner_never_loses_the_value_whatever_the_stack_left() {
     let p = pool.clone();
     // From twice `LENT_STACK_MARGIN` left down to nothing, every 16 bytes: the
     // checks of `into_inner` (and of anything it calls) fire somewhere in there.
-    let margin = fiber_pool::lent::LENT_STACK_MARGIN;
+    let margin = LENT_STACK_MARGIN;
     let (taken, overflowed) = may::go!(move || {
         let (mut taken, mut overflowed) = (0, 0);
         for left in (0..margin * 2).step_by(512) {
@@ -272,7 +274,7 @@ fn acquire_tells_its_owner_only_of_values_it_made() {
     })
     .unwrap();
     let p = pool.clone();
-    let margin = fiber_pool::lent::LENT_STACK_MARGIN;
+    let margin = LENT_STACK_MARGIN;
     let overflowed = may::go!(move || {
         let mut overflowed = 0usize;
         for left in (0..margin * 2).step_by(512) {
@@ -458,4 +460,64 @@ fn a_lent_dropped_while_unwinding_in_a_job_that_goes_on_is_dropped_at_its_end() 
         1,
         "dropped once the job ended"
     );
+}
+
+/// Recurses until at most `target` bytes are left, then makes 40 Lents
+/// (the ledger's Vec grows 4 times with its lock held).
+#[inline(never)]
+fn lents_at(target: usize) -> usize {
+    let pad = std::hint::black_box([1u8; 64]);
+    if stack_remaining().unwrap() > target {
+        let r = lents_at(target);
+        std::hint::black_box(&pad); // live across the call: no tail call
+        return r;
+    }
+    let mut lents = Vec::with_capacity(40);
+    for i in 0..40 {
+        lents.push(Lent::new(i, |_| {}));
+    }
+    let mut sum = 0;
+    for l in &lents {
+        sum += **l;
+    }
+    sum
+}
+
+/// Lents made with anything from `LENT_STACK_MARGIN` - 256 to + 2 KiB left:
+/// each job completes, or overflows at `Lent::new`'s margin check, before
+/// the ledger's lock; never inside it (the ledger would stay locked and the
+/// carrier's hand-back, or the next Lent on that fiber, would deadlock: the
+/// watchdog would fire).
+#[test]
+fn lents_made_near_the_margin_complete_or_overflow_before_the_lock() {
+    let done = common::watchdog(60);
+    let pool = FiberPool::new(PoolConfig {
+        size: 1,
+        stack_size: 32 * 1024,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let p = pool.clone();
+    let (ok, overflowed) = may::go!(move || {
+        let (mut ok, mut overflowed) = (0, 0);
+        for target in (LENT_STACK_MARGIN - 256..LENT_STACK_MARGIN + 2048).step_by(16) {
+            match p.run("margin", move || lents_at(target)) {
+                Ok(sum) => {
+                    assert_eq!(sum, (0..40).sum::<usize>());
+                    ok += 1;
+                }
+                Err(RunError::StackOverflow { .. }) => overflowed += 1,
+                Err(e) => panic!("{e}"),
+            }
+            // The fiber's ledger is usable again.
+            let l = p.run("after", || *Lent::new(3, |_| {})).unwrap();
+            assert_eq!(l, 3);
+        }
+        (ok, overflowed)
+    })
+    .join()
+    .unwrap();
+    eprintln!("{ok} jobs completed, {overflowed} overflowed at the margin check");
+    assert!(ok > 0 && overflowed > 0, "the window spans the margin");
+    done.store(true, Ordering::SeqCst);
 }
