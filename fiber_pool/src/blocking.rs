@@ -52,8 +52,9 @@ pub const BLOCKING_LABEL: &str = "blocking";
 /// pool starts another when work comes).
 pub const BLOCKING_IDLE_EXIT: Duration = Duration::from_secs(60);
 
-/// The most threads a blocking pool may have.
-pub const MAX_BLOCKING_THREADS: usize = 4096;
+/// The most threads a blocking pool may have (a limit of [`config`](crate::config),
+/// where [`ConfigError`] names it too).
+pub use crate::config::MAX_BLOCKING_THREADS;
 
 /// How a [`BlockingPool`] is sized.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,6 +15,8 @@ pub const MAX_STACK_SIZE: usize = 1 << 30;
 pub const MAX_TOTAL_STACK: usize = 1 << 40;
 /// The longest admission queue.
 pub const MAX_QUEUE: usize = 1 << 24;
+/// The most threads a [`BlockingPool`](crate::BlockingPool) may have.
+pub const MAX_BLOCKING_THREADS: usize = 4096;
 /// Bytes of `PROT_NONE` guard below each fiber stack (a whole number of pages).
 ///
 /// A guard only catches a frame whose first access lands inside it. Rust code
@@ -45,6 +47,13 @@ pub const GUARD_SIZE: usize = 128 * 1024;
 /// Cost: this much less usable stack per fiber; the area is never written, so it
 /// is not committed memory either (it shares the stack's top page).
 pub const TRAP_AREA: usize = 1024;
+
+/// Size of the alternate signal stack given to each thread that runs fibers, where
+/// the kernel delivers an overflow's SIGSEGV (the fiber stack is exhausted then).
+/// std gives threads about 8 KiB (SIGSTKSZ); the kernel's signal frame alone
+/// can take 3 KiB with AVX-512 state, and the chained handlers (may's prints a
+/// backtrace) need more.
+pub const ALT_STACK_SIZE: usize = 64 * 1024;
 
 /// How a [`FiberPool`](crate::FiberPool) is sized.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -181,7 +190,7 @@ pub enum ConfigError {
     /// [`SAFE_ALLOC_DECLARATION`].
     SafeAllocMissing,
     /// A [`BlockingConfig`](crate::BlockingConfig)'s `threads` is 0 or above
-    /// [`MAX_BLOCKING_THREADS`](crate::blocking::MAX_BLOCKING_THREADS).
+    /// [`MAX_BLOCKING_THREADS`].
     BlockingThreads {
         /// The requested thread count.
         threads: usize,
@@ -191,7 +200,7 @@ pub enum ConfigError {
     /// [`blocking`](crate::blocking()) call).
     BlockingStarted,
     /// The OS refused the calling thread the alternate signal stack of
-    /// [`ALT_STACK_SIZE`](crate::signal::ALT_STACK_SIZE) bytes that an overflow is
+    /// [`ALT_STACK_SIZE`] bytes that an overflow is
     /// caught on.
     AltStack(std::io::Error),
     /// The OS refused to map the stacks or install the signal handler.
@@ -245,7 +254,7 @@ impl fmt::Display for ConfigError {
             ConfigError::BlockingThreads { threads } => write!(
                 f,
                 "a blocking pool of {threads} threads cannot work: set `threads` to 1 ..= {}",
-                crate::blocking::MAX_BLOCKING_THREADS
+                MAX_BLOCKING_THREADS
             ),
             ConfigError::BlockingStarted => write!(
                 f,
@@ -253,8 +262,7 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::AltStack(e) => write!(
                 f,
-                "creating the fiber pool failed: no {}-byte alternate signal stack for this thread, where a fiber's overflow is caught: {e}",
-                crate::signal::ALT_STACK_SIZE
+                "creating the fiber pool failed: no {ALT_STACK_SIZE}-byte alternate signal stack for this thread, where a fiber's overflow is caught: {e}"
             ),
             ConfigError::Os(e) => write!(f, "creating the fiber pool failed: {e}"),
         }

@@ -60,11 +60,9 @@ pub(crate) enum Outcome {
     Overflow { fault_pc: usize },
 }
 
-/// Size of the alternate signal stack given to each thread that runs fibers.
-/// std gives threads about 8 KiB (SIGSTKSZ); the kernel's signal frame alone
-/// can take 3 KiB with AVX-512 state, and the chained handlers (may's prints a
-/// backtrace) need more.
-pub const ALT_STACK_SIZE: usize = 64 * 1024;
+/// Size of the alternate signal stack given to each thread that runs fibers (a
+/// limit of [`config`](crate::config), where [`ConfigError`](crate::ConfigError) names it too).
+pub use crate::config::ALT_STACK_SIZE;
 
 /// The handlers we replaced, one per signal; written once before ours is
 /// installed, read-only afterwards.
