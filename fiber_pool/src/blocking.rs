@@ -237,8 +237,8 @@ impl BlockingPool {
         if let Some(value) = taken {
             // Finished, whatever ended the wait: the value is here.
             return value.map_err(|payload| {
-                let message = crate::error::panic_message(&*payload);
-                crate::pool::drop_payload(payload);
+                let message = crate::payload::panic_message(&*payload);
+                crate::payload::drop_payload(payload);
                 RunError::Panicked {
                     label: BLOCKING_LABEL,
                     message,

@@ -254,7 +254,7 @@ impl Drop for Shared {
 /// and the canceller carries on.
 fn run_hook(hook: Hook, reason: CancelReason) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || hook(reason))) {
-        crate::pool::drop_payload(payload);
+        crate::payload::drop_payload(payload);
     }
 }
 

@@ -1,6 +1,5 @@
 //! [`RunError`]: why `FiberPool::run` did not return the job's value.
 
-use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
@@ -153,15 +152,5 @@ impl fmt::Display for RunError {
 
 impl std::error::Error for RunError {}
 
-/// The message of a caught panic, for [`RunError::Panicked`]: its text when it has
-/// one (`panic!("...")` with or without arguments), else a fixed phrase. The async
-/// twin words its caught panics with this too.
-pub fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&'static str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic with a non-string payload".to_owned()
-    }
-}
+/// The message of a caught panic, for [`RunError::Panicked`].
+pub use crate::payload::panic_message;

@@ -243,6 +243,7 @@ mod highwater;
 pub mod lent;
 pub mod net;
 pub mod panic_hook;
+mod payload;
 pub mod pool;
 pub mod registry;
 pub mod scope;

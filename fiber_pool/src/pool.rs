@@ -23,6 +23,7 @@ use crate::context::Context;
 use crate::error::RunError;
 use crate::highwater;
 use crate::lent::Ledger;
+use crate::payload;
 use crate::registry::Region;
 use crate::signal::{self, Outcome};
 use crate::stack::{self, page_size, FiberStack, Spares};
@@ -634,18 +635,6 @@ impl FiberPool {
     }
 }
 
-/// Drops a caught panic's payload inside the fiber's body, where nothing may
-/// unwind: a panic escaping the body would unwind `run` past the code that gives
-/// the slot its stack back and marks it idle, and every later job on that slot
-/// would fail. The payload's own drop may panic (`panic_any` of a value whose
-/// `Drop` panics): that panic is caught, and its payload forgotten (leaked)
-/// rather than dropped in turn, since it could panic again.
-pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
-    if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        std::mem::forget(again);
-    }
-}
-
 /// The value of a run whose `start` check always says yes.
 pub(crate) fn started<T>(ran: Option<T>) -> T {
     ran.expect("a job whose start check says yes runs")
@@ -716,8 +705,8 @@ unsafe fn run_job<F: FnOnce() -> T, T>(taken: FromCarrier<F, T>) -> Outcome {
             Outcome::Done
         }
         Err(payload) => {
-            let message = crate::error::panic_message(&*payload);
-            drop_payload(payload);
+            let message = payload::panic_message(&*payload);
+            payload::drop_payload(payload);
             Outcome::Panicked(message)
         }
     }
