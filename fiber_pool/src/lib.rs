@@ -240,6 +240,7 @@ pub mod context;
 mod deadline;
 pub mod error;
 mod highwater;
+mod ledger;
 pub mod lent;
 pub mod net;
 pub mod panic_hook;

@@ -22,7 +22,7 @@ use crate::config::{ConfigError, PoolConfig, TRAP_AREA};
 use crate::context::Context;
 use crate::error::RunError;
 use crate::highwater;
-use crate::lent::Ledger;
+use crate::ledger::Ledger;
 use crate::payload;
 use crate::registry::Region;
 use crate::signal::{self, Outcome};

@@ -31,7 +31,7 @@ use corosensei::trap::CoroutineTrapHandler;
 use corosensei::Yielder;
 
 use crate::context::Context;
-use crate::lent::Ledger;
+use crate::ledger::Ledger;
 use crate::pool::Inner;
 use crate::signal::Outcome;
 use crate::stack::Layout;

@@ -79,7 +79,7 @@ use may::sync::Blocker;
 
 use crate::context::{park, CancelReason, Context};
 use crate::error::RunError;
-use crate::lent::{Ledger, Registered};
+use crate::ledger::{Ledger, Registered};
 use crate::pool::{FiberPool, Fibers};
 
 /// The label of a child spawned with [`Scope::spawn`] (in the pool's per-label
