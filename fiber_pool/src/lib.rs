@@ -243,6 +243,7 @@ mod highwater;
 mod ledger;
 pub mod lent;
 pub mod net;
+mod outcome;
 pub mod panic_hook;
 mod payload;
 pub mod pool;

@@ -32,8 +32,8 @@ use corosensei::Yielder;
 
 use crate::context::Context;
 use crate::ledger::Ledger;
+use crate::outcome::Outcome;
 use crate::pool::Inner;
-use crate::signal::Outcome;
 use crate::stack::Layout;
 
 /// One slot's stack as the signal handler, `Lent`, the context lookup and the pool

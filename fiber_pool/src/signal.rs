@@ -43,22 +43,11 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Once;
 
+use crate::outcome::Outcome;
 use crate::registry::StackEntry;
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("fiber_pool's trap handler supports Linux on x86_64 only");
-
-/// What a fiber hands back to its carrier.
-#[derive(Clone)]
-pub(crate) enum Outcome {
-    /// The job returned; its value was written to the carrier's slot.
-    Done,
-    /// The job panicked with this message.
-    Panicked(String),
-    /// The job overflowed its stack; the signal handler reset the fiber. The
-    /// address of the instruction that touched the guard page.
-    Overflow { fault_pc: usize },
-}
 
 /// Size of the alternate signal stack given to each thread that runs fibers (a
 /// limit of [`config`](crate::config), where [`ConfigError`](crate::ConfigError) names it too).
