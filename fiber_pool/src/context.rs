@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use may::sync::Blocker;
 
+use crate::deadline::Due;
 use crate::registry::StackEntry;
 
 /// Why a [`Context`] was cancelled: what a server answers depends on it.
@@ -224,7 +225,7 @@ impl Shared {
         if self.timer.load(Ordering::Relaxed) != 0 {
             return;
         }
-        let key = crate::deadline::arm(at, Arc::downgrade(self));
+        let key = crate::deadline::arm(at, Arc::downgrade(self) as Weak<dyn Due>);
         if self
             .timer
             .compare_exchange(0, key, Ordering::AcqRel, Ordering::Relaxed)
@@ -233,9 +234,11 @@ impl Shared {
             crate::deadline::disarm(at, key); // armed by another caller meanwhile
         }
     }
+}
 
+impl Due for Shared {
     /// Called by the deadline thread when this context's deadline has passed.
-    pub(crate) fn deadline_passed(&self) {
+    fn deadline_passed(&self) {
         self.cancel_here(CancelReason::DeadlinePassed);
     }
 }

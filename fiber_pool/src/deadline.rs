@@ -3,7 +3,7 @@
 //! hooks run then.
 //!
 //! Only contexts with a deadline *and* an application hook are armed (see
-//! [`context`]): a deadline alone is seen by comparing the clock, and
+//! [`context`](crate::context)): a deadline alone is seen by comparing the clock, and
 //! the crate's own waits bound their parking by it. So the usual request (a deadline,
 //! no hook) never comes here. An armed context is one entry of an ordered map keyed
 //! by (deadline, id): arming and disarming (when the context is dropped first) are a
@@ -21,7 +21,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use crate::context::Shared;
+/// What an armed entry fires: a context, which cancels itself (and runs its hooks) on
+/// this thread when told its deadline passed.
+pub(crate) trait Due: Send + Sync {
+    /// The deadline passed.
+    fn deadline_passed(&self);
+}
 
 /// Longest the thread sleeps without looking at its map again. Arming the earliest
 /// entry wakes it at once; this only bounds a wait that nothing else bounds.
@@ -34,7 +39,7 @@ struct Timers {
 }
 
 struct State {
-    armed: BTreeMap<(Instant, u64), Weak<Shared>>,
+    armed: BTreeMap<(Instant, u64), Weak<dyn Due>>,
     next_id: u64,
     /// When the thread wakes by itself next: an entry due after it needs no wake-up.
     wakes_at: Instant,
@@ -71,7 +76,7 @@ impl Timers {
 
 /// Arms `ctx` to be cancelled at `at`; returns its key for [`disarm`]. Call off
 /// fibers (it locks and allocates).
-pub(crate) fn arm(at: Instant, ctx: Weak<Shared>) -> u64 {
+pub(crate) fn arm(at: Instant, ctx: Weak<dyn Due>) -> u64 {
     let timers = timers();
     let mut state = timers.lock();
     let id = state.next_id;

@@ -2,7 +2,7 @@
 //! ([`stack_remaining`]), overflowing on purpose before a deep call when too little
 //! is ([`reserve_stack`], a declared safe point, and [`check_stack`], which claims
 //! none), and the locks that check first ([`lock`], [`lock_anywhere`]). Each finds
-//! the fiber by the stack pointer in the [`registry`](crate::registry): no lock, no
+//! the fiber by the stack pointer in the [`registry`]: no lock, no
 //! allocation, no thread-local, so the global allocator can call them.
 
 use crate::registry;
