@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use may::sync::Blocker;
 
 use crate::deadline::Due;
-use crate::registry::StackEntry;
+use crate::registry::{JobContext, StackEntry};
 
 /// Why a [`Context`] was cancelled: what a server answers depends on it.
 #[non_exhaustive]
@@ -435,6 +435,11 @@ impl Context {
         })
     }
 
+    /// This context as a job's registry entry keeps it (read back by [`of_job`]).
+    pub(crate) fn for_job(self) -> JobContext {
+        self.shared
+    }
+
     /// Registers a wake-up for one of the crate's own waits, which bound their
     /// parking by the deadline themselves: no timer is armed. Call off fibers.
     pub(crate) fn wake_on_cancel(
@@ -515,7 +520,24 @@ impl Drop for Registration {
 pub fn current() -> Option<Context> {
     let entry = StackEntry::find_running(crate::stack_check::stack_pointer())?;
     // SAFETY: we run on this entry's stack, so we are the job running there.
-    Some(unsafe { entry.context() })
+    Some(unsafe { of_job(entry) })
+}
+
+/// The context of the job running on `entry`, made (and kept for the rest of the job)
+/// on the first call when the job was run without one.
+///
+/// # Safety
+///
+/// As for [`StackEntry::context`]: call only from that job, or from its carrier while
+/// the job is parked in [`on_carrier`](crate::on_carrier).
+pub(crate) unsafe fn of_job(entry: &StackEntry) -> Context {
+    let make = || Arc::new(Shared::live(None, None)) as JobContext;
+    // SAFETY: our caller's promise, passed on.
+    let kept = unsafe { entry.context(make) };
+    let shared = kept
+        .downcast::<Shared>()
+        .expect("a job's entry holds the context's state that `for_job` or `make` put there");
+    Context { shared }
 }
 
 /// Sleeps for `d` on the carrier's stack, unless the current job's context is

@@ -417,7 +417,7 @@ impl FiberPool {
                 // `on_carrier` on its carrier: the same line of control.
                 let ctx = ctx
                     .cloned()
-                    .or_else(|| caller.map(|e| unsafe { e.context() }));
+                    .or_else(|| caller.map(|e| unsafe { crate::context::of_job(e) }));
                 // SAFETY: our caller's promise, passed on.
                 unsafe { self.run_here(label, ctx, Fibers::Jobs, start, job) }
             });
@@ -489,7 +489,7 @@ impl FiberPool {
 
         let entry = inner.region.entry(stack_index);
         // SAFETY: we own the slot and no job runs on its stack yet (`begin` is below).
-        unsafe { entry.set_job(ctx, Arc::as_ptr(&self.inner)) };
+        unsafe { entry.set_job(ctx.map(Context::for_job), Arc::as_ptr(&self.inner).cast()) };
         // The job and its value stay in this frame, on the carrier's stack: the fiber
         // takes the job from here below its trap area (see `run_below_trap_area`), so
         // nothing of it is ever in the top of the fiber stack, where corosensei's trap
@@ -591,7 +591,9 @@ impl FiberPool {
     /// `pool` is the pool pointer of a job that is running now (from the registry
     /// entry of the fiber we run on, or of the job parked in our `on_carrier`): its
     /// `run` borrows the pool, which is alive.
-    pub(crate) unsafe fn of_running_job(pool: *const Inner) -> FiberPool {
+    pub(crate) unsafe fn of_running_job(pool: *const ()) -> FiberPool {
+        // The registry keeps it untyped; `run_here` stored an `Inner`'s.
+        let pool = pool.cast::<Inner>();
         // SAFETY: the pointer is `Arc::as_ptr` of a live pool's `Inner` (`run_here`
         // stores it), whose strong count is at least one while the job runs (its
         // `run` holds `&self`); one more count makes an owned handle of it.

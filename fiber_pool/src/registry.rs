@@ -23,17 +23,17 @@
 //! never loses a running fiber: a node is written only when its pool is
 //! created or dropped, and neither happens while a fiber of that pool runs.
 
+use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use corosensei::trap::CoroutineTrapHandler;
 use corosensei::Yielder;
 
-use crate::context::Context;
 use crate::ledger::Ledger;
 use crate::outcome::Outcome;
-use crate::pool::Inner;
 use crate::stack::Layout;
 
 /// One slot's stack as the signal handler, `Lent`, the context lookup and the pool
@@ -53,29 +53,37 @@ pub(crate) struct StackEntry {
     trap: UnsafeCell<Option<CoroutineTrapHandler<Outcome>>>,
     /// The running job's label; written with `trap`, under the same rule.
     label: UnsafeCell<&'static str>,
-    /// The running coroutine's yielder, for [`on_carrier`]: set
+    /// The running coroutine's yielder, for [`on_carrier`](crate::on_carrier): set
     /// by the fiber itself when it starts, cleared before it ends; null otherwise.
     yielder: AtomicPtr<Yielder<(), ()>>,
     /// Jobs begun on this stack: tells a `Lent` made by one job from a later one.
     generation: AtomicU64,
-    /// Set by [`reserve_stack`] just before it overflows on
+    /// Set by [`reserve_stack`](crate::reserve_stack) just before it overflows on
     /// purpose: the overflow then struck at a safe point. Cleared by `begin`.
     safe_point: AtomicBool,
     /// The running job's context and pool: written by the slot's owner before
     /// `begin` and taken back after `end`, and by the job itself (a context made on
-    /// its first [`current`]); read only by the job. The job and its
+    /// its first [`current`](crate::current)); read only by the job. The job and its
     /// carrier are one line of control (the carrier is suspended in `resume` while the
     /// job runs), so the two never touch it at once.
     job: UnsafeCell<Job>,
 }
 
-/// What `StackEntry::job` holds for the running job.
+/// What `StackEntry::job` holds for the running job. The registry is below the
+/// contexts and pools it holds (the signal handler, the allocator and the switch to
+/// the carrier look entries up, and a context's locks are taken on the carrier), so it
+/// holds them without naming their types: only `context` puts a context in and reads
+/// it back (`context::of_job`), only `pool` the pool.
 pub(crate) struct Job {
-    /// Its context; `None` until one is asked for, when it was run without one.
-    pub(crate) context: Option<Context>,
-    /// The pool it runs in (alive while it runs: `run` borrows it).
-    pub(crate) pool: *const Inner,
+    /// Its context's state (a `context::Shared`); `None` until one is asked for, when
+    /// it was run without one.
+    pub(crate) context: Option<JobContext>,
+    /// The pool it runs in (a `pool::Inner`, alive while it runs: `run` borrows it).
+    pub(crate) pool: *const (),
 }
+
+/// A job's context as its entry keeps it (see [`Job`]).
+pub(crate) type JobContext = Arc<dyn Any + Send + Sync>;
 
 // SAFETY: `bottom`, `guard_end` and `ledger` are written before the entry is
 // published and never again. `job` is touched only by the slot's owner between jobs
@@ -398,7 +406,7 @@ impl StackEntry {
     ///
     /// Only the slot's owner calls it, between jobs (before `begin`), so that no job
     /// reads the cell meanwhile.
-    pub(crate) unsafe fn set_job(&self, context: Option<Context>, pool: *const Inner) {
+    pub(crate) unsafe fn set_job(&self, context: Option<JobContext>, pool: *const ()) {
         // SAFETY: per the contract, nobody else touches the cell now.
         unsafe { *self.job.get() = Job { context, pool } };
     }
@@ -408,25 +416,25 @@ impl StackEntry {
     /// # Safety
     ///
     /// As for [`set_job`](Self::set_job): the slot's owner, after `end`.
-    pub(crate) unsafe fn take_context(&self) -> Option<Context> {
+    pub(crate) unsafe fn take_context(&self) -> Option<JobContext> {
         // SAFETY: per the contract, nobody else touches the cell now.
         unsafe { (*self.job.get()).context.take() }
     }
 
-    /// The running job's context, made (and kept for the rest of the job) on the
-    /// first call when the job was run without one.
+    /// The running job's context, made by `make` (and kept for the rest of the job)
+    /// on the first call when the job was run without one.
     ///
     /// # Safety
     ///
     /// Call only from the job running on this stack (found by its own stack pointer),
     /// or from its carrier while that job is parked in
-    /// [`on_carrier`] (the same line of control), so that neither
+    /// [`on_carrier`](crate::on_carrier) (the same line of control), so that neither
     /// the owner nor another call touches the cell meanwhile.
-    pub(crate) unsafe fn context(&self) -> Context {
+    pub(crate) unsafe fn context(&self, make: impl FnOnce() -> JobContext) -> JobContext {
         // SAFETY: per the contract, we are the only code touching the cell; nothing
-        // in here reaches it again (a new context's allocation does not).
+        // in here reaches it again (`make` allocates a new context, which does not).
         let job = unsafe { &mut *self.job.get() };
-        job.context.get_or_insert_with(Context::new).clone()
+        Arc::clone(job.context.get_or_insert_with(make))
     }
 
     /// The pool of the running job; valid while the job runs.
@@ -434,7 +442,7 @@ impl StackEntry {
     /// # Safety
     ///
     /// As for [`context`](Self::context).
-    pub(crate) unsafe fn pool(&self) -> *const Inner {
+    pub(crate) unsafe fn pool(&self) -> *const () {
         // SAFETY: per the contract, no writer exists meanwhile.
         unsafe { (*self.job.get()).pool }
     }

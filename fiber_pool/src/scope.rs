@@ -526,7 +526,7 @@ where
             unsafe { FiberPool::of_running_job(entry.pool()) }
         });
         // SAFETY: as above, the calling job's entry, read from its carrier.
-        let parent = unsafe { entry.context() };
+        let parent = unsafe { crate::context::of_job(entry) };
         let ctx = match deadline {
             Some(at) => parent.child().with_deadline(at),
             None => parent.child(),
