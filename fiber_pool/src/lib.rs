@@ -214,17 +214,30 @@
 //! assert_eq!(pool.stats().completed, 1);
 //! ```
 //!
-//! Layout: [`mod@spawn`] (spawning the may coroutines that carry fibers: `unsafe`,
-//! the spawner's promise), [`carrier`] ([`on_carrier`]: calls on the carrier's stack,
-//! [`sleep`]), [`config`] (limits), [`error`], `stack` (one reservation of guarded
-//! stacks per pool), [`registry`] (pools by address), `stack_check` (the stack left
-//! on a fiber: [`reserve_stack`], [`check_stack`], [`lock`]), [`signal`] (trap handler,
-//! alternate stacks), `admission` (FIFO queue), [`pool`] (`run`), [`context`]
-//! (cancellation, deadlines), `deadline` (the deadline thread), [`mod@scope`]
-//! (fan-out), [`mod@blocking`] (blocking calls on OS threads), [`lent`] (resource
-//! hand-off), [`alloc`] ([`FiberSafeAlloc`]), `highwater` (stack use), [`stats`],
-//! [`net`] (a socket toolkit for fibers), [`stall`] (which job holds each thread),
-//! [`mod@aftermath`] (what overflows left behind).
+//! # Layout
+//!
+//! One idea per module, from the bottom up: a module imports only modules of the
+//! lines above its own (the workspace's `tests/source_rules.rs` fails on an import
+//! cycle), and this file only declares them and re-exports.
+//!
+//! - Importing nothing of the crate: [`config`] (limits), [`mod@spawn`] (spawning the
+//!   may coroutines that carry fibers: `unsafe`, the spawner's promise), [`stall`]
+//!   (which job holds each thread), [`mod@aftermath`] (what overflows left behind),
+//!   `deadline` (the deadline thread), `ledger` (what a job registered outside its
+//!   stack), `outcome` (what a fiber hands back to its carrier), `payload` (a caught
+//!   panic's payload).
+//! - `stack` (one reservation of guarded stacks per pool).
+//! - [`registry`] (pools by address), `highwater` (stack use).
+//! - `stack_check` (the stack left on a fiber: [`reserve_stack`], [`check_stack`],
+//!   [`lock`]).
+//! - [`carrier`] ([`on_carrier`]: calls on the carrier's stack, [`sleep`]), [`alloc`]
+//!   ([`FiberSafeAlloc`]), [`stats`].
+//! - [`context`] (cancellation, deadlines), [`lent`] (resource hand-off),
+//!   [`panic_hook`] (panic hooks off the fiber).
+//! - [`signal`] (trap handler, alternate stacks), `admission` (FIFO queue), [`error`].
+//! - [`pool`] (`run`), [`mod@blocking`] (blocking calls on OS threads), `testing`
+//!   (feature `testing`: test support).
+//! - [`mod@scope`] (fan-out), [`net`] (a socket toolkit for fibers).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
