@@ -152,5 +152,4 @@ impl fmt::Display for RunError {
 
 impl std::error::Error for RunError {}
 
-/// The message of a caught panic, for [`RunError::Panicked`].
 pub use crate::payload::panic_message;
