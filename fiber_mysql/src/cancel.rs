@@ -41,8 +41,8 @@ use may::sync::Semphore;
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::headroom::KILL_HEADROOM;
 use crate::opts::Opts;
-use crate::pool::KILL_HEADROOM;
 
 /// Connections a pool's side channel opens at most: the server connections the pool
 /// leaves free beyond its size.

@@ -8,6 +8,8 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+use crate::headroom::{CONNECTION_HEADROOM, KILL_HEADROOM};
+
 /// Everything that can go wrong between a caller and the database.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -173,9 +175,9 @@ impl fmt::Display for Error {
                  {max_connections} (one more is kept free for KILL QUERY): lower the pool size \
                  to at most {} or raise max_connections \
                  (SET GLOBAL max_connections = {}; or mariadbd --max-connections={})",
-                max_connections.saturating_sub(crate::pool::KILL_HEADROOM),
-                pool + crate::launcher::CONNECTION_HEADROOM,
-                pool + crate::launcher::CONNECTION_HEADROOM
+                max_connections.saturating_sub(KILL_HEADROOM),
+                pool + CONNECTION_HEADROOM,
+                pool + CONNECTION_HEADROOM
             ),
             Error::Params(what) => write!(f, "bad statement parameters: {what}"),
             Error::Url(what) => write!(

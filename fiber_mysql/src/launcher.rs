@@ -48,8 +48,7 @@ const INNODB_FILES: [&str; 2] = [
     "--innodb-log-file-size=4M",
     "--innodb-data-file-path=ibdata1:12M:autoextend",
 ];
-/// Room above the pool for the KILL QUERY connection, admin sessions and tests.
-pub const CONNECTION_HEADROOM: usize = 20;
+pub use crate::headroom::CONNECTION_HEADROOM;
 /// The pool size [`LaunchConfig::default`] makes room for.
 pub const DEFAULT_POOL_ROOM: usize = 250;
 /// `--back-log` (the listen queue) above `--max-connections`: the auto-sized back_log

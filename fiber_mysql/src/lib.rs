@@ -39,6 +39,7 @@ mod auth;
 mod cancel;
 mod conn;
 pub mod error;
+mod headroom;
 pub mod launcher;
 pub mod opts;
 pub mod pool;

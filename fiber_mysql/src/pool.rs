@@ -57,8 +57,7 @@ use crate::session::ResetReason;
 #[cfg(feature = "threads")]
 use crate::threads::ThreadConn;
 
-/// Connections kept free on the server beyond the pool (for `KILL QUERY`).
-pub const KILL_HEADROOM: usize = 1;
+pub use crate::headroom::KILL_HEADROOM;
 /// MariaDB's ER_QUERY_INTERRUPTED: the answer of a statement stopped by `KILL QUERY`.
 const ER_QUERY_INTERRUPTED: u16 = 1317;
 /// How long [`Pool::healthy`] waits for a connection before saying no.
