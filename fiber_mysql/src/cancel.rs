@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use may::sync::Semphore;
 
-use crate::conn::Conn;
+use crate::conn::{Conn, QueryKiller};
 use crate::error::{Error, Result};
 use crate::headroom::KILL_HEADROOM;
 use crate::opts::Opts;
@@ -81,6 +81,12 @@ pub(crate) struct Killer {
     opts: Opts,
     permits: Semphore,
     idle: Mutex<Vec<Conn>>,
+}
+
+impl QueryKiller for Killer {
+    fn kill_query_of(self: Arc<Self>, connection_id: u32) -> Result<()> {
+        self.kill_query(connection_id)
+    }
 }
 
 impl std::fmt::Debug for Killer {

@@ -25,10 +25,8 @@ use mysql_common::proto::sync_framed::MySyncFramed;
 use mysql_common::proto::{MyDeserialize, MySerialize};
 
 use crate::auth::{self, PacketIo};
-use crate::cancel::Killer;
 use crate::error::{Error, Result};
 use crate::opts::Opts;
-use crate::query::StmtInfo;
 use crate::session::{ResetReason, SessionState};
 
 /// Largest packet we accept from the server (its `max_allowed_packet` caps
@@ -62,6 +60,24 @@ fn client_capabilities() -> CapabilityFlags {
 /// after every reset (a reset puts session variables back to their global values).
 const TRACK_STATE_CHANGES: &str = "SET session_track_state_change = ON";
 
+/// A prepared statement the connection keeps (`Conn::stmts`, by its SQL; `query`
+/// prepares, executes and closes them).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StmtInfo {
+    /// The server's statement id.
+    pub(crate) id: u32,
+    /// How many parameters it takes.
+    pub(crate) num_params: u16,
+}
+
+/// What sends `KILL QUERY` for a connection whose statement must stop: another
+/// connection to the same server (cancel.rs's `Killer`, which opens its connections
+/// with [`Conn`]; a trait here, so that the connection names nothing above it).
+pub(crate) trait QueryKiller: Send + Sync {
+    /// Sends `KILL QUERY connection_id` and waits for its answer.
+    fn kill_query_of(self: Arc<Self>, connection_id: u32) -> Result<()>;
+}
+
 /// A native connection. Not `Sync`; move it between fibers freely (`Send`).
 pub struct Conn {
     framed: MySyncFramed<Stream>,
@@ -81,8 +97,8 @@ pub struct Conn {
     /// The caller's deadline for every query ([`Conn::set_deadline`]).
     pub(crate) user_deadline: Option<Instant>,
     /// Where `KILL QUERY` for this connection is sent from: the pool's side channel,
-    /// or one of its own made at the first kill (cancel.rs).
-    pub(crate) killer: Option<Arc<Killer>>,
+    /// or one of its own made at the first kill (cancel.rs's `Killer`, made by query.rs).
+    pub(crate) killer: Option<Arc<dyn QueryKiller>>,
     /// A second descriptor of the TCP socket, made at the connect: what ends the
     /// session of a connection that a fiber's overflow leaked (`pool.rs`,
     /// "Abandoned checkouts"). Cost: one more fd per connection.
@@ -337,15 +353,6 @@ impl Conn {
     /// without being sent. `Opts::query_timeout` still applies, whichever comes first.
     pub fn set_deadline(&mut self, deadline: Option<Instant>) {
         self.user_deadline = deadline;
-    }
-
-    /// The side channel this connection's kills go through (made on first use).
-    pub(crate) fn killer(&mut self) -> Arc<Killer> {
-        let opts = &self.opts;
-        Arc::clone(
-            self.killer
-                .get_or_insert_with(|| Arc::new(Killer::new(opts, 1))),
-        )
     }
 
     /// The server's id for this connection (what `KILL QUERY` takes).

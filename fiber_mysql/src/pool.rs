@@ -49,7 +49,7 @@ use may::sync::Semphore;
 use mysql_common::params::Params;
 
 use crate::cancel::{CancelHandle, Gate, Killer, KILL_CONNECTIONS};
-use crate::conn::Conn;
+use crate::conn::{Conn, QueryKiller};
 use crate::error::{Error, Phase, Result};
 use crate::opts::Opts;
 use crate::query::QueryResult;
@@ -261,7 +261,7 @@ impl Backend {
     /// Its kills go through the pool's side channel.
     fn attach(&mut self, killer: &Arc<Killer>) {
         match self {
-            Backend::Native(c) => c.killer = Some(Arc::clone(killer)),
+            Backend::Native(c) => c.killer = Some(Arc::clone(killer) as Arc<dyn QueryKiller>),
             #[cfg(feature = "threads")]
             Backend::Threads(c) => c.killer = Arc::clone(killer),
         }

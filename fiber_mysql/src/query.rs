@@ -38,7 +38,8 @@ use mysql_common::row::{Row, RowDeserializer};
 use mysql_common::value::ServerSide;
 
 use crate::auth::{self, PacketIo};
-use crate::conn::Conn;
+use crate::cancel::Killer;
+use crate::conn::{Conn, StmtInfo};
 use crate::error::{Error, Result};
 
 /// Prepared statements kept per connection. MariaDB allows 16382 in total
@@ -91,13 +92,6 @@ impl QueryResult {
             ..QueryResult::default()
         }
     }
-}
-
-/// A cached prepared statement.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StmtInfo {
-    id: u32,
-    num_params: u16,
 }
 
 /// Which limit stopped a command.
@@ -306,7 +300,12 @@ impl Conn {
 
     fn kill_running_query(&mut self) -> Result<()> {
         let id = self.connection_id();
-        self.killer().kill_query(id)
+        let opts = &self.opts;
+        // The side channel this connection's kills go through, made on first use.
+        let killer = self
+            .killer
+            .get_or_insert_with(|| Arc::new(Killer::new(opts, 1)));
+        Arc::clone(killer).kill_query_of(id)
     }
 
     /// Reads every result of one command (several for multi-statements).
