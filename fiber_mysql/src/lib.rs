@@ -2,24 +2,29 @@
 //! blocking style (`conn.query("select sleep(1)")`) parks only its fiber,
 //! and the worker thread runs others meanwhile.
 //!
-//! Layout, one idea per file:
-//! - [`opts`]: connection options and `mysql://` URLs;
-//! - [`error`]: the one error type, with [`Error::is_unavailable`] for 503-vs-500;
-//! - `conn`: TCP, handshake, packet I/O, timeouts, poisoning ([`Conn`]);
-//! - `auth`: mysql_native_password and caching_sha2_password exchanges;
-//! - [`launcher`]: a private MariaDB for the demo and tests ([`launcher::MariaDb`]);
-//! - `accounts`: who may log in to it (no passwordless account over TCP);
-//! - `private_dir`: its 0700 template and data directories, checked before use;
-//! - `testing` (feature `testing`): the shared test server, for tests only;
-//! - [`pool`]: FIFO pool over either driver ([`Pool`], [`PooledConn`], [`Driver`]);
-//! - `threads` (feature `threads`): the comparison driver, `mysql::Conn` on one OS
-//!   thread per connection;
-//! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
-//! - `cancel`: stopping a running query from outside ([`CancelHandle`]) and the
-//!   pool's side channel for `KILL QUERY`;
-//! - `transaction`: `conn.transaction(|tx| ..)` ([`Transaction`]);
+//! Layout, one idea per file, from the bottom up: each imports only files listed
+//! before it (the workspace's `tests/source_rules.rs` fails on an import cycle).
+//! - `headroom`: the server connections a pool needs beyond its size;
+//! - `stream`: the socket under a connection (TCP on the carrier, or a Unix socket);
 //! - `session`: whether a session changed, from the server's reports, and when a
 //!   connection is reset before reuse ([`ResetReason`]);
+//! - [`error`]: the one error type, with [`Error::is_unavailable`] for 503-vs-500;
+//! - [`opts`]: connection options and `mysql://` URLs;
+//! - `auth`: mysql_native_password and caching_sha2_password exchanges;
+//! - `private_dir`: the private server's 0700 template and data directories, checked
+//!   before use;
+//! - `conn`: TCP, handshake, packet I/O, timeouts, poisoning ([`Conn`]);
+//! - `accounts`: who may log in to the private server (no passwordless account over
+//!   TCP);
+//! - `cancel`: stopping a running query from outside ([`CancelHandle`]) and the
+//!   pool's side channel for `KILL QUERY`;
+//! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
+//! - [`launcher`]: a private MariaDB for the demo and tests ([`launcher::MariaDb`]);
+//! - `testing` (feature `testing`): the shared test server, for tests only;
+//! - `threads` (feature `threads`): the comparison driver, `mysql::Conn` on one OS
+//!   thread per connection;
+//! - [`pool`]: FIFO pool over either driver ([`Pool`], [`PooledConn`], [`Driver`]);
+//! - `transaction`: `conn.transaction(|tx| ..)` ([`Transaction`]).
 //!
 //! Protocol parts (framing, packets, scrambles, rows and values) come from
 //! mysql_common 0.37, the version the `mysql` crate 28 uses, so one copy builds.
