@@ -3,8 +3,6 @@
 //! twin. The HTTP server's and the client's limits, and the defaults shared with every
 //! app, are the framework's (`fiber_web::config`).
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 pub use fiber_web::config::*;
@@ -20,51 +18,12 @@ pub const DEFAULT_DB_WAIT: Duration = Duration::from_secs(10);
 /// Longest a single query may run before it is cancelled.
 pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Which server runs the demo: one binary, two runtimes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Runtime {
-    /// Every request on a guarded fiber (`server.rs`, `app/`).
-    #[default]
-    Fibers,
-    /// The async/await twin on tokio (`twin/`).
-    Async,
-    /// The raw baseline: stock may_minihttp 0.1.11 on plain may coroutines, with no
-    /// fiber pool, no guard pages and no HTTP care (`mini/`; for the bench).
-    Minihttp,
-}
-
-impl FromStr for Runtime {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "fibers" | "fiber" => Ok(Runtime::Fibers),
-            "async" | "tokio" => Ok(Runtime::Async),
-            "minihttp" | "may_minihttp" => Ok(Runtime::Minihttp),
-            other => Err(format!(
-                "unknown runtime '{other}': use fibers, async or minihttp"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for Runtime {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Runtime::Fibers => "fibers",
-            Runtime::Async => "async",
-            Runtime::Minihttp => "minihttp",
-        })
-    }
-}
-
-/// Everything `fiberstack serve` needs to run, for either runtime: how the framework
-/// serves (`web`: bind, fibers, stacks, queue, processes, HTTP limits, the watchdog),
-/// and what the demo adds (MySQL, the upstream, the HTTP client, the runtime).
+/// Everything `fiberstack serve` needs to run (and the comparison rig's twin, which
+/// serves the same routes): how the framework serves (`web`: bind, fibers, stacks,
+/// queue, processes, HTTP limits, the watchdog), and what the demo adds (MySQL, the
+/// upstream, the HTTP client).
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
-    /// Fibers (the default), the async twin, or raw may_minihttp.
-    pub runtime: Runtime,
     /// How the server runs: every framework limit, named once (`fiber_web::Options`).
     pub web: Options,
     /// Most `/widgets/http` requests at once (they call back into this server, and
@@ -86,6 +45,9 @@ pub struct ServeConfig {
     pub upstream: Option<String>,
     /// HTTP client limits.
     pub client: ClientLimits,
+    /// The pid of the private MariaDB that [`serve`](crate::start::serve) started beside
+    /// the workers, whose URL is `database_url`: for the start-up line.
+    pub beside_mariadb: Option<String>,
 }
 
 impl ServeConfig {
@@ -98,7 +60,6 @@ impl ServeConfig {
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
-            runtime: Runtime::default(),
             web: Options {
                 name: APP_NAME.into(),
                 ..Options::default()
@@ -112,6 +73,7 @@ impl Default for ServeConfig {
             query_timeout: DEFAULT_QUERY_TIMEOUT,
             upstream: None,
             client: ClientLimits::default(),
+            beside_mariadb: None,
         }
     }
 }

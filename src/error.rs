@@ -51,6 +51,11 @@ pub enum Error {
         /// What is wrong with it.
         why: String,
     },
+    /// The command line names no command the binary has, or a tool's argument is
+    /// wrong (the flags of `serve` are the framework's: [`Error::Web`]).
+    Usage(String),
+    /// `stack-report` could not measure a route: what went wrong.
+    Report(String),
     /// A system resource: what was being done, and why it failed.
     Io {
         /// What was being done (`start the tokio runtime (--workers)`).
@@ -87,6 +92,7 @@ impl fmt::Display for Error {
             Error::Web(e) => write!(f, "{e}"),
             Error::Database { step, source } => write!(f, "{step}: {source}"),
             Error::Flag { flag, why } => write!(f, "bad {flag}: {why}"),
+            Error::Usage(why) | Error::Report(why) => f.write_str(why),
             Error::Io { what, source } => write!(f, "cannot {what}: {source}"),
         }
     }
@@ -98,7 +104,7 @@ impl std::error::Error for Error {
             Error::Web(e) => Some(e),
             Error::Database { source, .. } => Some(source),
             Error::Io { source, .. } => Some(source),
-            Error::Flag { .. } => None,
+            Error::Flag { .. } | Error::Usage(_) | Error::Report(_) => None,
         }
     }
 }

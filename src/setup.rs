@@ -25,9 +25,10 @@ pub struct Database {
     pub db_where: String,
 }
 
-/// Set by the supervisor beside `DATABASE_URL` when that URL is its own private
-/// MariaDB's: the server's pid, for the worker's start-up line.
-pub const SUPERVISORS_MARIADB_ENV: &str = "FIBERSTACK_SUPERVISORS_MARIADB";
+/// Set beside `DATABASE_URL` when that URL is the private MariaDB
+/// [`serve`](crate::start::serve) started beside the workers: the server's pid, for
+/// the start-up line.
+pub const BESIDE_MARIADB_VAR: &str = "FIBERSTACK_PRIVATE_MARIADB";
 
 /// Connect options for `--database-url`, or start the private MariaDB. The launcher
 /// blocks while MariaDB starts: call it at start-up.
@@ -37,11 +38,13 @@ pub fn database(cfg: &ServeConfig) -> Result<Database, Error> {
             flag: "--database-url / DATABASE_URL",
             why: e.to_string(),
         })?;
-        let supervisors = fiber_web::supervisor::worker()
-            .and_then(|_| std::env::var(SUPERVISORS_MARIADB_ENV).ok());
-        let db_where = match supervisors {
+        let whose = match fiber_web::supervisor::worker() {
+            Some(_) => ", the supervisor's",
+            None => "",
+        };
+        let db_where = match &cfg.beside_mariadb {
             Some(pid) => format!(
-                "private MariaDB at {} (pid {pid}), the supervisor's",
+                "private MariaDB at {} (pid {pid}){whose}",
                 opts.url_redacted()
             ),
             None => format!("external {}", opts.url_redacted()),

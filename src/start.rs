@@ -1,23 +1,24 @@
-//! Starting the whole demo in-process on the framework: MySQL (private or external),
-//! the schema, then `fiber_web::start` with the demo's app (the fiber pool, the
-//! listener, bound here or inherited from a supervisor or systemd, the watchdog and the
-//! server). The binary and the integration tests both call [`start`], so what the
-//! tests prove is what `fiberstack serve` runs.
+//! The demo on the framework: [`serve`] is `fiberstack serve` (fiber_web's one-call
+//! serve, with the private MariaDB the workers share started beside them), and
+//! [`start`] the same app started in this process and returned at once (MySQL, private
+//! or external, the schema, then `fiber_web::start`), for the tests and the tools. Both
+//! build the app with [`build`], so what the tests prove is what `fiberstack serve`
+//! runs.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fiber_mysql::launcher::MariaDb;
+use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
+use fiber_web::http::client::HttpClient;
 use fiber_web::shutdown::Drained;
 use fiber_web::watchdog::ReplaceHook;
-use fiber_web::{supervisor, Serving};
+use fiber_web::{supervisor, App, Beside, Options, Serving, Started};
 
 use crate::app::{self, AppState};
 use crate::config::{ByteSize, ServeConfig};
-use crate::error::Error;
-use crate::setup::{bound, fiber_mysql_pool, own_urls};
-use fiber_web::http::client::HttpClient;
+use crate::error::{DbStep, Error};
+use crate::setup::{bound, db_failed, fiber_mysql_pool, own_urls, BESIDE_MARIADB_VAR};
 
 /// A running demo.
 pub struct Running {
@@ -42,19 +43,9 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
 pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, Error> {
     let mut started: Option<(Arc<AppState>, Option<MariaDb>, String)> = None;
     let serving = fiber_web::start(&cfg.web, replace, |on| {
-        let addr = bound(Ok(on.bound_addr()))?;
-        let (db, mariadb, db_where) = fiber_mysql_pool(cfg)?;
-        let (self_widgets, upstream) = own_urls(cfg, addr)?;
-        let state = Arc::new(AppState {
-            db,
-            http: HttpClient::new(cfg.client.clone()),
-            self_widgets,
-            upstream,
-            fibers: on.fibers().clone(),
-            http_stats: Arc::clone(on.stats()),
-        });
-        started = Some((Arc::clone(&state), mariadb, db_where));
-        Ok::<_, Error>(app::app(state, cfg.self_call_limit(), cfg.web.fiber_wait))
+        let (app, state, mariadb, db_where) = build(cfg, on)?;
+        started = Some((state, mariadb, db_where));
+        Ok::<_, Error>(app)
     })
     .map_err(Error::from)?;
     // fiber_web::start returns only once the builder ran and succeeded.
@@ -67,6 +58,106 @@ pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, Er
         mariadb,
         db_where,
     })
+}
+
+/// The demo's app on the server `on` describes: its MySQL pool (on `cfg`'s server, or a
+/// private MariaDB started here when `cfg` names none), the schema, the HTTP client and
+/// the routes. Also the state, the private MariaDB if one was started, and where MySQL
+/// is (for the start-up line).
+#[allow(clippy::type_complexity)]
+pub fn build(
+    cfg: &ServeConfig,
+    on: &Started,
+) -> Result<(App<AppState>, Arc<AppState>, Option<MariaDb>, String), Error> {
+    let addr = bound(Ok(on.bound_addr()))?;
+    let (db, mariadb, db_where) = fiber_mysql_pool(cfg)?;
+    let (self_widgets, upstream) = own_urls(cfg, addr)?;
+    let state = Arc::new(AppState {
+        db,
+        http: HttpClient::new(cfg.client.clone()),
+        self_widgets,
+        upstream,
+        fibers: on.fibers().clone(),
+        http_stats: Arc::clone(on.stats()),
+    });
+    let app = app::app(
+        Arc::clone(&state),
+        cfg.self_call_limit(),
+        cfg.web.fiber_wait,
+    );
+    Ok((app, state, mariadb, db_where))
+}
+
+/// `fiberstack serve`: the demo through fiber_web's one-call serve (logging, the
+/// supervisor, the watchdog, signals, drain), until SIGTERM or Ctrl-C. Without
+/// `--database-url`, one private MariaDB is started beside the workers (sized for every
+/// worker's pool and one replacement's) and stopped after the last.
+pub fn serve(cfg: ServeConfig) -> Result<(), Error> {
+    let web = cfg.web.clone();
+    fiber_web::serve_with(
+        web,
+        |options| beside(&cfg, options),
+        |on| {
+            let mut cfg = cfg.clone();
+            // The private MariaDB started beside the workers: in this process, or (in a
+            // worker) by the supervisor, which passed its URL as DATABASE_URL.
+            if cfg.database_url.is_none() {
+                cfg.database_url = on.var("DATABASE_URL");
+            }
+            cfg.beside_mariadb = on.var(BESIDE_MARIADB_VAR);
+            let (app, _, _, db_where) = build(&cfg, on)?;
+            on.note(format!(
+                "MySQL: {} pool of {} via {db_where}",
+                cfg.db_driver, cfg.db_pool
+            ));
+            Ok::<_, Error>(app)
+        },
+    )
+    .map_err(Error::from)
+}
+
+/// The private MariaDB the workers share, when `cfg` names no server: its URL and pid go
+/// to them, and it stops when the app has stopped.
+fn beside(cfg: &ServeConfig, options: &Options) -> Result<Beside, Error> {
+    if cfg.database_url.is_some() {
+        return Ok(Beside::new());
+    }
+    // Every worker's pool, and one replacement's while it starts beside the old one.
+    let pools = match options.supervise {
+        true => cfg.db_pool * (options.processes + 1),
+        false => cfg.db_pool,
+    };
+    let db = MariaDb::start(LaunchConfig {
+        max_connections: pools + CONNECTION_HEADROOM,
+        mariadbd: cfg.mariadbd.clone(),
+        ..LaunchConfig::default()
+    })
+    .map_err(db_failed(DbStep::PrivateServer))?;
+    let mut beside = Beside::new()
+        .var("DATABASE_URL", db.url())
+        .var(BESIDE_MARIADB_VAR, db.pid().to_string());
+    if options.supervise {
+        beside = beside.note(format!(
+            "MySQL: private MariaDB at {} (pid {})",
+            db.opts().url_redacted(),
+            db.pid()
+        ));
+    }
+    Ok(beside.keep(StoppedLast(db)))
+}
+
+/// The private MariaDB beside the workers, stopped (and said so) when the app has
+/// stopped: after every worker has exited.
+struct StoppedLast(MariaDb);
+
+impl Drop for StoppedLast {
+    fn drop(&mut self) {
+        log::info!(
+            target: fiber_web::logging::app_name(),
+            "every worker has exited; stopping MariaDB (pid {})",
+            self.0.pid()
+        );
+    }
 }
 
 impl Running {

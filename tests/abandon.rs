@@ -1,4 +1,4 @@
-//! Clients that give up on queued requests, on both runtimes: every gauge in `/stats`
+//! Clients that give up on queued requests, on each runtime (common::either): every gauge in `/stats`
 //! must return to 0, the fiber server must not run a request whose client has gone,
 //! must stop the ones running (and count both), and the next burst must be served
 //! without a false 503.
@@ -18,28 +18,19 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+use common::either::{Runtime, Server, RUNTIMES};
 use common::{concurrent_gets, poll};
-use fiberstack::config::Options;
-use fiberstack::config::{Runtime, ServeConfig};
 use serde_json::Value;
 
 const FIBERS: usize = 2;
 const QUEUE: usize = 4;
 
-fn config(runtime: Runtime) -> ServeConfig {
-    ServeConfig {
-        runtime,
-        db_pool: 4,
-        database_url: Some(common::database_url()),
-        web: Options {
-            bind: "127.0.0.1:0".parse().unwrap(),
-            fibers: FIBERS,
-            queue: QUEUE,
-            workers: 2,
-            ..ServeConfig::default().web
-        },
-        ..ServeConfig::default()
-    }
+fn server(runtime: Runtime) -> Server {
+    Server::start(runtime, |cfg| {
+        cfg.db_pool = 4;
+        cfg.web.fibers = FIBERS;
+        cfg.web.queue = QUEUE;
+    })
 }
 
 /// The slot gauges: `fibers` on the fiber server, `tasks` on the twin.
@@ -115,71 +106,25 @@ fn burst_is_served(addr: SocketAddr) {
 }
 
 #[test]
-fn abandoned_queued_requests_leave_no_trace_on_fibers() {
-    let server = fiberstack::start::start(&config(Runtime::Fibers)).expect("fibers start");
-    let addr = server.addr();
-    let stats = || serde_json::to_value(fiberstack::app::stats::snapshot(&server.state)).unwrap();
-    let after = abandon_a_full_queue(addr, &stats);
-    // The queued four were dropped from the queue when their clients went: none ran.
-    assert_eq!(
-        after["http_server"]["abandoned"], QUEUE,
-        "queued requests of gone clients must be counted, not run: {after:#}"
-    );
-    // The two running were stopped (their queries killed), and nothing was answered.
-    assert_eq!(after["http_server"]["cancelled"], FIBERS, "{after:#}");
-    let responses = &after["http_server"]["responses"];
-    assert_eq!(responses["2xx"], 0, "{after:#}");
-    assert_eq!(responses["5xx"], 0, "{after:#}");
-    burst_is_served(addr);
-    server.shutdown(Duration::from_secs(5));
-}
-
-#[test]
-fn abandoned_queued_requests_leave_no_trace_on_the_twin() {
-    let server = fiberstack::twin::start(&config(Runtime::Async)).expect("twin starts");
-    let addr = server.addr();
-    let stats = || serde_json::to_value(fiberstack::twin::stats::snapshot(&server.state)).unwrap();
-    abandon_a_full_queue(addr, &stats);
-    burst_is_served(addr);
-    server.shutdown(Duration::from_secs(5));
-}
-
-/// The twin's gauges when a future is dropped mid-wait (hyper drops a request's future
-/// when its connection fails; a `timeout` or `select!` drops what it wraps): the MySQL
-/// pool's `waiting` and the HTTP client's `in_flight` must come back to 0.
-#[test]
-fn the_twins_gauges_survive_dropped_futures() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let opts = fiber_mysql::testing::test_database_opts().expect("test database");
-    rt.block_on(async {
-        let long = Duration::from_secs(60);
-        let pool = fiberstack::twin::db::Pool::open(&opts, 1, long, long)
-            .await
-            .expect("pool opens");
-        let held = pool.get().await.expect("the one connection");
-        let gone = tokio::time::timeout(Duration::from_millis(50), pool.get()).await;
-        assert!(gone.is_err(), "the second get must wait");
-        assert_eq!(pool.stats().waiting, 0, "{:?}", pool.stats());
-        drop(held);
-        assert_eq!(pool.stats().in_use, 0, "{:?}", pool.stats());
-        pool.disconnect().await;
-
-        // An upstream that accepts (the kernel does) and never answers.
-        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = fiber_web::http::client::Url::parse(&format!(
-            "http://{}/",
-            silent.local_addr().unwrap()
-        ))
-        .unwrap();
-        let client = fiberstack::twin::client::Client::new(Default::default());
-        let gone = tokio::time::timeout(Duration::from_millis(50), client.get(&url)).await;
-        assert!(
-            gone.is_err(),
-            "the silent upstream must keep the call waiting"
-        );
-        assert_eq!(client.stats().in_flight, 0, "{:?}", client.stats());
-    });
+fn abandoned_queued_requests_leave_no_trace() {
+    for runtime in RUNTIMES {
+        let server = server(runtime);
+        let addr = server.addr();
+        let after = abandon_a_full_queue(addr, &|| server.snapshot());
+        if runtime == Runtime::Fibers {
+            // The queued four were dropped from the queue when their clients went:
+            // none ran.
+            assert_eq!(
+                after["http_server"]["abandoned"], QUEUE,
+                "queued requests of gone clients must be counted, not run: {after:#}"
+            );
+            // The two running were stopped (their queries killed), and nothing was
+            // answered.
+            assert_eq!(after["http_server"]["cancelled"], FIBERS, "{after:#}");
+            let responses = &after["http_server"]["responses"];
+            assert_eq!(responses["2xx"], 0, "{after:#}");
+            assert_eq!(responses["5xx"], 0, "{after:#}");
+        }
+        burst_is_served(addr);
+    }
 }

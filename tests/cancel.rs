@@ -17,15 +17,15 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use common::either::Runtime;
 use common::either::{Server, RUNTIMES};
-use fiberstack::config::Runtime;
 
 /// Clients that leave.
 const LEAVING: usize = 20;
 
 /// How soon the work of clients that left must end: well before the 10 s queries
 /// and the 15 s upstream read timeout would end it, with room for a busy machine
-/// (`fiberstack cancel-report` measures it: tens of milliseconds).
+/// (`compare cancel-report` measures it: tens of milliseconds).
 const ENDS_WITHIN: Duration = Duration::from_secs(4);
 
 /// Either runtime with a pool of `LEAVING + 5`, and `request_timeout`.

@@ -32,8 +32,7 @@ fn serve(args: &[&str]) -> Served {
 fn sigterm_finishes_in_flight_requests_then_stops_mariadb() {
     let mut s = serve(&[]);
     assert!(
-        s.banner
-            .contains("runtime fibers, 20 fibers x 128KiB stack"),
+        s.banner.contains("20 fibers x 128KiB stack"),
         "{}",
         s.banner
     );

@@ -13,22 +13,14 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use common::either::{Server, RUNTIMES};
 use common::tools::{ab, require, run_within, text};
 use common::{get, stats, wait_for_stats};
-use fiberstack::config::{Runtime, ServeConfig};
 
 /// Virtual time the page gets before the DOM is read: several one-second polls.
 const RENDER_BUDGET_MS: u32 = 5000;
 /// Real time chromium may take, page load and render included, on two busy cores.
 const CHROMIUM_DEADLINE: Duration = Duration::from_secs(90);
-
-fn config(runtime: Runtime) -> ServeConfig {
-    ServeConfig {
-        runtime,
-        database_url: Some(common::database_url()),
-        ..common::config()
-    }
-}
 
 /// chromium, headless, with a fresh profile and nothing phoning home; `args` say what
 /// to produce from `url`.
@@ -349,15 +341,10 @@ fn renders_under_load(addr: SocketAddr, pool: &str, shot: &str) {
 }
 
 #[test]
-fn the_dashboard_agrees_with_stats_on_fibers() {
-    let running = fiberstack::start::start(&config(Runtime::Fibers)).unwrap();
-    renders_under_load(running.addr(), "fibers", "dashboard-fibers.png");
-    running.shutdown(Duration::from_secs(5));
-}
-
-#[test]
-fn the_dashboard_agrees_with_stats_on_the_async_twin() {
-    let running = fiberstack::twin::start(&config(Runtime::Async)).unwrap();
-    renders_under_load(running.addr(), "tasks", "dashboard-async.png");
-    running.shutdown(Duration::from_secs(5));
+fn the_dashboard_agrees_with_stats() {
+    for runtime in RUNTIMES {
+        let server = Server::start(runtime, |_| {});
+        let shot = format!("dashboard-{runtime}.png");
+        renders_under_load(server.addr(), runtime.slots(), &shot);
+    }
 }

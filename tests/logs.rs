@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::either::{Runtime, RUNTIMES};
 use common::get;
 
 /// A `fiberstack serve` child and every line of its stderr so far.
@@ -58,9 +59,10 @@ impl Lines {
 impl Serve {
     /// `serve --bind 127.0.0.1:0` with `args` and `env`, on the test database (given in
     /// the environment: a URL in argv would show in `ps`).
-    fn start(args: &[&str], env: &[(&str, &str)]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fiberstack"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--fibers", "8"])
+    fn start(runtime: Runtime, args: &[&str], env: &[(&str, &str)]) -> Serve {
+        let mut child = runtime
+            .serve_command()
+            .args(["--bind", "127.0.0.1:0", "--fibers", "8"])
             .args(["--db-pool", "4", "--workers", "2"])
             .args(args)
             .env("DATABASE_URL", common::database_url())
@@ -183,9 +185,9 @@ fn starts_with_a_timestamp(line: &str) -> bool {
 }
 
 #[test]
-fn every_request_gets_an_access_line_on_both_runtimes_by_default() {
-    for runtime in ["fibers", "async"] {
-        let mut serve = Serve::start(&["--runtime", runtime], &[]);
+fn every_request_gets_an_access_line_on_each_runtime_by_default() {
+    for runtime in RUNTIMES {
+        let mut serve = Serve::start(runtime, &[], &[]);
         // The fiber pool measures every 64th run's stack: 64 runs include one.
         for _ in 0..64 {
             assert_eq!(get(serve.addr, "/hello?secret=1").status, 200);
@@ -212,46 +214,55 @@ fn every_request_gets_an_access_line_on_both_runtimes_by_default() {
         );
         let measured = access.iter().filter(|a| a.stack.is_some()).count();
         match runtime {
-            "fibers" => assert!(measured >= 1, "no stack use shown: {access:#?}"),
-            _ => assert_eq!(measured, 0, "tasks have no stack to measure: {access:#?}"),
+            Runtime::Fibers => assert!(measured >= 1, "no stack use shown: {access:#?}"),
+            Runtime::Async => {
+                assert_eq!(measured, 0, "tasks have no stack to measure: {access:#?}")
+            }
         }
         for a in access.iter().filter_map(|a| a.stack) {
             assert!(a.parse::<usize>().is_ok_and(|b| b > 0), "stack={a}B");
         }
         // The server's own lines keep their wording, through the logger.
-        for said in ["fiberstack: got SIGTERM, finishing", "fiberstack: stopped"] {
+        for said in ["fiberstack: got SIGTERM: finishing", "stopped"] {
             let line = line_with(&lines, said);
             assert!(starts_with_a_timestamp(line), "{runtime}: {line}");
         }
     }
 }
 
+#[cfg(not(rig))] // the fiber server's own
 #[test]
 fn access_log_off_writes_none_and_keeps_the_rest() {
-    let mut serve = Serve::start(&["--access-log", "off"], &[]);
+    let mut serve = Serve::start(Runtime::Fibers, &["--access-log", "off"], &[]);
     assert_eq!(get(serve.addr, "/hello").status, 200);
     let lines = serve.stop();
     assert!(access_lines(&lines).is_empty(), "{lines:#?}");
-    line_with(&lines, "fiberstack: stopped");
+    line_with(&lines, "stopped");
 }
 
+#[cfg(not(rig))] // the fiber server's own
 #[test]
 fn a_bad_rust_log_directive_is_named_and_the_others_still_apply() {
-    let mut serve = Serve::start(&[], &[("RUST_LOG", "may=loud,fiberstack::access=off,info")]);
+    let mut serve = Serve::start(
+        Runtime::Fibers,
+        &[],
+        &[("RUST_LOG", "may=loud,fiberstack::access=off,info")],
+    );
     assert_eq!(get(serve.addr, "/hello").status, 200);
     let lines = serve.stop();
     let warning = line_with(&lines, "RUST_LOG: ignored 'may=loud'");
     assert!(warning.contains(" WARN "), "{warning}");
     // The good directives apply: no access lines, and info lines still come.
     assert!(access_lines(&lines).is_empty(), "{lines:#?}");
-    line_with(&lines, "fiberstack: stopped");
+    line_with(&lines, "stopped");
 }
 
+#[cfg(not(rig))] // the fiber server's own
 #[test]
 fn mays_records_are_shown_and_default_to_warn() {
     // may logs every socket it registers at info ("add fd to epoll select").
     let may_lines = |lines: &[String]| lines.iter().filter(|l| l.contains(" may::")).count();
-    let mut quiet = Serve::start(&[], &[("RUST_LOG", "info")]);
+    let mut quiet = Serve::start(Runtime::Fibers, &[], &[("RUST_LOG", "info")]);
     assert_eq!(get(quiet.addr, "/hello").status, 200);
     let lines = quiet.stop();
     assert_eq!(
@@ -260,7 +271,7 @@ fn mays_records_are_shown_and_default_to_warn() {
         "may is at warn unless asked: {lines:#?}"
     );
 
-    let mut chatty = Serve::start(&[], &[("RUST_LOG", "info,may=info")]);
+    let mut chatty = Serve::start(Runtime::Fibers, &[], &[("RUST_LOG", "info,may=info")]);
     assert_eq!(get(chatty.addr, "/hello").status, 200);
     let lines = chatty.stop();
     assert!(
@@ -269,9 +280,10 @@ fn mays_records_are_shown_and_default_to_warn() {
     );
 }
 
+#[cfg(not(rig))] // the fiber server's own
 #[test]
 fn a_5xx_is_logged_with_its_wording() {
-    let mut serve = Serve::start(&["--stack-size", "16k"], &[]);
+    let mut serve = Serve::start(Runtime::Fibers, &["--stack-size", "16k"], &[]);
     let r = get(serve.addr, "/deep?depth=100&frame=1024");
     assert_eq!(r.status, 500, "{}", r.body);
     assert_eq!(get(serve.addr, "/hello").status, 200, "the server goes on");
@@ -281,6 +293,7 @@ fn a_5xx_is_logged_with_its_wording() {
     assert!(line.contains(" ERROR "), "{line}");
 }
 
+#[cfg(not(rig))] // the fiber server's own
 #[test]
 fn why_serve_failed_is_said_even_with_logging_off() {
     for rust_log in ["info", "off"] {

@@ -13,9 +13,9 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::either::Runtime;
 use common::either::{Server, RUNTIMES};
 use common::{get, parse, raw, Resp};
-use fiberstack::config::Runtime;
 
 /// `GET /metrics`, checked to be the text format.
 fn scrape(addr: SocketAddr) -> String {
@@ -139,13 +139,10 @@ fn promtool_refuses_a_badly_named_counter() {
 }
 
 #[test]
-fn promtool_passes_on_fibers_under_load() {
-    promtool_passes_under_load(Runtime::Fibers);
-}
-
-#[test]
-fn promtool_passes_on_the_twin_under_load() {
-    promtool_passes_under_load(Runtime::Async);
+fn promtool_passes_under_load_on_each_runtime() {
+    for runtime in RUNTIMES {
+        promtool_passes_under_load(runtime);
+    }
 }
 
 #[test]

@@ -15,8 +15,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::either::{Server, RUNTIMES};
-use common::{concurrent_gets, get, poll};
-use fiberstack::config::Runtime;
+use common::{get, poll};
+// The fiber server's own tests (not the rig's).
+#[cfg(not(rig))]
+use {common::concurrent_gets, common::either::Runtime};
 
 #[test]
 fn three_one_second_queries_answer_in_about_one_second() {
@@ -91,6 +93,7 @@ fn a_count_or_deadline_out_of_range_is_a_400_naming_the_range() {
     }
 }
 
+#[cfg(not(rig))] // the fiber server's own: the rig runs the rest on the twin
 #[test]
 fn with_every_fiber_holding_a_parent_the_children_still_run() {
     const FIBERS: usize = 4;
@@ -115,6 +118,7 @@ fn with_every_fiber_holding_a_parent_the_children_still_run() {
     assert!(took < Duration::from_secs(3), "{took:?}");
 }
 
+#[cfg(not(rig))] // the fiber server's own: the rig runs the rest on the twin
 #[test]
 fn a_fan_out_past_the_scope_limit_is_a_503_naming_the_flag() {
     let server = Server::start(Runtime::Fibers, |cfg| cfg.web.scope_children = 2);

@@ -350,7 +350,7 @@ fn launcher_private_mariadb_lets_no_one_in_over_tcp() {
 
 #[test]
 fn bench_and_test_fixture_start_mariadb_through_the_launcher() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("compare/src");
     let bench: Vec<String> = walk(&src)
         .into_iter()
         .filter(|(p, m)| m.is_file() && p.extension().is_some_and(|e| e == "rs"))

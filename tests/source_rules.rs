@@ -45,6 +45,7 @@ fn product_files() -> Vec<PathBuf> {
     [
         "src",
         "examples",
+        "compare/src",
         "fiber_web/src",
         "fiber_pool/src",
         "fiber_pool/examples",
@@ -122,6 +123,8 @@ fn unsafe_code_is_forbidden_outside_fiber_pool() {
         [
             "src/lib.rs",
             "src/bin/fiberstack/main.rs",
+            "compare/src/lib.rs",
+            "compare/src/main.rs",
             "fiber_web/src/lib.rs",
             "fiber_mysql/src/lib.rs",
         ]
@@ -135,11 +138,18 @@ fn unsafe_code_is_forbidden_outside_fiber_pool() {
             path.display()
         );
     }
-    let files: Vec<PathBuf> = ["src", "examples", "tests", "fiber_mysql", "fiber_web"]
-        .iter()
-        .flat_map(|d| rust_files(&root.join(d)))
-        .filter(|p| !p.ends_with("tests/source_rules.rs"))
-        .collect();
+    let files: Vec<PathBuf> = [
+        "src",
+        "examples",
+        "tests",
+        "compare",
+        "fiber_mysql",
+        "fiber_web",
+    ]
+    .iter()
+    .flat_map(|d| rust_files(&root.join(d)))
+    .filter(|p| !p.ends_with("tests/source_rules.rs"))
+    .collect();
     let found = unsafe_lines(&files);
     assert!(
         found.is_empty(),
@@ -235,8 +245,8 @@ fn top_level_items(group: &str) -> Vec<String> {
 
 /// Each layer, and the layers above it that it must not name.
 const LAYER_RULES: &[(&str, &[&str])] = &[
-    ("src/app", &["start", "twin", "setup"]),
-    ("src/twin", &["start"]),
+    ("src/app", &["start", "setup", "flags"]),
+    ("compare/src/twin", &["bench", "cancel_report", "serve"]),
     (
         "fiber_web/src/http",
         &["server", "supervisor", "watchdog", "logging"],
@@ -345,7 +355,7 @@ fn module_tree(root: &Path) -> Result<Vec<PathBuf>, String> {
 /// The tools' modules found in the library's tree rooted at `lib`: any file under a
 /// `bin/` folder, or named for a tool.
 fn tools_in_library(lib: &Path) -> Result<Vec<String>, String> {
-    const TOOLS: &[&str] = &["bench", "stack_report", "cli"];
+    const TOOLS: &[&str] = &["bench", "stack_report", "cancel_report"];
     let src = lib.parent().unwrap();
     Ok(module_tree(lib)?
         .iter()
@@ -363,20 +373,34 @@ fn tools_in_library(lib: &Path) -> Result<Vec<String>, String> {
 #[test]
 fn the_tools_are_not_part_of_the_library() {
     let root = workspace();
-    let lib = module_tree(&root.join("src/lib.rs")).unwrap();
-    assert!(lib.len() > 30, "the walk found the library: {lib:?}");
-    let tools = tools_in_library(&root.join("src/lib.rs")).unwrap();
-    assert!(
-        tools.is_empty(),
-        "the library reaches the binary's tools; declare them in src/bin/fiberstack/main.rs: {tools:?}"
-    );
-    // The binary does reach them: the walk would see them if the library declared them.
-    let bin = module_tree(&root.join("src/bin/fiberstack/main.rs")).unwrap();
-    for tool in ["bench/mod.rs", "bench/load.rs", "stack_report.rs", "cli.rs"] {
+    for (lib, bin, tools) in [
+        (
+            "src/lib.rs",
+            "src/bin/fiberstack/main.rs",
+            &["stack_report.rs"][..],
+        ),
+        (
+            "compare/src/lib.rs",
+            "compare/src/main.rs",
+            &["bench/mod.rs", "bench/load.rs", "cancel_report.rs"][..],
+        ),
+    ] {
+        let walked = module_tree(&root.join(lib)).unwrap();
+        assert!(walked.len() > 10, "the walk found the library: {walked:?}");
+        let found = tools_in_library(&root.join(lib)).unwrap();
         assert!(
-            bin.iter().any(|f| f.ends_with(tool)),
-            "{tool} not in the binary: {bin:?}"
+            found.is_empty(),
+            "{lib} reaches the binary's tools; declare them in {bin}: {found:?}"
         );
+        // The binary does reach them: the walk would see them if the library declared
+        // them.
+        let walked = module_tree(&root.join(bin)).unwrap();
+        for tool in tools {
+            assert!(
+                walked.iter().any(|f| f.ends_with(tool)),
+                "{tool} not in {bin}: {walked:?}"
+            );
+        }
     }
 }
 
@@ -501,7 +525,7 @@ fn the_history_rule_catches_a_numbered_round_or_issue() {
         format!("see {} #7", "Issues"),
     ];
     let fine = [
-        format!("target/release/fiberstack bench --{} 9", "rounds"),
+        format!("target/release/compare bench --{} 9", "rounds"),
         "9 rounds, rotating the order of the runtimes".to_string(),
         format!("{}ed to 2 decimals", "round"),
         "its last wave in flight when wrk stops".to_string(),

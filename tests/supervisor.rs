@@ -398,7 +398,7 @@ fn by_default_a_supervisor_runs_one_worker() {
     // The worker says why it stops as the supervisor heard it.
     assert!(
         log.iter()
-            .any(|l| l.contains("fiberstack: got SIGTERM, finishing")),
+            .any(|l| l.contains("fiberstack: got SIGTERM: finishing")),
         "{log:?}"
     );
 }

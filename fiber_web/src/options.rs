@@ -1,7 +1,7 @@
 //! How an app is served: every limit as a named field of [`Options`], with defaults,
 //! filled from the environment and the command line ([`Options::from_env_and_args`],
 //! or [`Options::from_env_and_args_with`] for an app with flags of its own:
-//! [`AppFlags`](crate::AppFlags)) or set in code.
+//! [`crate::AppFlags`]) or set in code.
 //!
 //! Each flag has an environment variable, the app's name in capitals and the flag's:
 //! `--stack-size` of an app named `todo_api` is `TODO_API_STACK_SIZE`. The command

@@ -200,6 +200,14 @@ where
     if options.supervise && supervisor::worker().is_none() {
         return supervise(&options, beside);
     }
+    if supervisor::worker().is_none() && !options.supervise {
+        log::warn!(
+            target: crate::logging::app_name(),
+            "no supervisor (--supervisor off): a worker that hangs on a lock a stack \
+             overflow left held, or asks to be replaced, cannot be replaced; restart it \
+             from outside (systemd's Restart=, a container's restart policy)"
+        );
+    }
     let stops = supervisor::stop_requests().map_err(|e| Error::io("install signal handlers", e))?;
     // A worker's `beside` ran in its supervisor: what it set is in the environment.
     let here = match supervisor::worker() {

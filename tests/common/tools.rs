@@ -107,28 +107,45 @@ pub fn banner_addr(banner: &str) -> SocketAddr {
         .unwrap_or_else(|| panic!("no address in {banner:?}"))
 }
 
-/// `examples/NAME`, built beside the test binaries (scripts/test builds every example
-/// first; built here when missing, in the test's own profile).
+/// The directory of this profile's binaries (`target/debug`): this test binary is in
+/// its `deps/`.
+pub fn target_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf()
+}
+
+/// `examples/NAME` of the demo, built beside the test binaries (scripts/test builds
+/// every example first; built here when missing, in the test's own profile).
 pub fn example(name: &str) -> std::path::PathBuf {
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_fiberstack"))
-        .parent()
-        .expect("the binary's directory")
-        .join("examples")
-        .join(name);
-    if !bin.exists() {
+    built(
+        target_dir().join("examples").join(name),
+        &["--example", name],
+    )
+}
+
+/// Binary `name` of package `package` (`fiberstack`, or `compare` for a test of the
+/// demo that needs the rig), built here when missing, in the test's own profile.
+pub fn binary(package: &str, name: &str) -> std::path::PathBuf {
+    built(target_dir().join(name), &["-p", package, "--bin", name])
+}
+
+/// `path`, after `cargo build ARGS` when it does not exist yet.
+fn built(path: std::path::PathBuf, args: &[&str]) -> std::path::PathBuf {
+    if !path.exists() {
         let mut cargo = Command::new(env!("CARGO"));
         cargo
             .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--quiet", "--example", name]);
+            .args(["build", "--quiet"])
+            .args(args);
         if !cfg!(debug_assertions) {
             cargo.arg("--release");
         }
-        assert!(
-            cargo.status().unwrap().success(),
-            "building the example {name}"
-        );
+        assert!(cargo.status().unwrap().success(), "cargo build {args:?}");
     }
-    bin
+    path
 }
 
 /// ab's count after `label` ("Failed requests:", or "Length:" in the breakdown line).

@@ -1,7 +1,7 @@
-//! The `fiberstack` binary: the tools around the framework. It parses the command line
-//! (`cli.rs`) and runs the server from the library, or one of the tools that live only
-//! here: `stack-report` (`stack_report.rs`), `cancel-report` (`cancel_report.rs`) and
-//! `bench` (`bench/`).
+//! The `fiberstack` binary: the demo server and the tools around it. It reads the
+//! command, parses the flags (the framework's and the demo's, one table:
+//! `fiberstack::flags`) and runs the library: `serve` (`fiberstack::start::serve`),
+//! `stack-report` (`stack_report.rs`), `mariadb`.
 
 #![forbid(unsafe_code)]
 
@@ -11,11 +11,102 @@
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
-mod bench;
-mod cancel_report;
-mod cli;
 mod stack_report;
 
-fn main() -> std::process::ExitCode {
-    cli::main()
+use std::process::ExitCode;
+
+use fiber_mysql::launcher::{LaunchConfig, MariaDb};
+use fiber_web::Options;
+use fiberstack::Error;
+
+const USAGE: &str = "\
+The async-rails demo in Rust: every request on a guarded fiber
+
+Usage: fiberstack <COMMAND> [OPTIONS]
+
+Commands:
+  serve          Run the demo server (a private MariaDB unless --database-url is given)
+  stack-report   Start the demo, run every route on fibers, and print each route's stack use
+  mariadb        Start a private throwaway MariaDB, print its URL, and keep it until
+                 Ctrl-C/SIGTERM (--max-connections N)
+
+`fiberstack serve --help` lists the flags of serve and stack-report. The comparison rig
+(the async twin, raw may_minihttp, the bench) is the `compare` binary.";
+
+fn main() -> ExitCode {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let command = if args.is_empty() {
+        String::new()
+    } else {
+        args.remove(0)
+    };
+    let wants_help = args.iter().any(|a| a == "--help" || a == "-h");
+    let result = match command.as_str() {
+        "serve" | "stack-report" if wants_help => {
+            println!(
+                "Usage: fiberstack {command} [OPTIONS]\n\n{}",
+                Options::help_with(&fiberstack::flags::flags())
+            );
+            Ok(())
+        }
+        "serve" => fiberstack::flags::parse(args)
+            .map_err(Error::from)
+            .and_then(fiberstack::start::serve),
+        "stack-report" => fiberstack::flags::parse(args)
+            .map_err(Error::from)
+            .and_then(|cfg| stack_report::run(&cfg).map_err(Error::Report)),
+        "mariadb" => mariadb(&args),
+        "--version" | "-V" => {
+            println!("fiberstack {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        "" | "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(Error::Usage(format!(
+            "unknown command '{other}': use serve, stack-report or mariadb (fiberstack --help)"
+        ))),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Why the command failed is never filtered away: with RUST_LOG=off (or
+            // before the logger is installed) it still goes to stderr, plainly.
+            if log::log_enabled!(log::Level::Error) {
+                log::error!(target: fiber_web::logging::app_name(), "{e}");
+            } else {
+                eprintln!("fiberstack: {e}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `fiberstack mariadb [--max-connections N]`: a private MariaDB for tests or
+/// experiments, its URL on stdout, stopped on Ctrl-C or SIGTERM.
+fn mariadb(args: &[String]) -> Result<(), Error> {
+    let mut cfg = LaunchConfig::default();
+    match args {
+        [] => {}
+        [flag, n] if flag == "--max-connections" => {
+            cfg.max_connections = n.parse().map_err(|_| {
+                Error::Usage(format!("--max-connections: '{n}' is not a whole number"))
+            })?;
+        }
+        _ => {
+            return Err(Error::Usage(
+                "mariadb takes only --max-connections N".into(),
+            ))
+        }
+    }
+    let stops = fiber_web::supervisor::stop_requests()
+        .map_err(|e| Error::io("install signal handlers", e))?;
+    let db = MariaDb::start(cfg).map_err(fiberstack::setup::db_failed(
+        fiberstack::error::DbStep::PrivateServer,
+    ))?;
+    fiber_web::logging::banner(&db.url());
+    stops.wait();
+    drop(db);
+    Ok(())
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use fiberstack::config::{ByteSize, Runtime, ServeConfig, DEFAULT_STACK_SIZE};
+use fiberstack::config::{ByteSize, ServeConfig, DEFAULT_STACK_SIZE};
 use fiberstack::stack_use::Row;
 
 /// Time the report's own requests get to finish when it stops the demo (none should
@@ -14,12 +14,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// `fiberstack stack-report`: start the demo, measure every route, print the table.
 pub fn run(cfg: &ServeConfig) -> Result<(), String> {
-    if cfg.runtime != Runtime::Fibers {
-        return Err("stack-report measures fiber stacks: use --runtime fibers".into());
-    }
     let mut cfg = cfg.clone();
     cfg.web.bind = "127.0.0.1:0".parse().expect("a literal address");
-    let _signals = crate::cli::stop_signals()?;
+    // Ctrl-C stops the report like the server: the private MariaDB is cleaned up.
+    let _stops = fiber_web::supervisor::stop_requests()
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let running = fiberstack::start::start(&cfg).map_err(|e| e.to_string())?;
     let state = std::sync::Arc::clone(&running.state);
     let measure = move || fiberstack::stack_use::measure(&state, fiberstack::stack_use::PROBES);

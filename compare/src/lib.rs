@@ -1,0 +1,21 @@
+//! The comparison rig: the demo's routes on two other runtimes, and the tools that
+//! measure all three side by side. Nothing here is part of the framework or the demo:
+//! `fiberstack` builds none of tokio, axum, hyper or may_minihttp (tests/deps.rs).
+//!
+//! Layout, each layer using only those below it:
+//! ```text
+//! binary: src/main.rs    serve --runtime async|minihttp, bench/, cancel_report.rs
+//!   -> twin/ (tokio + axum + mysql_async: server, limit, db, client, one file per
+//!            route group, beside the demo's fiberstack::app file by file)
+//!   -> mini/ (stock may_minihttp on may: the bench's raw baseline)
+//!   -> runtime.rs (which server)
+//!   -> fiberstack (the demo: its config, flags, app's pure pieces, set-up)
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub mod mini;
+pub mod runtime;
+pub mod twin;
+
+pub use runtime::Runtime;

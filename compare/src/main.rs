@@ -1,0 +1,81 @@
+//! The `compare` binary: the demo's routes on the async twin or raw may_minihttp
+//! (`serve --runtime`), and the tools that measure them against the fiber server
+//! (`bench`, `cancel-report`). It parses the command line and calls the library.
+
+#![forbid(unsafe_code)]
+
+/// The fiber server's allocator (the demo's routes run on fibers in `cancel-report`, and
+/// may_minihttp's coroutines allocate too): an overflow never strikes inside malloc.
+#[global_allocator]
+static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
+
+mod bench;
+mod cancel_report;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "compare",
+    version,
+    about = "The demo's twin and raw may_minihttp, and the tools that measure them against fibers",
+    after_help = "compare serve --runtime async|minihttp [the flags of fiberstack serve]: \
+                  the demo's routes on the async twin or raw may_minihttp \
+                  (compare serve --help lists the flags)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Measure fibers, the async twin and raw may_minihttp, pinned apart from ab and wrk.
+    Bench(bench::BenchArgs),
+    /// Start both runtimes in turn and measure what clients that leave cost them: the
+    /// pool's connections after 20 leave, and how soon one comes back (median, p99).
+    CancelReport {
+        /// Rounds of one client leaving, per runtime.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        rounds: u64,
+        /// Flags of `fiberstack serve` for both servers (after `--`).
+        #[arg(last = true)]
+        serve: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    // First, before any thread: a worker's identity and inherited socket are in the
+    // environment, which this reads and cleans.
+    fiber_web::supervisor::init();
+    let mut args: Vec<String> = std::env::args().collect();
+    let result = if args.get(1).map(String::as_str) == Some("serve") {
+        serve::run(args.split_off(2))
+    } else {
+        let cli = Cli::parse_from(args);
+        fiber_web::logging::set_app_name(fiberstack::config::APP_NAME);
+        fiber_web::logging::init();
+        match cli.command {
+            Command::Bench(args) => bench::run(&args),
+            Command::CancelReport { rounds, serve } => fiberstack::flags::parse(serve)
+                .map_err(|e| e.to_string())
+                .and_then(|cfg| cancel_report::run(&cfg, rounds as usize)),
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Why the command failed is never filtered away: with RUST_LOG=off it
+            // still goes to stderr, plainly.
+            if log::log_enabled!(log::Level::Error) {
+                log::error!(target: fiber_web::logging::app_name(), "{e}");
+            } else {
+                eprintln!("{}: {e}", fiber_web::logging::app_name());
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
