@@ -16,6 +16,7 @@
 
 pub mod mini;
 pub mod runtime;
+pub mod tfb;
 pub mod twin;
 
 pub use runtime::Runtime;

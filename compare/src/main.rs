@@ -12,6 +12,7 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 mod bench;
 mod cancel_report;
 mod serve;
+mod tfb_cmd;
 
 use std::process::ExitCode;
 
@@ -45,6 +46,9 @@ enum Command {
         #[arg(last = true)]
         serve: Vec<String>,
     },
+    /// TechEmpower's six tests on axum + mysql_async or raw may_minihttp + fiber_mysql,
+    /// on the database DATABASE_URL names (the fiber_web one is examples/techempower).
+    Tfb(tfb_cmd::TfbArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
             Command::CancelReport { rounds, serve } => fiberstack::flags::parse(serve)
                 .map_err(|e| e.to_string())
                 .and_then(|cfg| cancel_report::run(&cfg, rounds as usize)),
+            Command::Tfb(args) => tfb_cmd::run(&args),
         }
     };
     match result {

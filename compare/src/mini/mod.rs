@@ -109,10 +109,13 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
 /// is first reserved by a bound, not listening, socket with SO_REUSEPORT (which may's
 /// bind also sets, so both may hold it), and released once the server listens there.
 /// A bound socket that never listens receives no connections.
-fn listen(
+pub(crate) fn listen<S>(
     bind: SocketAddr,
-    service: MiniService,
-) -> Result<(SocketAddr, may::coroutine::JoinHandle<()>), Error> {
+    service: S,
+) -> Result<(SocketAddr, may::coroutine::JoinHandle<()>), Error>
+where
+    S: may_minihttp::HttpService + Clone + Send + Sync + 'static,
+{
     use socket2::{Domain, Socket, Type};
     let reserve = Socket::new(Domain::for_address(bind), Type::STREAM, None)
         .and_then(|s| {
