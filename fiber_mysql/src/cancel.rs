@@ -8,8 +8,10 @@
 //! - It cancels *the checkout* it came from: the command running now, if any, is
 //!   stopped with `KILL QUERY <connection id>` sent over the side channel, and fails
 //!   with [`Error::Cancelled`]; every later command of that checkout fails with
-//!   `Error::Cancelled` at once, without being sent. A command that finished before
-//!   the kill landed keeps its result.
+//!   `Error::Cancelled` at once, without being sent. A command that ended before the
+//!   cancel keeps its result; one that was running when it came fails with
+//!   `Error::Cancelled` even if an answer arrived (a killed `SLEEP` answers 1, not an
+//!   error: whatever came is not the statement's result).
 //! - It never touches another checkout, even of the same connection. The handle's
 //!   state (the gate) belongs to one checkout, and a KILL is sent only while that
 //!   checkout's command is marked running, decided under the gate's lock. A KILL

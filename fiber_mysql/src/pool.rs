@@ -791,7 +791,13 @@ impl PooledConn {
         gate.begin(conn.connection_id())?;
         let result = command(conn);
         let cancelled = gate.end();
+        // Cancelled while it ran: the KILL either interrupted the statement (an error)
+        // or cut it short with a result that is not the statement's (a killed
+        // `SLEEP(10)` returns 1 at once), so neither is the answer; as in Go's
+        // database/sql, the caller gets the cancellation. A failure of another kind
+        // (the connection broke) stays what it was.
         match result {
+            Ok(_) if cancelled => Err(Error::Cancelled),
             Err(Error::Server { code, .. }) if cancelled && code == ER_QUERY_INTERRUPTED => {
                 Err(Error::Cancelled)
             }
