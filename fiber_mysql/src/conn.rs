@@ -68,6 +68,8 @@ pub(crate) struct StmtInfo {
     pub(crate) id: u32,
     /// How many parameters it takes.
     pub(crate) num_params: u16,
+    /// When it was last prepared or found: [`Conn::stmt_uses`] then.
+    pub(crate) used: u64,
 }
 
 /// What sends `KILL QUERY` for a connection whose statement must stop: another
@@ -92,6 +94,8 @@ pub struct Conn {
     /// The read timeout currently set on the socket (to skip redundant syscalls).
     socket_read_timeout: Option<Duration>,
     pub(crate) stmts: HashMap<String, StmtInfo>,
+    /// Statements prepared or found in `stmts` so far: the clock of its LRU order.
+    pub(crate) stmt_uses: u64,
     /// What the server said about the session since the last reset (session.rs).
     pub(crate) session: SessionState,
     /// The caller's deadline for every query ([`Conn::set_deadline`]).
@@ -192,6 +196,7 @@ impl Conn {
             deadline: Some(started + opts.connect_timeout),
             socket_read_timeout: None,
             stmts: HashMap::new(),
+            stmt_uses: 0,
             session: SessionState::fresh(false),
             user_deadline: None,
             killer: None,

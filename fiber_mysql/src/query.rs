@@ -42,8 +42,9 @@ use crate::cancel::Killer;
 use crate::conn::{Conn, StmtInfo};
 use crate::error::{Error, Result};
 
-/// Prepared statements kept per connection. MariaDB allows 16382 in total
-/// (`max_prepared_stmt_count`), so 32 x a pool of 250 stays well inside.
+/// Prepared statements kept per connection; past it, the least recently used is
+/// closed. MariaDB allows 16382 in total (`max_prepared_stmt_count`), so 32 x a pool
+/// of 250 stays well inside.
 pub const STMT_CACHE_PER_CONN: usize = 32;
 /// How long we wait for the interrupted answer after `KILL QUERY`.
 pub(crate) const KILL_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
@@ -166,11 +167,13 @@ impl Conn {
     }
 
     fn prepare(&mut self, sql: &str) -> Result<StmtInfo> {
-        if let Some(stmt) = self.stmts.get(sql) {
+        self.stmt_uses += 1;
+        if let Some(stmt) = self.stmts.get_mut(sql) {
+            stmt.used = self.stmt_uses;
             return Ok(*stmt);
         }
         if self.stmts.len() >= STMT_CACHE_PER_CONN {
-            self.close_cached_statements()?;
+            self.close_least_recently_used()?;
         }
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(Command::COM_STMT_PREPARE as u8);
@@ -205,18 +208,29 @@ impl Conn {
         Ok(StmtInfo {
             id: ok.statement_id(),
             num_params: ok.num_params(),
+            used: self.stmt_uses,
         })
     }
 
-    fn close_cached_statements(&mut self) -> Result<()> {
-        let ids: Vec<u32> = self.stmts.drain().map(|(_, s)| s.id).collect();
-        for id in ids {
-            // COM_STMT_CLOSE has no answer.
-            let mut payload = Vec::new();
-            ComStmtClose::new(id).serialize(&mut payload);
-            self.write_command(&payload)?;
-        }
-        Ok(())
+    /// Close the cached statement used longest ago, to make room for a new one: a
+    /// connection that cycles through more statements than the cache holds keeps the
+    /// ones it uses most, rather than preparing all of them again.
+    fn close_least_recently_used(&mut self) -> Result<()> {
+        let Some(oldest) = self
+            .stmts
+            .iter()
+            .min_by_key(|(_, s)| s.used)
+            .map(|(sql, _)| sql.clone())
+        else {
+            return Ok(());
+        };
+        let Some(stmt) = self.stmts.remove(&oldest) else {
+            return Ok(());
+        };
+        // COM_STMT_CLOSE has no answer.
+        let mut payload = Vec::new();
+        ComStmtClose::new(stmt.id).serialize(&mut payload);
+        self.write_command(&payload)
     }
 
     /// When the command starting now must end, and what to report then: the earlier

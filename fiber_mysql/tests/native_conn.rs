@@ -153,3 +153,36 @@ fn connect_to_a_closed_port_is_unavailable() {
     );
     assert!(err.is_unavailable());
 }
+
+/// The statement cache, when full, closes the statement used longest ago: one used
+/// all along stays prepared.
+#[test]
+fn a_full_statement_cache_closes_the_least_recently_used_statement() {
+    let mut conn = fiber_mysql::Conn::connect(&common::opts()).unwrap();
+    let sql = |i: usize| format!("SELECT ? + {i}");
+    let prepares = |conn: &mut fiber_mysql::Conn| -> u64 {
+        let r = conn
+            .query("SHOW SESSION STATUS LIKE 'Com_stmt_prepare'")
+            .unwrap();
+        r.rows[0].get::<String, _>(1).unwrap().parse().unwrap()
+    };
+    let full = fiber_mysql::STMT_CACHE_PER_CONN;
+    for i in 0..full {
+        conn.exec(&sql(i), (1,)).unwrap();
+        conn.exec(&sql(0), (1,)).unwrap(); // statement 0 stays the most recent
+    }
+    let before = prepares(&mut conn);
+    conn.exec(&sql(full), (1,)).unwrap(); // one over: statement 1 goes
+    conn.exec(&sql(0), (1,)).unwrap();
+    assert_eq!(
+        prepares(&mut conn),
+        before + 1,
+        "statement 0 was prepared again"
+    );
+    conn.exec(&sql(1), (1,)).unwrap();
+    assert_eq!(
+        prepares(&mut conn),
+        before + 2,
+        "statement 1 was still cached"
+    );
+}
