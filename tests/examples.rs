@@ -317,7 +317,7 @@ fn todo_api_answers_every_case_with_its_status() {
     let (status, _, body) = http(addr, "GET", "/summary", "", "");
     assert_eq!(status, 200, "{body}");
     assert!(
-        body.contains("\"todos\": 0") && body.contains("\"health\": \"ok\""),
+        body.contains("\"todos\":0") && body.contains("\"health\":\"ok\""),
         "{body}"
     );
     let (status, _, body) = http(addr, "POST", "/todos", json, r#"{"title": "bread"}"#);

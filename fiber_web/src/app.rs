@@ -33,6 +33,7 @@
 //! process serves), `GET /readyz` (200, or 503 while [`App::readiness`] says no) and
 //! `GET /metrics` (Prometheus text), unless the app routes those paths itself.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -169,6 +170,7 @@ pub struct App<S> {
     layers: Vec<Arc<dyn Layer<S>>>,
     readiness: Option<Readiness<S>>,
     metrics: Option<MetricsHook<S>>,
+    default_headers: Vec<(&'static str, Cow<'static, str>)>,
 }
 
 impl<S: Send + Sync + 'static> App<S> {
@@ -185,6 +187,7 @@ impl<S: Send + Sync + 'static> App<S> {
             layers: Vec::new(),
             readiness: None,
             metrics: None,
+            default_headers: Vec::new(),
         }
     }
 
@@ -208,6 +211,19 @@ impl<S: Send + Sync + 'static> App<S> {
         F: Fn(&S, &mut Request, Next<'_, S>) -> Response + Send + Sync + 'static,
     {
         self.layer(FnLayer(layer))
+    }
+
+    /// A header on every response the server sends (`Server: my-app`), the built-in
+    /// routes' and the framework's own errors included, unless a response set one of
+    /// that name itself. The server writes it from this one list: no response copies
+    /// it, so it costs no allocation per request.
+    pub fn default_header(
+        mut self,
+        name: &'static str,
+        value: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        self.default_headers.push((name, value.into()));
+        self
     }
 
     /// What `GET /readyz` asks: `Ok` when the app can serve (its database answers),
@@ -247,6 +263,7 @@ impl<S: Send + Sync + 'static> App<S> {
             layers,
             readiness,
             metrics,
+            default_headers,
         } = self;
         let router = crate::builtin::add(routes.router, readiness, metrics, &fibers, &stats);
         router.check().map_err(Error::Routes)?;
@@ -258,6 +275,7 @@ impl<S: Send + Sync + 'static> App<S> {
             fibers,
             stats,
             request_timeout,
+            default_headers,
         ))
     }
 

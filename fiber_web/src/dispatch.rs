@@ -12,6 +12,7 @@
 //! Counting and logging happen after the fiber has finished: a locking logger on a
 //! fiber could be abandoned mid-write by an overflow (STACK_SIZES.md).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,8 @@ pub(crate) struct Routed<S> {
     stats: Arc<HttpStats>,
     /// Every request's deadline, from its arrival (`--request-timeout`).
     request_timeout: Option<Duration>,
+    /// Headers on every response (`App::default_header`).
+    default_headers: Vec<(&'static str, Cow<'static, str>)>,
 }
 
 impl<S: Send + Sync + 'static> Routed<S> {
@@ -157,6 +160,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
         fibers: FiberPool,
         stats: Arc<HttpStats>,
         request_timeout: Option<Duration>,
+        default_headers: Vec<(&'static str, Cow<'static, str>)>,
     ) -> Self {
         Routed {
             router,
@@ -165,6 +169,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
             fibers,
             stats,
             request_timeout,
+            default_headers,
         }
     }
 
@@ -283,6 +288,10 @@ impl<S: Send + Sync + 'static> Routed<S> {
 }
 
 impl<S: Send + Sync + 'static> Service for Routed<S> {
+    fn default_headers(&self) -> &[(&'static str, Cow<'static, str>)] {
+        &self.default_headers
+    }
+
     fn refuses(&self, req: &Request) -> Option<Response> {
         if !self.layers.is_empty() {
             return None; // a layer may answer it (a CORS preflight): read the body

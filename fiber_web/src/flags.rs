@@ -155,6 +155,16 @@ enum Given {
     Flag,
 }
 
+impl Given {
+    /// How a refusal names flag `name` given this way: its variable, or its flag.
+    fn named(&self, name: &str) -> String {
+        match self {
+            Given::Env(var) => var.clone(),
+            Given::Default | Given::Flag => format!("--{name}"),
+        }
+    }
+}
+
 /// The values of the app's own flags, as given (or defaulted); each parsed when asked
 /// for.
 #[derive(Clone, Debug, Default)]
@@ -204,11 +214,29 @@ impl AppArgs {
             return Ok(None);
         };
         value.parse().map(Some).map_err(|e: T::Err| Error::Option {
-            name: match given {
-                Given::Env(var) => var.clone(),
-                Given::Default | Given::Flag => format!("--{name}"),
-            },
+            name: given.named(name),
             why: format!("'{value}': {e}"),
+        })
+    }
+
+    /// What gave flag `name` its value, as a refusal names it.
+    fn given_as(&self, name: &str) -> String {
+        match self.values.get(name) {
+            Some((_, given)) => given.named(name),
+            None => format!("--{name}"),
+        }
+    }
+
+    /// Flag `name` as a switch (`on`/`off`, as the framework's own switches are
+    /// written; `true`/`false`, `yes`/`no`, `1`/`0` too): `false` when it was not
+    /// given and has no default, refused naming the flag when it is not a switch.
+    pub fn switch(&self, name: &str) -> Result<bool, Error> {
+        let Some(value) = self.raw(name) else {
+            return Ok(false);
+        };
+        crate::options::switch(value).map_err(|why| Error::Option {
+            name: self.given_as(name),
+            why,
         })
     }
 

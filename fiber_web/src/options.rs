@@ -295,7 +295,7 @@ fn seconds(v: &str) -> Result<Duration, String> {
     }
 }
 
-fn switch(v: &str) -> Result<bool, String> {
+pub(crate) fn switch(v: &str) -> Result<bool, String> {
     match v.trim().to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" | "1" => Ok(true),
         "off" | "false" | "no" | "0" => Ok(false),

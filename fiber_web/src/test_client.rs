@@ -23,6 +23,7 @@
 //! assert_eq!(client.post("/todos").body("milk").send().status, 415);
 //! ```
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -30,6 +31,7 @@ use fiber_pool::FiberPool;
 
 use crate::counters::HttpStats;
 use crate::dispatch::Routed;
+use crate::http::conn::Service;
 use crate::http::status::has_no_body;
 use crate::http::{Request, Response};
 use crate::App;
@@ -157,7 +159,7 @@ impl<S: Send + Sync + 'static> TestRequest<'_, S> {
             Ok(resp) => resp,
             Err(panic) => std::panic::resume_unwind(panic),
         };
-        TestResponse::from_response(resp, head)
+        TestResponse::from_response(resp, head, client.routed.default_headers())
     }
 }
 
@@ -166,14 +168,25 @@ impl<S: Send + Sync + 'static> TestRequest<'_, S> {
 pub struct TestResponse {
     /// The status code.
     pub status: u16,
-    /// The headers the app set (the server adds Content-Length, Date, Connection).
+    /// The headers the app set, then its default headers (the server adds
+    /// Content-Length, Date, Connection).
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: Vec<u8>,
 }
 
 impl TestResponse {
-    fn from_response(resp: Response, head: bool) -> TestResponse {
+    fn from_response(
+        resp: Response,
+        head: bool,
+        defaults: &[(&'static str, Cow<'static, str>)],
+    ) -> TestResponse {
+        let own = |name: &str| {
+            resp.headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        };
+        let defaults: Vec<_> = defaults.iter().filter(|(n, _)| !own(n)).collect();
         let body = if head || has_no_body(resp.status) {
             Vec::new()
         } else {
@@ -184,6 +197,7 @@ impl TestResponse {
             headers: resp
                 .headers
                 .iter()
+                .chain(defaults)
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
             body,

@@ -109,3 +109,84 @@ fn status_lines_and_bodiless_statuses_go_out_as_rfc_9110_says() {
     assert_eq!(ran.load(Ordering::Relaxed), before);
     serving.shutdown(Duration::from_secs(5));
 }
+
+#[test]
+fn default_headers_are_on_every_answer_and_pipelined_requests_are_answered_in_order() {
+    let options = Options {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        fibers: 4,
+        workers: 1,
+        access_log: false,
+        ..Options::default()
+    };
+    let serving = fiber_web::start(&options, Box::new(|_| {}), move |_| {
+        Ok::<_, std::convert::Infallible>(
+            App::new(())
+                .default_header("Server", "wire-test")
+                .get("/n/{n}", |_: &(), req: &Request| {
+                    Response::text(200, format!("n={}", req.param::<u32>("n").unwrap_or(0)))
+                })
+                .post("/echo", |_: &(), req: &Request| {
+                    Response::text(200, String::from_utf8_lossy(&req.body).into_owned())
+                })
+                .get("/own", |_: &(), _: &Request| {
+                    Response::text(200, "own").header("Server", "handler")
+                }),
+        )
+    })
+    .unwrap();
+    let addr = serving.addr();
+
+    // A route's answer, the router's 404, a protocol error: each names the server once.
+    for (raw, status) in [
+        (
+            "GET /n/1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            "200",
+        ),
+        (
+            "GET /nope HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            "404",
+        ),
+        (
+            "GET /n/1 HTTP/1.1\r\nHost: t\r\nContent-Length: x\r\n\r\n",
+            "400",
+        ),
+    ] {
+        let r = exchange(addr, raw.as_bytes());
+        assert!(r.starts_with(&format!("HTTP/1.1 {status} ")), "{r}");
+        assert_eq!(r.matches("\r\nServer: wire-test\r\n").count(), 1, "{r}");
+    }
+    let own = get(addr, "GET", "/own");
+    assert!(
+        own.contains("\r\nServer: handler\r\n") && !own.contains("wire-test"),
+        "{own}"
+    );
+
+    // Sixteen requests in one write, a body in the middle, the last closing: sixteen
+    // answers in the order asked.
+    let mut raw = String::new();
+    for n in 0..16 {
+        match n {
+            7 => raw.push_str("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nbody"),
+            15 => raw.push_str("GET /n/15 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+            n => raw.push_str(&format!("GET /n/{n} HTTP/1.1\r\nHost: t\r\n\r\n")),
+        }
+    }
+    let answers = exchange(addr, raw.as_bytes());
+    let bodies: Vec<&str> = answers
+        .split("HTTP/1.1 200 OK\r\n")
+        .skip(1)
+        .map(|a| a.rsplit("\r\n\r\n").next().unwrap())
+        .collect();
+    let want: Vec<String> = (0..16)
+        .map(|n| {
+            if n == 7 {
+                "body".into()
+            } else {
+                format!("n={n}")
+            }
+        })
+        .collect();
+    assert_eq!(bodies, want, "{answers}");
+    serving.shutdown(Duration::from_secs(5));
+}

@@ -5,22 +5,33 @@
 /// safe in element text and in attribute values alike.
 pub fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
+    push_escaped_html(&mut out, s);
     out
+}
+
+/// [`escape_html`] appended to `out`: a page built row by row in one buffer escapes
+/// each value without an allocation of its own. Runs of plain text are copied whole.
+pub fn push_escaped_html(out: &mut String, s: &str) {
+    let mut plain = 0;
+    for (at, c) in s.char_indices() {
+        let entity = match c {
+            '<' => "&lt;",
+            '>' => "&gt;",
+            '&' => "&amp;",
+            '"' => "&quot;",
+            '\'' => "&#39;",
+            _ => continue,
+        };
+        out.push_str(&s[plain..at]);
+        out.push_str(entity);
+        plain = at + 1;
+    }
+    out.push_str(&s[plain..]);
 }
 
 #[cfg(test)]
 mod tests {
-    use super::escape_html;
+    use super::{escape_html, push_escaped_html};
 
     #[test]
     fn markup_characters_become_entities() {
@@ -29,5 +40,9 @@ mod tests {
             "&lt;b a=&quot;x&quot;&gt;R&amp;D&#39;s&lt;/b&gt;"
         );
         assert_eq!(escape_html("plain"), "plain");
+        assert_eq!(escape_html("フレームワーク<"), "フレームワーク&lt;");
+        let mut page = String::from("<td>");
+        push_escaped_html(&mut page, "a&b");
+        assert_eq!(page, "<td>a&amp;b");
     }
 }

@@ -43,16 +43,16 @@ impl Response {
         Response::with_type(status, &HTML, bytes(body.into()))
     }
 
-    /// `application/json` with `value` serialized, pretty-printed and ending in a
-    /// newline (what a person reading curl's output wants; the bytes a machine skips
-    /// are few). A value that cannot be serialized (a map with non-string keys, a
-    /// `Serialize` impl that fails) is a 500 naming serde's reason, not a broken body.
+    /// `application/json` with `value` serialized compactly, as axum and serde_json
+    /// write it (`jq` or a browser pretty-prints for a person; the server's CPU and the
+    /// wire pay for every space). A value that cannot be serialized (a map with
+    /// non-string keys, a `Serialize` impl that fails) is a 500 naming serde's reason,
+    /// not a broken body.
     pub fn json(status: u16, value: &impl serde::Serialize) -> Response {
-        match serde_json::to_vec_pretty(value) {
-            Ok(mut body) => {
-                body.push(b'\n');
-                Response::with_type(status, &JSON, Cow::Owned(body))
-            }
+        // Most bodies fit the first allocation; serde_json's own starts at zero.
+        let mut body = Vec::with_capacity(128);
+        match serde_json::to_writer(&mut body, value) {
+            Ok(()) => Response::with_type(status, &JSON, Cow::Owned(body)),
             Err(e) => Response::error(500, format!("the response could not be serialized: {e}")),
         }
     }
@@ -124,6 +124,20 @@ impl Response {
         keep_alive: bool,
         head_only: bool,
     ) {
+        self.write_with(out, minor_version, keep_alive, head_only, &[]);
+    }
+
+    /// [`Response::write_to`], then `defaults` (the server's headers for every
+    /// response, `App::default_header`) after the response's own, each unless the
+    /// response set a header of the same name.
+    pub(crate) fn write_with(
+        &self,
+        out: &mut Vec<u8>,
+        minor_version: u8,
+        keep_alive: bool,
+        head_only: bool,
+        defaults: &[(&'static str, Cow<'static, str>)],
+    ) {
         // A status code is three digits (RFC 9110 section 15): any other number a
         // handler set goes out as the 500 it is.
         let status = if (100..1000).contains(&self.status) {
@@ -150,7 +164,13 @@ impl Response {
         out.extend_from_slice(b"Date: ");
         out.extend_from_slice(&crate::http::date::now());
         out.extend_from_slice(b"\r\n");
-        for (name, value) in self.headers.iter() {
+        let own = |name: &str| {
+            self.headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        };
+        let defaults = defaults.iter().filter(|(name, _)| !own(name));
+        for (name, value) in self.headers.iter().chain(defaults) {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
             out.extend_from_slice(value.as_bytes());
@@ -198,6 +218,33 @@ fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_headers_follow_the_own_unless_it_set_the_name() {
+        let defaults = [
+            ("Server", Cow::Borrowed("app")),
+            ("X-Frame-Options", Cow::Borrowed("DENY")),
+        ];
+        let wire = |r: Response| {
+            let mut out = Vec::new();
+            r.write_with(&mut out, 1, true, false, &defaults);
+            String::from_utf8(out).unwrap()
+        };
+        let plain = wire(Response::text(200, "hi"));
+        assert!(plain.contains("\r\nContent-Type: text/plain; charset=utf-8\r\nServer: app\r\nX-Frame-Options: DENY\r\n\r\nhi"), "{plain}");
+        let own = wire(Response::text(200, "hi").header("server", "mine"));
+        assert!(
+            own.contains("\r\nserver: mine\r\n") && !own.contains("Server: app"),
+            "{own}"
+        );
+        assert!(own.contains("X-Frame-Options: DENY"), "{own}");
+    }
+
+    #[test]
+    fn json_is_compact() {
+        let r = Response::json(200, &serde_json::json!({"a": [1, 2], "b": "c"}));
+        assert_eq!(&*r.body, br#"{"a":[1,2],"b":"c"}"#);
+    }
 
     #[test]
     fn connection_headers_follow_the_request() {
