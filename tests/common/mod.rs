@@ -11,6 +11,7 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 pub mod child;
 pub mod either;
+pub mod tfb;
 pub mod tools;
 
 use std::io::{Read, Write};

@@ -100,25 +100,11 @@ pub fn fortunes_page(mut fortunes: Vec<(i32, String)>) -> String {
     );
     for (id, message) in &fortunes {
         let _ = write!(out, "<tr><td>{id}</td><td>");
-        escape_into(&mut out, message);
+        fiber_web::http::html::push_escaped_html(&mut out, message);
         out.push_str("</td></tr>");
     }
     out.push_str("</table></body></html>");
     out
-}
-
-/// `text` HTML-escaped onto `out` (`&`, `<`, `>`, `"`, `'`).
-fn escape_into(out: &mut String, text: &str) {
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#x27;"),
-            c => out.push(c),
-        }
-    }
 }
 
 /// A small, fast, non-cryptographic generator for ids (what TFB entries use: a
@@ -198,7 +184,7 @@ mod tests {
     #[test]
     fn the_fortunes_page_is_sorted_and_escaped() {
         let page = fortunes_page(vec![(11, "<b>\"&'".into()), (1, "zz".into())]);
-        assert!(page.contains("<tr><td>11</td><td>&lt;b&gt;&quot;&amp;&#x27;</td></tr>"));
+        assert!(page.contains("<tr><td>11</td><td>&lt;b&gt;&quot;&amp;&#39;</td></tr>"));
         let added = page.find(ADDED_FORTUNE).unwrap();
         assert!(page.find("&lt;b").unwrap() < added && added < page.find("zz").unwrap());
     }
