@@ -32,6 +32,7 @@ pub mod progress;
 pub mod quota;
 pub mod report;
 pub mod scenario;
+pub mod tfb;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -114,6 +115,14 @@ pub struct BenchArgs {
     /// Where the results directory is created.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
+    /// TechEmpower's six tests (json, plaintext, db, queries, fortunes, updates) on
+    /// examples/techempower, axum + mysql_async and raw may_minihttp instead of the
+    /// demo's scenarios (`bench/tfb.rs`); --only picks tests by name.
+    #[arg(long)]
+    pub tfb: bool,
+    /// With --tfb: the connections of each row (default 64,256; --quick 16).
+    #[arg(long, value_name = "N,N,...", requires = "tfb")]
+    pub tfb_connections: Option<String>,
 }
 
 /// The runtimes a bench compares, fibers first (the others' ratios are fibers over them).
@@ -134,6 +143,9 @@ pub struct Outcome {
 
 /// `compare bench`: run, print the table, write the files.
 pub fn run(args: &BenchArgs) -> Result<(), String> {
+    if args.tfb {
+        return tfb::run(args);
+    }
     let outcome = bench(args)?;
     println!("{}", outcome.split);
     println!("{}\n", outcome.quota);
@@ -425,7 +437,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
 
 /// A private MariaDB sized for a pool of `db_pool` (from the template datadir: about
 /// 0.2 s).
-fn fresh_database(db_pool: usize) -> Result<MariaDb, String> {
+pub(crate) fn fresh_database(db_pool: usize) -> Result<MariaDb, String> {
     MariaDb::start(LaunchConfig {
         max_connections: db_pool + CONNECTION_HEADROOM,
         ..LaunchConfig::default()

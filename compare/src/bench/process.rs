@@ -64,19 +64,13 @@ impl ServerProcess {
         split: &Split,
         log: &Path,
     ) -> Result<ServerProcess, String> {
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(log)
-            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
         let (program, which): (PathBuf, &[&str]) = match runtime {
             Runtime::Fibers => (fiber_server(exe)?, &[]),
             Runtime::Async => (exe.to_path_buf(), &["--runtime", "async"]),
             Runtime::Minihttp => (exe.to_path_buf(), &["--runtime", "minihttp"]),
         };
-        let mut child = split
-            .command(&split.server, &program.to_string_lossy())
-            .arg("serve")
+        let mut cmd = split.command(&split.server, &program.to_string_lossy());
+        cmd.arg("serve")
             .args(which)
             .args(["--bind", "127.0.0.1:0"])
             // In the environment, not argv: the URL holds the password, and argv is
@@ -93,12 +87,25 @@ impl ServerProcess {
             .args(["--processes", "1", "--supervisor", "off"])
             .args(["--shutdown-grace", "5"])
             // A line per request would fill the log file and measure stderr, not the server.
-            .args(["--access-log", "off"])
+            .args(["--access-log", "off"]);
+        ServerProcess::launch(cmd, log, &runtime.to_string())
+    }
+
+    /// Run `cmd` (a server that prints its start-up line, naming its address, first on
+    /// stdout) with its stderr into `log`, and wait for that line; `what` names it in
+    /// an error.
+    pub fn launch(mut cmd: Command, log: &Path, what: &str) -> Result<ServerProcess, String> {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+            .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
         // The pipe was requested just above, so it exists.
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel();
@@ -113,7 +120,7 @@ impl ServerProcess {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!(
-                    "the {runtime} server printed no start-up line within {START_TIMEOUT:?} (see its log)"
+                    "the {what} server printed no start-up line within {START_TIMEOUT:?} (see its log)"
                 ));
             }
         };
