@@ -246,6 +246,11 @@ pub fn server_error(method: &str, route: &str, status: u16, body: &[u8]) {
     } else {
         Level::Warn
     };
+    // A route's default label is its method and pattern: the method is said once.
+    let route = route
+        .strip_prefix(method)
+        .and_then(|r| r.strip_prefix(' '))
+        .unwrap_or(route);
     log::log!(
         target: app_name(),
         level,

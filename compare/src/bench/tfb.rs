@@ -118,11 +118,10 @@ impl Server {
         threads: usize,
         connections: usize,
     ) -> Result<Command, String> {
-        let (pool, threads, room) = (
-            DB_POOL.to_string(),
-            threads.to_string(),
-            (connections + 64).to_string(),
-        );
+        // Room for twice the connections: when one wrk run ends, its requests still in
+        // flight finish (cancelled) while the next run's connections arrive.
+        let room = (2 * connections + 64).to_string();
+        let (pool, threads) = (DB_POOL.to_string(), threads.to_string());
         let (program, args): (PathBuf, Vec<&str>) = match self {
             // One process, no supervisor: its /proc is all the server's CPU. A fiber
             // for every connection, so that no request queues for one.
