@@ -20,7 +20,10 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::counters::{HttpStats, LATENCY_BUCKETS};
+pub use crate::builtin::{HEALTHZ, METRICS, READYZ};
+pub use crate::counters::HttpStats;
+
+use crate::counters::LATENCY_BUCKETS;
 use crate::http::client::ClientStats;
 use crate::http::Response;
 

@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fiber_web::http::{Request, Response};
-use fiber_web::{App, Options};
+use fiber_web::{App, Options, Request, Response};
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
@@ -47,24 +46,28 @@ fn status_lines_and_bodiless_statuses_go_out_as_rfc_9110_says() {
         },
         ..Options::default()
     };
-    let serving = fiber_web::start(&options, Box::new(|_| {}), move |_| {
-        Ok::<_, std::convert::Infallible>(
-            App::new(())
-                .post("/todos", move |_: &(), req: &Request| {
-                    counted.fetch_add(1, Ordering::Relaxed);
-                    Response::text(201, format!("{} bytes", req.body.len()))
-                        .header("Location", "/todos/1")
-                })
-                .delete("/todos/{id}", |_: &(), _: &Request| Response::no_content())
-                .get("/cached", |_: &(), _: &Request| {
-                    Response::empty(304).header("ETag", "\"v1\"")
-                })
-                .get("/teapot", |_: &(), _: &Request| {
-                    Response::text(418, "short and stout")
-                })
-                .get("/hello", |_: &(), _: &Request| "hello"),
-        )
-    })
+    let serving = fiber_web::start(
+        &options,
+        |_| {},
+        move |_| {
+            Ok::<_, std::convert::Infallible>(
+                App::new(())
+                    .post("/todos", move |_: &(), req: &Request| {
+                        counted.fetch_add(1, Ordering::Relaxed);
+                        Response::text(201, format!("{} bytes", req.body.len()))
+                            .header("Location", "/todos/1")
+                    })
+                    .delete("/todos/{id}", |_: &(), _: &Request| Response::no_content())
+                    .get("/cached", |_: &(), _: &Request| {
+                        Response::empty(304).header("ETag", "\"v1\"")
+                    })
+                    .get("/teapot", |_: &(), _: &Request| {
+                        Response::text(418, "short and stout")
+                    })
+                    .get("/hello", |_: &(), _: &Request| "hello"),
+            )
+        },
+    )
     .unwrap();
     let addr = serving.addr();
 
