@@ -43,6 +43,7 @@
 //!   -> metrics.rs (Prometheus text from typed snapshots)
 //!   -> http/ (request, response, router, connection loop, listener, client)
 //!   -> config.rs (every limit, named), shutdown.rs, counters.rs (per-route counters)
+//!   -> mysql.rs (MySQL errors as responses, the pool in /metrics: the `mysql` feature)
 //!   -> fiber_mysql (MySQL on fibers)  ->  fiber_pool (guarded fibers)  ->  may
 //! rig.rs                 re-exports for the comparison rig and the demo's tools
 //! ```
@@ -67,6 +68,8 @@ mod layer;
 pub mod layers;
 mod logging;
 pub mod metrics;
+#[cfg(feature = "mysql")]
+mod mysql;
 mod options;
 #[doc(hidden)]
 pub mod rig;
