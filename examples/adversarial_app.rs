@@ -34,10 +34,8 @@ use std::hint::black_box;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use fiber_web::http::{Request, Response};
 use fiber_web::metrics::Workers;
-use fiber_web::supervisor;
-use fiber_web::{App, Options};
+use fiber_web::{App, Options, Request, Response};
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
@@ -210,7 +208,7 @@ fn stats(state: &State, _: &Request) -> Response {
         200,
         &fiber_pool::on_carrier(|| {
             serde_json::json!({
-                "worker": supervisor::describe(),
+                "worker": fiber_web::worker::describe(),
                 "fibers": Workers::of_fibers(&state.fibers),
                 "db": fiberstack::app::stats::DbStats::from(&state.db.stats()),
             })

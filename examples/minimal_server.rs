@@ -7,8 +7,7 @@
 //! Then:     curl -i http://127.0.0.1:3001/hello?name=fibers
 #![forbid(unsafe_code)]
 
-use fiber_web::http::Request;
-use fiber_web::{App, Options};
+use fiber_web::{App, Options, Request};
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;

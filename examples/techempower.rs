@@ -12,9 +12,8 @@
 #![forbid(unsafe_code)]
 
 use fiber_mysql::{Pool, PoolConfig, PooledConn, Value};
-use fiber_web::http::html::push_escaped_html;
-use fiber_web::http::{Json, Request, Response};
-use fiber_web::{App, AppFlags, Options};
+use fiber_web::html::push_escaped_html;
+use fiber_web::{App, AppFlags, Json, Options, Request, Response};
 use rand::Rng;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -134,7 +133,7 @@ fn main() -> Result<(), fiber_web::Error> {
         .flag(
             "setup",
             "on|off",
-            "make and fill World and Fortune first",
+            "fill World and Fortune first",
             Some("off"),
         );
     let (options, args) = Options::from_env_and_args_with(&flags)?;
@@ -145,11 +144,7 @@ fn main() -> Result<(), fiber_web::Error> {
         let pool = Pool::new(PoolConfig::new(fiber_mysql::Opts::from_url(&url)?, size))?;
         if setup {
             let mut conn = pool.get()?;
-            for sql in SETUP_SQL
-                .split(";\n")
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-            {
+            for sql in SETUP_SQL.split(";\n").filter(|s| !s.trim().is_empty()) {
                 conn.query(sql)?;
             }
         }

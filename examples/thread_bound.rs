@@ -28,9 +28,8 @@ use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use fiber_mysql::{Pool, PoolConfig, PooledConn};
-use fiber_web::http::client::{HttpClient, Url};
-use fiber_web::http::{Request, Response};
-use fiber_web::{App, Options};
+use fiber_web::client::{HttpClient, Url};
+use fiber_web::{App, Options, Request, Response};
 use rand::Rng;
 
 #[global_allocator]

@@ -9,10 +9,9 @@
 #![forbid(unsafe_code)]
 
 use fiber_mysql::{Pool, PoolConfig, Row};
-use fiber_web::http::client::{HttpClient, Url};
-use fiber_web::http::{Json, Request, Response};
+use fiber_web::client::{HttpClient, Url};
 use fiber_web::layers::RequestId;
-use fiber_web::{App, Options};
+use fiber_web::{App, Json, Options, Request, Response};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

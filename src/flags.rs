@@ -85,13 +85,13 @@ pub fn config(web: Options, args: &AppArgs) -> Result<ServeConfig, fiber_web::Er
     }
     let db_wait: f64 = args.get("db-wait")?;
     if !(db_wait.is_finite()
-        && (0.0..=fiber_web::options::MAX_WAIT.as_secs_f64()).contains(&db_wait))
+        && (0.0..=fiber_web::config::MAX_WAIT.as_secs_f64()).contains(&db_wait))
     {
         return Err(bad(
             "db-wait",
             format!(
                 "'{db_wait}' is not a number of seconds from 0 to {}",
-                fiber_web::options::MAX_WAIT.as_secs()
+                fiber_web::config::MAX_WAIT.as_secs()
             ),
         ));
     }

@@ -8,7 +8,7 @@ use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
 
 use crate::config::ServeConfig;
 use crate::error::{DbStep, Error};
-use fiber_web::http::client::Url;
+use fiber_web::client::Url;
 
 /// The [`Error`] for a MySQL failure at `step`.
 pub fn db_failed(step: DbStep) -> impl FnOnce(fiber_mysql::Error) -> Error {
@@ -38,7 +38,7 @@ pub fn database(cfg: &ServeConfig) -> Result<Database, Error> {
             flag: "--database-url / DATABASE_URL",
             why: e.to_string(),
         })?;
-        let whose = match fiber_web::supervisor::worker() {
+        let whose = match fiber_web::worker::current() {
             Some(_) => ", the supervisor's",
             None => "",
         };
@@ -125,7 +125,7 @@ pub fn exposure_warning(addr: SocketAddr) -> Option<String> {
 pub fn own_urls(cfg: &ServeConfig, bound: SocketAddr) -> Result<(Url, Url), Error> {
     let own = own_address(bound);
     let flag = |flag: &'static str| {
-        move |e: fiber_web::http::client::ClientError| Error::Flag {
+        move |e: fiber_web::client::ClientError| Error::Flag {
             flag,
             why: e.to_string(),
         }

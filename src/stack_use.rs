@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use fiber_pool::{FiberPool, PoolConfig, RunError};
-use fiber_web::http::{Handler, Request, Response};
+use fiber_web::{Handler, Request, Response};
 
 use crate::app::{self, AppState};
 

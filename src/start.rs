@@ -10,10 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fiber_mysql::launcher::{LaunchConfig, MariaDb, CONNECTION_HEADROOM};
-use fiber_web::http::client::HttpClient;
-use fiber_web::shutdown::Drained;
-use fiber_web::watchdog::ReplaceHook;
-use fiber_web::{supervisor, App, Beside, Options, Serving, Started};
+use fiber_web::client::HttpClient;
+use fiber_web::{worker, App, Beside, Drained, Options, Serving, Started};
 
 use crate::app::{self, AppState};
 use crate::config::{ByteSize, ServeConfig};
@@ -32,15 +30,18 @@ pub struct Running {
 }
 
 /// Start everything `cfg` describes, with a stall watchdog whose replacement requests
-/// go to the supervisor ([`supervisor::ask_for_replacement`]: without one, it logs that
+/// go to the supervisor ([`worker::ask_for_replacement`]: without one, it logs that
 /// this process should be replaced and carries on); see [`start_with`].
 pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
-    start_with(cfg, Box::new(supervisor::ask_for_replacement))
+    start_with(cfg, worker::ask_for_replacement)
 }
 
 /// Start everything `cfg` describes; the stall watchdog calls `replace` with the reason
-/// when this process should be replaced (see `fiber_web::watchdog`).
-pub fn start_with(cfg: &ServeConfig, replace: ReplaceHook) -> Result<Running, Error> {
+/// when this process should be replaced (see [`fiber_web::start`]).
+pub fn start_with(
+    cfg: &ServeConfig,
+    replace: impl Fn(&str) + Send + 'static,
+) -> Result<Running, Error> {
     let mut started: Option<(Arc<AppState>, Option<MariaDb>, String)> = None;
     let serving = fiber_web::start(&cfg.web, replace, |on| {
         let (app, state, mariadb, db_where) = build(cfg, on)?;
@@ -153,7 +154,7 @@ struct StoppedLast(MariaDb);
 impl Drop for StoppedLast {
     fn drop(&mut self) {
         log::info!(
-            target: fiber_web::logging::app_name(),
+            target: crate::config::APP_NAME,
             "every worker has exited; stopping MariaDB (pid {})",
             self.0.pid()
         );
@@ -166,9 +167,9 @@ impl Running {
         self.serving.addr()
     }
 
-    /// The server: its shutdown state (connections and requests in flight).
-    pub fn server(&self) -> &fiber_web::server::Server {
-        self.serving.server()
+    /// Client connections open now.
+    pub fn connections(&self) -> usize {
+        self.serving.connections()
     }
 
     /// The one start-up line: effective settings and where MySQL is.

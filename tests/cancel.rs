@@ -7,7 +7,7 @@
 //!   counted as cancelled, and nothing was answered; 20 clients that leave while
 //!   their `/twitter` calls wait on a silent upstream end those calls as soon;
 //! - a client that shuts down only its sending side still gets its answer (after an
-//!   interim 103 on HTTP/1.1: `fiber_web::http::departure`);
+//!   interim 103 on HTTP/1.1: fiber_web/src/http/departure.rs);
 //! - with `--request-timeout 0.5`, `/widgets?sleep=3` is a 504 within 0.8 s, and the
 //!   query's connection is back in the pool within 1 s.
 

@@ -61,7 +61,7 @@ fn read_until_closed(s: &mut TcpStream) -> (Vec<u8>, Instant) {
 fn wait_connections(app: &Running, keep: usize, within: Duration) {
     let deadline = Instant::now() + within;
     loop {
-        let open = app.server().stop_state().connections();
+        let open = app.connections();
         if open <= keep {
             return;
         }
@@ -288,7 +288,7 @@ fn a_pipelined_flood_that_is_never_read_is_closed_by_the_write_timeout_in_bounde
     // The server answers until its writes stall, then closes within write_timeout.
     let start = Instant::now();
     let mut peak = rss_before;
-    while app.server().stop_state().connections() > 0 || start.elapsed() < WRITE_TIMEOUT {
+    while app.connections() > 0 || start.elapsed() < WRITE_TIMEOUT {
         peak = peak.max(rss_bytes());
         assert!(
             start.elapsed() < Duration::from_secs(10),
@@ -396,7 +396,7 @@ fn clients_that_vanish_mid_response_leave_the_server_serving() {
         let runs = v["fibers"]["routes"]["widgets"]["runs"]
             .as_u64()
             .unwrap_or(0);
-        let open = app.server().stop_state().connections();
+        let open = app.connections();
         if runs >= 10 && v["fibers"]["busy"] == 1 && open == 0 {
             break;
         }

@@ -129,7 +129,7 @@ fn bad_requests_get_a_4xx_and_the_server_goes_on() {
 #[test]
 fn a_taken_port_is_refused_not_shared() {
     let app = serve(|_| {});
-    let Err(err) = fiber_web::http::listener::bind(app.addr()) else {
+    let Err(err) = fiber_web::rig::bind_listener(app.addr()) else {
         panic!("the port is taken: binding it again must fail");
     };
     assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);

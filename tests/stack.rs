@@ -356,7 +356,7 @@ fn overflow_on_carrier(
     target: &str,
     left: usize,
 ) -> Option<Overflow> {
-    let mut req = fiber_web::http::Request::get(target);
+    let mut req = fiber_web::Request::get(target);
     let app = fiberstack::app::app(Arc::clone(state), 1, Duration::from_secs(10));
     let Some((label, handler)) = app.handler_for(&mut req) else {
         panic!("no route for {target}")
@@ -605,7 +605,7 @@ fn overflow_sweep_over_stack_sizes_loses_no_request_and_leaks_nothing() {
     common::wait_until(
         "normal traffic through every cached coroutine stack",
         Duration::from_secs(60),
-        || answered.load(Ordering::Relaxed) > 8 * fiberstack::config::COROUTINE_CACHE,
+        || answered.load(Ordering::Relaxed) > 8 * fiber_web::rig::COROUTINE_CACHE,
     );
     fiber_pool::testing::trim_heap();
     let (fds0, rss0, heap0) = (

@@ -86,7 +86,7 @@ impl Server {
 /// `compare cancel-report`: both runtimes, one after the other, then the tables.
 pub fn run(cfg: &ServeConfig, rounds: usize) -> Result<(), String> {
     // Ctrl-C stops the report like a server: the private MariaDBs are cleaned up.
-    let _stops = fiber_web::supervisor::stop_requests()
+    let _stops = fiber_web::rig::stop_requests()
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let mut all = Vec::new();
     for runtime in [Runtime::Fibers, Runtime::Async] {

@@ -54,14 +54,14 @@ enum Command {
 fn main() -> ExitCode {
     // First, before any thread: a worker's identity and inherited socket are in the
     // environment, which this reads and cleans.
-    fiber_web::supervisor::init();
+    fiber_web::rig::init_supervisor();
     let mut args: Vec<String> = std::env::args().collect();
     let result = if args.get(1).map(String::as_str) == Some("serve") {
         serve::run(args.split_off(2))
     } else {
         let cli = Cli::parse_from(args);
-        fiber_web::logging::set_app_name(fiberstack::config::APP_NAME);
-        fiber_web::logging::init();
+        fiber_web::rig::set_app_name(fiberstack::config::APP_NAME);
+        fiber_web::rig::init_logging();
         match cli.command {
             Command::Bench(args) => bench::run(&args),
             Command::CancelReport { rounds, serve } => fiberstack::flags::parse(serve)
@@ -76,9 +76,9 @@ fn main() -> ExitCode {
             // Why the command failed is never filtered away: with RUST_LOG=off it
             // still goes to stderr, plainly.
             if log::log_enabled!(log::Level::Error) {
-                log::error!(target: fiber_web::logging::app_name(), "{e}");
+                log::error!(target: fiber_web::rig::app_name(), "{e}");
             } else {
-                eprintln!("{}: {e}", fiber_web::logging::app_name());
+                eprintln!("{}: {e}", fiber_web::rig::app_name());
             }
             ExitCode::FAILURE
         }

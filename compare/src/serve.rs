@@ -4,8 +4,7 @@
 //! as the fiber server does, sharing one private MariaDB; may_minihttp binds its own
 //! socket and serves alone.
 
-use fiber_web::shutdown::StopRequests;
-use fiber_web::supervisor::{self, Supervisor, SupervisorConfig};
+use fiber_web::rig::{self, StopRequests, Supervisor, SupervisorConfig};
 use fiber_web::{AppFlags, Options};
 use fiberstack::config::ServeConfig;
 use fiberstack::setup::BESIDE_MARIADB_VAR;
@@ -35,11 +34,11 @@ pub fn run(args: Vec<String>) -> Result<(), String> {
     }
     let (web, values) =
         Options::parse(&flags, args, |name| std::env::var(name).ok()).map_err(|e| e.to_string())?;
-    fiber_web::logging::set_app_name(&web.name);
-    fiber_web::logging::init();
+    fiber_web::rig::set_app_name(&web.name);
+    fiber_web::rig::init_logging();
     let runtime: Runtime = values.get("runtime").map_err(|e| e.to_string())?;
     let mut cfg = fiberstack::flags::config(web, &values).map_err(|e| e.to_string())?;
-    if supervisor::worker().is_some() {
+    if fiber_web::worker::current().is_some() {
         cfg.beside_mariadb = std::env::var(BESIDE_MARIADB_VAR).ok();
     }
     serve(runtime, &cfg)
@@ -58,36 +57,35 @@ fn serve(runtime: Runtime, cfg: &ServeConfig) -> Result<(), String> {
                 .into(),
         );
     }
-    if supervisor::worker().is_none() {
+    if fiber_web::worker::current().is_none() {
         match unsupervised_why(runtime, cfg) {
             None => return supervise(cfg),
             Some(why) => log::warn!(
-                target: fiber_web::logging::app_name(),
+                target: fiber_web::rig::app_name(),
                 "no supervisor ({why}): a worker that hangs on a lock a stack overflow left \
                  held, or asks to be replaced, cannot be replaced; restart it from outside"
             ),
         }
     }
-    let stops =
-        supervisor::stop_requests().map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let stops = rig::stop_requests().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let drained = match runtime {
         Runtime::Minihttp => return serve_minihttp(cfg, &stops),
         _ => {
             let running = compare::twin::start(cfg).map_err(|e| e.to_string())?;
-            fiber_web::logging::banner(&running.banner(cfg));
-            supervisor::ready();
+            fiber_web::rig::banner(&running.banner(cfg));
+            rig::ready();
             stopping(&stops.wait(), running.server.stop_state().in_flight(), cfg);
             running.shutdown(cfg.web.shutdown_grace)
         }
     };
     if drained.connections_left > 0 {
         log::warn!(
-            target: fiber_web::logging::app_name(),
+            target: fiber_web::rig::app_name(),
             "{} connections were still open after the grace period",
             drained.connections_left
         );
     }
-    log::info!(target: fiber_web::logging::app_name(), "stopped");
+    log::info!(target: fiber_web::rig::app_name(), "stopped");
     Ok(())
 }
 
@@ -126,7 +124,7 @@ fn supervise(cfg: &ServeConfig) -> Result<(), String> {
     sup.note(format!("MySQL: {}", db.db_where));
     let result = sup.run();
     drop(db);
-    log::info!(target: fiber_web::logging::app_name(), "stopped");
+    log::info!(target: fiber_web::rig::app_name(), "stopped");
     result
 }
 
@@ -134,13 +132,13 @@ fn supervise(cfg: &ServeConfig) -> Result<(), String> {
 /// then stop MySQL. Open connections are cut: may_minihttp has no graceful shutdown.
 fn serve_minihttp(cfg: &ServeConfig, stops: &StopRequests) -> Result<(), String> {
     for line in compare::mini::ignored_flags(cfg) {
-        log::warn!(target: fiber_web::logging::app_name(), "minihttp: {line}");
+        log::warn!(target: fiber_web::rig::app_name(), "minihttp: {line}");
     }
     let running = compare::mini::start(cfg).map_err(|e| e.to_string())?;
-    fiber_web::logging::banner(&running.banner(cfg));
+    fiber_web::rig::banner(&running.banner(cfg));
     let why = stops.wait();
     log::info!(
-        target: fiber_web::logging::app_name(),
+        target: fiber_web::rig::app_name(),
         "{why}; minihttp has no graceful shutdown, open connections are cut"
     );
     running.shutdown();
@@ -149,7 +147,7 @@ fn serve_minihttp(cfg: &ServeConfig, stops: &StopRequests) -> Result<(), String>
 
 fn stopping(why: &str, in_flight: usize, cfg: &ServeConfig) {
     log::info!(
-        target: fiber_web::logging::app_name(),
+        target: fiber_web::rig::app_name(),
         "{why}: finishing {in_flight} in-flight requests (up to {:?})",
         cfg.web.shutdown_grace
     );

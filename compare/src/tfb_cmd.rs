@@ -43,7 +43,7 @@ pub fn run(args: &TfbArgs) -> Result<(), String> {
     }
     let (pool, threads) = (args.pool as usize, args.threads as usize);
     let banner = |addr: SocketAddr| {
-        fiber_web::logging::banner(&format!(
+        fiber_web::rig::banner(&format!(
             "compare tfb: listening on http://{addr} | runtime {}, {threads} threads, a MySQL pool of {pool}",
             args.runtime
         ));

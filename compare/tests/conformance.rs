@@ -556,7 +556,7 @@ fn recent_dates() -> Vec<String> {
         .unwrap()
         .as_secs();
     (now - 3..=now + 1)
-        .map(|s| String::from_utf8(fiber_web::http::date::imf_fixdate(s).to_vec()).unwrap())
+        .map(|s| String::from_utf8(fiber_web::rig::imf_fixdate(s).to_vec()).unwrap())
         .collect()
 }
 

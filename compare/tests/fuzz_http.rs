@@ -23,8 +23,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use common::{get, parse_one, serve};
-use fiber_web::http::chunked;
-use fiber_web::http::request::{parse_head, Framing, Request};
+use fiber_web::rig::ChunkedDecoder;
+use fiber_web::rig::{parse_head, Framing};
+use fiber_web::Request;
 use fiberstack::config::{HttpLimits, ServeConfig};
 
 /// Parser iterations when FIBERSTACK_FUZZ_ITERS is not set (a couple of seconds).
@@ -313,7 +314,7 @@ fn the_parser_never_panics_and_every_error_is_a_4xx_or_5xx() {
                     Framing::Chunked => {
                         chunked_bodies += 1;
                         let mut rest = buf[head.head_len..].to_vec();
-                        let mut decoder = chunked::Decoder::default();
+                        let mut decoder = ChunkedDecoder::default();
                         let fed =
                             catch_unwind(AssertUnwindSafe(|| decoder.feed(&mut rest, &limits)))
                                 .unwrap_or_else(|_| {
@@ -533,7 +534,7 @@ fn exchange(addr: SocketAddr, req: &[u8], what: &str) -> Vec<u16> {
         }
         if r.status == 103 {
             // The interim answer that tells a client that only half-closed from one
-            // that left (`fiber_web::http::departure`); HTTP/1.1 clients skip 1xx.
+            // that left (fiber_web/src/http/departure.rs); HTTP/1.1 clients skip 1xx.
             continue;
         }
         assert!((200..600).contains(&r.status), "{}; {what}", r.status);

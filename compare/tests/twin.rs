@@ -173,7 +173,7 @@ fn every_route_answers_like_the_fiber_server() {
     let fiber_labels: Vec<&str> = fiberstack::app::ROUTE_LABELS
         .iter()
         .copied()
-        .filter(|label| ![fiber_web::HEALTHZ, fiber_web::METRICS].contains(label))
+        .filter(|label| ![fiber_web::metrics::HEALTHZ, fiber_web::metrics::METRICS].contains(label))
         .collect();
     let mut twin_labels: Vec<&str> = t["tasks"]["routes"]
         .as_object()
@@ -394,11 +394,9 @@ fn the_twins_gauges_survive_dropped_futures() {
 
         // An upstream that accepts (the kernel does) and never answers.
         let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = fiber_web::http::client::Url::parse(&format!(
-            "http://{}/",
-            silent.local_addr().unwrap()
-        ))
-        .unwrap();
+        let url =
+            fiber_web::client::Url::parse(&format!("http://{}/", silent.local_addr().unwrap()))
+                .unwrap();
         let client = compare::twin::client::Client::new(Default::default());
         let gone = tokio::time::timeout(Duration::from_millis(50), client.get(&url)).await;
         assert!(

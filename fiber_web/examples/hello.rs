@@ -6,8 +6,7 @@
 //! Then:     curl -i localhost:3006/hello
 #![forbid(unsafe_code)]
 
-use fiber_web::http::Request;
-use fiber_web::{App, AppFlags, Error, Options};
+use fiber_web::{App, AppFlags, Error, Options, Request};
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;

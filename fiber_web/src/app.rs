@@ -1,37 +1,5 @@
-//! The app: its state, its routes, its layers; built into what the server runs.
-//!
-//! ```no_run
-//! use fiber_web::{App, Options};
-//! use fiber_web::http::{Json, Request, Response};
-//!
-//! struct Greeter { greeting: &'static str }
-//!
-//! fn hello(g: &Greeter, req: &Request) -> String {
-//!     let name = req.query_param("name").unwrap_or_else(|| "world".into());
-//!     format!("{}, {name}!\n", g.greeting)
-//! }
-//!
-//! fn show(_: &Greeter, req: &Request) -> Result<Json<u64>, Response> {
-//!     Ok(Json(req.param("id")?))
-//! }
-//!
-//! fn main() -> Result<(), fiber_web::Error> {
-//!     App::new(Greeter { greeting: "Hello" })
-//!         .get("/hello", hello)
-//!         .get("/things/{id}", show)
-//!         .serve(Options::from_env_and_args()?)
-//! }
-//! ```
-//!
-//! Routes are checked when the app is built (by [`App::serve`], [`crate::serve()`] or
-//! [`App::test_client`]): a pattern that does not parse, or two routes for the same
-//! method and pattern, is an [`Error::Routes`] naming them. Each route has a label,
-//! its name in the counters, the metrics, the access log and the stall log: `GET
-//! /todos/{id}` unless [`App::named`] gives it another.
-//!
-//! Besides the app's own routes, a built app answers `GET /healthz` (200 while the
-//! process serves), `GET /readyz` (200, or 503 while [`App::readiness`] says no) and
-//! `GET /metrics` (Prometheus text), unless the app routes those paths itself.
+//! The app builder: its state, its routes, its layers; built into what the server runs
+//! ([`App`]'s own docs are the guide).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -162,8 +130,41 @@ impl<S: Send + Sync + 'static> Routes<S> {
     route_methods!(router);
 }
 
-/// An app: the state its handlers share, its routes and its layers. See the module's
-/// header for an example.
+/// An app: the state its handlers share, its routes and its layers, built into what
+/// the server runs.
+///
+///
+/// ```no_run
+/// use fiber_web::{App, Json, Options, Request, Response};
+///
+/// struct Greeter { greeting: &'static str }
+///
+/// fn hello(g: &Greeter, req: &Request) -> String {
+///     let name = req.query_param("name").unwrap_or_else(|| "world".into());
+///     format!("{}, {name}!\n", g.greeting)
+/// }
+///
+/// fn show(_: &Greeter, req: &Request) -> Result<Json<u64>, Response> {
+///     Ok(Json(req.param("id")?))
+/// }
+///
+/// fn main() -> Result<(), fiber_web::Error> {
+///     App::new(Greeter { greeting: "Hello" })
+///         .get("/hello", hello)
+///         .get("/things/{id}", show)
+///         .serve(Options::from_env_and_args()?)
+/// }
+/// ```
+///
+/// Routes are checked when the app is built (by [`App::serve`], [`crate::serve()`] or
+/// [`App::test_client`]): a pattern that does not parse, or two routes for the same
+/// method and pattern, is an [`Error::Routes`] naming them. Each route has a label,
+/// its name in the counters, the metrics, the access log and the stall log: `GET
+/// /todos/{id}` unless [`App::named`] gives it another.
+///
+/// Besides the app's own routes, a built app answers `GET /healthz` (200 while the
+/// process serves), `GET /readyz` (200, or 503 while [`App::readiness`] says no) and
+/// `GET /metrics` (Prometheus text), unless the app routes those paths itself.
 pub struct App<S> {
     state: Arc<S>,
     routes: Routes<S>,
@@ -198,7 +199,7 @@ impl<S: Send + Sync + 'static> App<S> {
 
     route_methods!(routes.router);
 
-    /// Run `layer` around every handler (see [`crate::layer`]); the first added is
+    /// Run `layer` around every handler (see [`Layer`]); the first added is
     /// the outermost.
     pub fn layer(mut self, layer: impl Layer<S> + 'static) -> Self {
         self.layers.push(Arc::new(layer));

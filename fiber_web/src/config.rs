@@ -45,14 +45,14 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 pub const DEFAULT_ACCESS_LOG: bool = true;
 
 /// `HttpLimits::connection_stack`: bytes of may stack per connection coroutine.
-pub const CONNECTION_STACK: usize = 32 * 1024;
+pub(crate) const CONNECTION_STACK: usize = 32 * 1024;
 /// Finished coroutines may keeps, with their stacks, for the next spawn of the same
 /// (default) stack size; connection coroutines are such. may's own default, 1000, is
 /// made at start-up (a stack mapping each), and every stack in the cache keeps the
 /// pages its last coroutine touched: after a burst of connections a server held 1000
 /// of them (about 20 MiB in a debug build, 8 MiB in release) for good. 256 keeps
 /// spawning cheap for the concurrency our scenarios use and bounds what stays.
-pub const COROUTINE_CACHE: usize = 256;
+pub(crate) const COROUTINE_CACHE: usize = 256;
 /// `--processes`: one process, no supervisor (2 or more start a supervisor).
 pub const DEFAULT_PROCESSES: usize = 1;
 /// Longest a new worker process may take to accept before the supervisor kills it and
@@ -135,7 +135,7 @@ impl Default for HttpLimits {
     }
 }
 
-/// Limits of the outgoing HTTP client (`fiber_web::http::client`; the demo's
+/// Limits of the outgoing HTTP client (`fiber_web::client`; the demo's
 /// `/widgets/http` and `/twitter`). Every wait of a call is bounded by its phase's limit
 /// and by the call's own (`total_timeout`, or the request's timeout or deadline),
 /// whichever ends first; the error names the one that did.
@@ -220,9 +220,13 @@ impl Default for ClientLimits {
     }
 }
 
+/// Longest `--fiber-wait`, `--shutdown-grace` or stall limit: an hour (and the longest
+/// wait an app's own flags should accept).
+pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+
 /// The cores this process may run on: the default number of worker threads (may's or
 /// tokio's), and of the bench's wrk threads. 1 when the system cannot say.
-pub fn cores() -> usize {
+pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 

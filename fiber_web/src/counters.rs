@@ -14,13 +14,13 @@ use fiber_pool::same_label;
 /// Upper bounds (seconds) of the request-latency histogram's buckets; the last bucket,
 /// `+Inf`, is implicit. From half a millisecond (`/hello`) to ten seconds (a slow
 /// `/widgets?sleep=`), about 2.5x apart, as Prometheus' own defaults are.
-pub const LATENCY_BUCKETS: [f64; 14] = [
+pub(crate) const LATENCY_BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
 /// The route label of requests that matched no route (404, 405, `OPTIONS *`), and of
 /// any label the table was not built with.
-pub const UNMATCHED: &str = "unmatched";
+pub(crate) const UNMATCHED: &str = "unmatched";
 
 /// Requests and connections seen by the server since it started.
 #[derive(Debug)]
@@ -46,9 +46,9 @@ pub struct HttpStats {
 
 /// What one route's requests did: counts by status class and a latency histogram.
 #[derive(Debug)]
-pub struct RouteStats {
+pub(crate) struct RouteStats {
     /// The route's label.
-    pub label: &'static str,
+    pub(crate) label: &'static str,
     by_class: [AtomicU64; 6],
     /// Requests per latency bucket, NOT cumulative: index `i` counts the requests
     /// that took more than bucket `i-1` and at most bucket `i`; the last is `+Inf`.
@@ -59,20 +59,20 @@ pub struct RouteStats {
 
 /// A consistent-enough copy of one route's counters, for rendering.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RouteSnapshot {
+pub(crate) struct RouteSnapshot {
     /// The route's label.
-    pub label: &'static str,
+    pub(crate) label: &'static str,
     /// Requests by status class: index 1..=5 for 1xx..5xx.
-    pub by_class: [u64; 6],
+    pub(crate) by_class: [u64; 6],
     /// Cumulative counts per bucket of [`LATENCY_BUCKETS`], then `+Inf` (= the count).
-    pub cumulative: [u64; LATENCY_BUCKETS.len() + 1],
+    pub(crate) cumulative: [u64; LATENCY_BUCKETS.len() + 1],
     /// Summed latency in seconds.
-    pub sum_secs: f64,
+    pub(crate) sum_secs: f64,
 }
 
 impl RouteSnapshot {
     /// Requests counted in the histogram.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.cumulative[LATENCY_BUCKETS.len()]
     }
 }
@@ -101,7 +101,7 @@ impl RouteStats {
 
     /// The counters now. Each is read once; the histogram's count is the sum of its
     /// buckets, so buckets and count always agree, whatever runs meanwhile.
-    pub fn snapshot(&self) -> RouteSnapshot {
+    pub(crate) fn snapshot(&self) -> RouteSnapshot {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut cumulative = [0; LATENCY_BUCKETS.len() + 1];
         let mut total = 0;
@@ -124,7 +124,7 @@ fn class(status: u16) -> usize {
 }
 
 impl Default for HttpStats {
-    /// No route labels yet (every request counts as [`UNMATCHED`]), access log off.
+    /// No route labels yet (every request counts as `unmatched`), access log off.
     fn default() -> Self {
         HttpStats::unrouted(false)
     }
@@ -133,6 +133,7 @@ impl Default for HttpStats {
 impl HttpStats {
     /// Counters for the routes labelled `labels` (duplicates are counted once), and
     /// whether requests get an access line.
+    #[doc(hidden)]
     pub fn new(labels: impl IntoIterator<Item = &'static str>, access_log: bool) -> HttpStats {
         let stats = HttpStats::unrouted(access_log);
         stats.set_routes(labels);
@@ -141,7 +142,7 @@ impl HttpStats {
 
     /// Counters whose route table is set later, when the app is built
     /// ([`HttpStats::set_routes`]); until then every request counts as [`UNMATCHED`].
-    pub fn unrouted(access_log: bool) -> HttpStats {
+    pub(crate) fn unrouted(access_log: bool) -> HttpStats {
         HttpStats {
             started: Instant::now(),
             accepted: AtomicU64::new(0),
@@ -159,7 +160,7 @@ impl HttpStats {
 
     /// Count requests per route from now on, for the routes labelled `labels`
     /// (duplicates counted once). The table is set once: a later call changes nothing.
-    pub fn set_routes(&self, labels: impl IntoIterator<Item = &'static str>) {
+    pub(crate) fn set_routes(&self, labels: impl IntoIterator<Item = &'static str>) {
         let mut table: Vec<RouteStats> = Vec::new();
         for label in labels.into_iter().chain([UNMATCHED]) {
             if !table.iter().any(|r| r.label == label) {
@@ -176,38 +177,43 @@ impl HttpStats {
     }
 
     /// Count a connection the accept loop took.
+    #[doc(hidden)]
     pub fn accepted(&self) {
         self.accepted.fetch_add(1, Ordering::Relaxed);
     }
     /// A connection is being served until the returned guard drops.
-    pub fn connection_open(self: &Arc<Self>) -> OpenConnection {
+    pub(crate) fn connection_open(self: &Arc<Self>) -> OpenConnection {
         self.open.fetch_add(1, Ordering::Relaxed);
         OpenConnection(Arc::clone(self))
     }
     /// Count a connection refused because the limit of open ones was reached.
+    #[doc(hidden)]
     pub fn rejected_connection(&self) {
         self.rejected_connections.fetch_add(1, Ordering::Relaxed);
     }
     /// Count a request refused before routing (not HTTP/1.x, or over a limit).
-    pub fn protocol_error(&self) {
+    pub(crate) fn protocol_error(&self) {
         self.protocol_errors.fetch_add(1, Ordering::Relaxed);
     }
     /// Count a request not run because its client had gone (reset) while it waited.
-    pub fn abandoned(&self) {
+    pub(crate) fn abandoned(&self) {
         self.abandoned.fetch_add(1, Ordering::Relaxed);
     }
     /// Count a request whose client went away while it ran: its work was cancelled
     /// and nothing was sent.
+    #[doc(hidden)]
     pub fn cancelled(&self) {
         self.cancelled.fetch_add(1, Ordering::Relaxed);
     }
     /// Count a response by its status class (1xx..5xx).
+    #[doc(hidden)]
     pub fn response(&self, status: u16) {
         self.by_class[class(status)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Count a request that reached the router: its route (`None`: it matched none),
     /// status and latency. A label the table does not know counts as [`UNMATCHED`].
+    #[doc(hidden)]
     pub fn request(&self, route: Option<&str>, status: u16, took: Duration) {
         let label = route.unwrap_or(UNMATCHED);
         // A dozen short labels: a linear scan beats hashing, and needs no lock.
@@ -220,11 +226,12 @@ impl HttpStats {
     }
 
     /// Every route's counters, in the order the routes were given, [`UNMATCHED`] last.
-    pub fn routes(&self) -> impl Iterator<Item = RouteSnapshot> + '_ {
+    pub(crate) fn routes(&self) -> impl Iterator<Item = RouteSnapshot> + '_ {
         self.table().iter().map(RouteStats::snapshot)
     }
 
     /// Whether each request gets an access line (`--access-log`).
+    #[doc(hidden)]
     pub fn access_log(&self) -> bool {
         self.access_log
     }
@@ -235,7 +242,7 @@ impl HttpStats {
     }
 
     /// The connection and response counters now.
-    pub fn connection_counts(&self) -> ConnectionCounts {
+    pub(crate) fn connection_counts(&self) -> ConnectionCounts {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         ConnectionCounts {
             accepted: get(&self.accepted),
@@ -270,26 +277,26 @@ impl HttpStats {
 
 /// The server's connection and response counters at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ConnectionCounts {
+pub(crate) struct ConnectionCounts {
     /// Client connections accepted.
-    pub accepted: u64,
+    pub(crate) accepted: u64,
     /// Connections being served now.
-    pub open: u64,
+    pub(crate) open: u64,
     /// Connections answered 503 and closed: the limit was reached.
-    pub rejected: u64,
+    pub(crate) rejected: u64,
     /// Requests that were not valid HTTP/1.x or broke a limit before routing.
-    pub protocol_errors: u64,
+    pub(crate) protocol_errors: u64,
     /// Requests not run because their client had gone while they waited.
-    pub abandoned: u64,
+    pub(crate) abandoned: u64,
     /// Requests whose client went away while they ran: cancelled, nothing sent.
-    pub cancelled: u64,
+    pub(crate) cancelled: u64,
     /// Responses by status class: index 1..=5 for 1xx..5xx.
-    pub responses: [u64; 6],
+    pub(crate) responses: [u64; 6],
 }
 
 /// One connection counted in `open_connections` while it lives.
 #[derive(Debug)]
-pub struct OpenConnection(Arc<HttpStats>);
+pub(crate) struct OpenConnection(Arc<HttpStats>);
 
 impl Drop for OpenConnection {
     fn drop(&mut self) {

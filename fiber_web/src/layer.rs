@@ -1,39 +1,40 @@
-//! Layers: code that runs around every handler, in order, on the handler's fiber.
-//!
-//! A layer sees the request first and the response last, and may answer by itself
-//! (a refused token, a CORS preflight) without calling the rest. Layers run on the
-//! request's fiber with the handler, so a layer's stack overflow or panic is a 500
-//! like a handler's, and its own answers go through the server's counters and the
-//! access line like any other. They run for every request the app routes or refuses
-//! (404, 405), so an auth layer also covers unknown paths and a CORS layer can answer
-//! a preflight `OPTIONS` that no route serves; the built-in `/healthz`, `/readyz` and
-//! `/metrics` are answered before them (probes and scrapers send no app tokens).
-//!
-//! The first layer added is the outermost: `.layer(a).layer(b)` runs `a`, then `b`,
-//! then the handler, and the response goes back through `b`, then `a`.
-//!
-//! ```
-//! use fiber_web::{Layer, Next};
-//! use fiber_web::http::{Request, Response};
-//!
-//! /// Adds `Server-Timing` with the handler's time.
-//! struct Timing;
-//!
-//! impl<S> Layer<S> for Timing {
-//!     fn call(&self, state: &S, req: &mut Request, next: Next<'_, S>) -> Response {
-//!         let started = std::time::Instant::now();
-//!         let resp = next.run(state, req);
-//!         let ms = started.elapsed().as_secs_f64() * 1000.0;
-//!         resp.header("Server-Timing", format!("app;dur={ms:.3}"))
-//!     }
-//! }
-//! ```
+//! The layer trait and the chain that runs layers around a handler ([`Layer`]'s own
+//! docs are the guide).
 
 use std::sync::Arc;
 
 use crate::http::{Handler, Request, Response};
 
-/// Code around the handler; see the module's header.
+/// Code that runs around every handler, in order, on the handler's fiber.
+///
+/// A layer sees the request first and the response last, and may answer by itself
+/// (a refused token, a CORS preflight) without calling the rest. Layers run on the
+/// request's fiber with the handler, so a layer's stack overflow or panic is a 500
+/// like a handler's, and its own answers go through the server's counters and the
+/// access line like any other. They run for every request the app routes or refuses
+/// (404, 405), so an auth layer also covers unknown paths and a CORS layer can answer
+/// a preflight `OPTIONS` that no route serves; the built-in `/healthz`, `/readyz` and
+/// `/metrics` are answered before them (probes and scrapers send no app tokens).
+///
+/// The first layer added is the outermost: `.layer(a).layer(b)` runs `a`, then `b`,
+/// then the handler, and the response goes back through `b`, then `a`.
+///
+/// ```
+/// use fiber_web::layers::{Layer, Next};
+/// use fiber_web::{Request, Response};
+///
+/// /// Adds `Server-Timing` with the handler's time.
+/// struct Timing;
+///
+/// impl<S> Layer<S> for Timing {
+///     fn call(&self, state: &S, req: &mut Request, next: Next<'_, S>) -> Response {
+///         let started = std::time::Instant::now();
+///         let resp = next.run(state, req);
+///         let ms = started.elapsed().as_secs_f64() * 1000.0;
+///         resp.header("Server-Timing", format!("app;dur={ms:.3}"))
+///     }
+/// }
+/// ```
 pub trait Layer<S>: Send + Sync {
     /// The response to `req`: usually `next.run(state, req)`, changed or not; or an
     /// answer of the layer's own.

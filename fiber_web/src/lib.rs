@@ -5,8 +5,7 @@
 //! and a handler that blocks its thread is named in the log.
 //!
 //! ```no_run
-//! use fiber_web::http::{Json, Request, Response};
-//! use fiber_web::{App, Options};
+//! use fiber_web::{App, Json, Options, Request, Response};
 //!
 //! fn show(_: &(), req: &Request) -> Result<Json<u64>, Response> {
 //!     Ok(Json(req.param("id")?))
@@ -21,21 +20,32 @@
 //! `#[global_allocator] static ALLOC: fiber_pool::FiberSafeAlloc =
 //! fiber_pool::FiberSafeAlloc;` (an overflow then never strikes inside malloc).
 //!
+//! What an app uses is at the root ([`App`], [`Routes`], [`Request`], [`Response`],
+//! [`Json`], [`IntoResponse`], [`serve`], [`Options`], [`Error`], ...) and in a few
+//! modules: [`client`] (outgoing HTTP), [`layers`] ([`layers::Layer`] and the ones that
+//! ship), [`config`] (every limit, named), [`metrics`] (what `/metrics` and a `/stats`
+//! route show, and an app's own families), [`test`](mod@test) (requests without a socket) and
+//! [`worker`] (this worker process; asking for a fresh one). Everything else is the
+//! crate's own; the comparison rig reuses some of it through `rig`, which is not API.
+//!
 //! Layout, each layer using only those below it:
 //! ```text
 //! serve.rs, options.rs   one call: logging, supervisor, watchdog, signals, drain
 //! app.rs, layer.rs       the app builder: routes, layers, readiness, metrics
 //!   layers/              CORS, request ids, bearer tokens
-//!   test_client.rs       an app's requests on real fibers, without a socket
+//!   test.rs              an app's requests on real fibers, without a socket
 //! dispatch.rs            a request: router, route limit, layers + handler on a fiber
 //! builtin.rs             /healthz, /readyz, /metrics
 //! server.rs              accept loop, one coroutine per connection
-//!   -> supervisor/ (worker processes behind one port), watchdog.rs (stalls, overflows)
+//!   -> supervisor/ (worker processes behind one port; worker.rs is this one's face),
+//!      watchdog.rs (stalls, overflows)
 //!   -> logging.rs (the logger: RUST_LOG, line format; the access and 5xx lines)
 //!   -> metrics.rs (Prometheus text from typed snapshots)
 //!   -> http/ (request, response, router, connection loop, listener, client)
 //!   -> config.rs (every limit, named), shutdown.rs, counters.rs (per-route counters)
+//!   -> mysql.rs (MySQL errors as responses, the pool in /metrics: the `mysql` feature)
 //!   -> fiber_mysql (MySQL on fibers)  ->  fiber_pool (guarded fibers)  ->  may
+//! rig.rs                 re-exports for the comparison rig and the demo's tools
 //! ```
 
 #![forbid(unsafe_code)]
@@ -46,31 +56,37 @@
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
-pub mod app;
+mod app;
 mod builtin;
 pub mod config;
-pub mod counters;
+mod counters;
 mod dispatch;
 mod error;
 mod flags;
-pub mod http;
-pub mod layer;
+mod http;
+mod layer;
 pub mod layers;
-pub mod logging;
+mod logging;
 pub mod metrics;
-pub mod options;
+#[cfg(feature = "mysql")]
+mod mysql;
+mod options;
+#[doc(hidden)]
+pub mod rig;
 mod serve;
-pub mod server;
-pub mod shutdown;
-pub mod supervisor;
-pub mod test_client;
-pub mod watchdog;
+mod server;
+mod shutdown;
+mod supervisor;
+pub mod test;
+mod watchdog;
+pub mod worker;
 
 pub use app::{App, Routes};
-pub use builtin::{readiness_response, HEALTHZ, METRICS, READYZ};
 pub use error::Error;
 pub use flags::{AppArgs, AppFlags};
-pub use layer::{Layer, Next};
+pub use http::client;
+pub use http::html;
+pub use http::{Handler, Headers, IntoResponse, Json, Request, Response};
 pub use options::Options;
-pub use serve::{client_address, serve, serve_with, start, Beside, Serving, Started};
-pub use test_client::{TestClient, TestResponse};
+pub use serve::{serve, serve_with, start, Beside, Serving, Started};
+pub use shutdown::Drained;

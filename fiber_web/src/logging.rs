@@ -54,7 +54,7 @@ pub fn app_name() -> &'static str {
 
 /// The target of access lines, `NAME::access`: `RUST_LOG=NAME::access=off` silences
 /// them.
-pub fn access_target() -> &'static str {
+pub(crate) fn access_target() -> &'static str {
     names().1
 }
 
@@ -66,14 +66,14 @@ fn names() -> (&'static str, &'static str) {
 }
 
 /// The filter used when `RUST_LOG` says nothing else.
-pub const DEFAULT_FILTER: &str = "info,may=warn";
+pub(crate) const DEFAULT_FILTER: &str = "info,may=warn";
 
 /// Stack a log call on a fiber gets before the logger runs: formatting into
 /// env_logger's buffer, and the write to stderr under its lock (debug builds' frames
 /// are several times larger than release builds').
-pub const LOG_STACK_MARGIN: usize = 16 * 1024;
+pub(crate) const LOG_STACK_MARGIN: usize = 16 * 1024;
 
-/// Install the logger: [`DEFAULT_FILTER`], then the directives of `RUST_LOG`. Bad
+/// Install the logger: `DEFAULT_FILTER`, then the directives of `RUST_LOG`. Bad
 /// directives are reported through the logger once it is installed. Does nothing if
 /// a logger is already installed.
 pub fn init() {
@@ -102,7 +102,7 @@ pub fn init() {
 
 /// `spec` split into the directives env_logger accepts (joined again) and a
 /// description of each one it does not.
-pub fn split_directives(spec: &str) -> (String, Vec<String>) {
+pub(crate) fn split_directives(spec: &str) -> (String, Vec<String>) {
     let (mods, filter) = match spec.split_once('/') {
         Some((mods, filter)) => (mods, Some(filter)),
         None => (spec, None),
@@ -168,11 +168,11 @@ fn format(out: &mut env_logger::fmt::Formatter, record: &Record) -> std::io::Res
 /// `2026-11-30T20:51:06.123Z`: RFC 3339, UTC, milliseconds. Written digit by digit
 /// into 24 bytes: with `format!` it was the largest part of the access line's cost
 /// (callgrind: 3,300 instructions of 8,700; now 320).
-pub struct Timestamp([u8; 24]);
+pub(crate) struct Timestamp([u8; 24]);
 
 impl Timestamp {
     /// The timestamp of `t`.
-    pub fn of(t: SystemTime) -> Timestamp {
+    pub(crate) fn of(t: SystemTime) -> Timestamp {
         let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
         let secs = since.as_secs();
         let (days, rem) = (secs / 86_400, secs % 86_400);
@@ -211,7 +211,7 @@ pub fn banner(line: &str) {
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
-/// The access line of one request, at info under [`access_target`]:
+/// The access line of one request, at info under `access_target()` (`NAME::access`):
 /// `GET /widgets 200 51.234ms route=widgets stack=3312B`. The path is the request's
 /// (no query string: it may carry a user's tokens); `route=-` when no route matched;
 /// `stack=` only when this request's fiber stack was measured (every 64th).

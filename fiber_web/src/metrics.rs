@@ -6,8 +6,9 @@
 //! an async server's task slots) with their per-route runs, overflows, stalls and
 //! stack peaks; the per-route request counters and latency histograms of
 //! [`HttpStats`]; a few lines of /proc for the process; and whatever the app adds
-//! through [`App::metrics`](crate::App::metrics) with an [`Exposition`] (the MySQL
-//! pool: [`Exposition::db_pool`]; the HTTP client: [`Exposition::http_client`]).
+//! through [`App::metrics`](crate::App::metrics) with an [`Exposition`] (the HTTP
+//! client: [`Exposition::http_client`]; the MySQL pool, with the `mysql` feature:
+//! `Exposition::db_pool`).
 //! Names follow Prometheus' conventions: the app's name as prefix, base units
 //! (`_seconds`, `_bytes`), `_total` on counters, HELP and TYPE for every family; the
 //! process families use the standard `process_` names.
@@ -20,7 +21,10 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::counters::{HttpStats, LATENCY_BUCKETS};
+pub use crate::builtin::{HEALTHZ, METRICS, READYZ};
+pub use crate::counters::HttpStats;
+
+use crate::counters::LATENCY_BUCKETS;
 use crate::http::client::ClientStats;
 use crate::http::Response;
 
@@ -303,71 +307,8 @@ impl Exposition {
         self.sample(&self.own(name), labels, value);
     }
 
-    fn own_single(&mut self, name: &str, kind: Kind, help: &str, value: f64) {
+    pub(crate) fn own_single(&mut self, name: &str, kind: Kind, help: &str, value: f64) {
         self.single(&self.own(name), kind, help, value);
-    }
-
-    /// The MySQL pool's families (`NAME_db_pool_*`).
-    pub fn db_pool(&mut self, s: &fiber_mysql::PoolStats) {
-        let families: [(&str, Kind, &str, f64); 9] = [
-            (
-                "db_pool_connections",
-                Gauge,
-                "MySQL connections in the pool.",
-                s.size as f64,
-            ),
-            (
-                "db_pool_in_use",
-                Gauge,
-                "MySQL connections checked out now.",
-                s.in_use as f64,
-            ),
-            (
-                "db_pool_idle",
-                Gauge,
-                "MySQL connections open and idle in the pool now.",
-                s.idle as f64,
-            ),
-            (
-                "db_pool_waiting",
-                Gauge,
-                "Handlers waiting for a MySQL connection now.",
-                s.waiting as f64,
-            ),
-            (
-                "db_pool_waits_total",
-                Counter,
-                "Checkouts that had to wait for a MySQL connection.",
-                s.total_waits as f64,
-            ),
-            (
-                "db_pool_wait_seconds_total",
-                Counter,
-                "Seconds checkouts spent waiting for a MySQL connection.",
-                s.total_wait_time.as_secs_f64(),
-            ),
-            (
-                "db_pool_replaced_total",
-                Counter,
-                "MySQL connections closed after an error and replaced.",
-                s.replaced as f64,
-            ),
-            (
-                "db_pool_resets_total",
-                Counter,
-                "MySQL connections reset at give-back because their session changed.",
-                s.resets as f64,
-            ),
-            (
-                "db_pool_kill_connections",
-                Gauge,
-                "Side-channel MySQL connections kept open for KILL QUERY.",
-                s.kill_connections as f64,
-            ),
-        ];
-        for (name, kind, help, value) in families {
-            self.own_single(name, kind, help, value);
-        }
     }
 
     /// The outgoing HTTP client's families (`NAME_http_client_*`).
@@ -769,19 +710,8 @@ mod tests {
             workers: &workers(),
             http: &http,
         });
-        out.db_pool(&fiber_mysql::PoolStats {
-            size: 2,
-            idle: 2,
-            total_waits: 3,
-            total_wait_time: Duration::from_millis(1500),
-            ..Default::default()
-        });
         let text = out.into_text();
         assert!(text.contains("# TYPE fiberstack_fibers gauge\nfiberstack_fibers 4\n"));
-        assert!(
-            text.contains("fiberstack_db_pool_wait_seconds_total 1.5\n"),
-            "{text}"
-        );
         assert!(text.contains("fiberstack_route_stalls_total{route=\"hello\"} 0\n"));
         assert!(text
             .contains("fiberstack_http_requests_total{route=\"hello\",status_class=\"2xx\"} 1\n"));

@@ -15,19 +15,17 @@ use std::time::Duration;
 use crate::config::{
     cores, ByteSize, HttpLimits, WatchdogLimits, DEFAULT_ACCESS_LOG, DEFAULT_BIND, DEFAULT_FIBERS,
     DEFAULT_FIBER_WAIT, DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SCOPE_CHILDREN,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE, DEFAULT_WORKER_START_TIMEOUT,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE, DEFAULT_WORKER_START_TIMEOUT, MAX_WAIT,
 };
 use crate::flags::{AppArgs, AppFlags};
 use crate::Error;
 
 /// Most `--fibers`: each reserves address space for its stack.
-pub const MAX_FIBERS: usize = 100_000;
+pub(crate) const MAX_FIBERS: usize = 100_000;
 /// Most `--workers` threads.
-pub const MAX_WORKERS: usize = 1024;
-/// Longest `--fiber-wait`, `--shutdown-grace` or stall limit: an hour.
-pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+pub(crate) const MAX_WORKERS: usize = 1024;
 /// Shortest `--stall-warn`: the stall clock ticks in milliseconds.
-pub const MIN_STALL_WARN: Duration = Duration::from_millis(10);
+pub(crate) const MIN_STALL_WARN: Duration = Duration::from_millis(10);
 
 /// How to serve an app.
 #[derive(Clone, Debug)]
@@ -458,7 +456,7 @@ impl Options {
     /// fiber takes a spare: the pool keeps as many spares as overflows the watchdog
     /// lets this process take (`--overflow-limit`), at least the pool's default;
     /// spares are address space only until used.
-    pub fn pool_config(&self) -> fiber_pool::PoolConfig {
+    pub(crate) fn pool_config(&self) -> fiber_pool::PoolConfig {
         let defaults = fiber_pool::PoolConfig::default();
         let limit = usize::try_from(self.watchdog.overflow_limit).unwrap_or(usize::MAX);
         fiber_pool::PoolConfig {

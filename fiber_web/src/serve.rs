@@ -146,7 +146,7 @@ impl Started {
 
 /// The address a client on this machine uses for a server bound to `bound`: an
 /// unspecified address (`0.0.0.0`, `::`) becomes loopback.
-pub fn client_address(bound: SocketAddr) -> SocketAddr {
+pub(crate) fn client_address(bound: SocketAddr) -> SocketAddr {
     let mut addr = bound;
     if addr.ip().is_unspecified() {
         addr.set_ip(match addr {
@@ -282,9 +282,14 @@ impl Serving {
         &self.stats
     }
 
-    /// The server (its shutdown state: connections and requests in flight).
-    pub fn server(&self) -> &Server {
-        &self.server
+    /// Client connections open now.
+    pub fn connections(&self) -> usize {
+        self.server.stop_state().connections()
+    }
+
+    /// Requests being handled now.
+    pub fn in_flight(&self) -> usize {
+        self.server.stop_state().in_flight()
     }
 
     /// What the app added to the start-up line while it was built ([`Started::note`]).
@@ -303,15 +308,20 @@ impl Serving {
 /// non-blocking half of [`serve`], without its logger, supervisor and signals, for a
 /// test or an app that arranges those itself. The watchdog calls `replace` with a
 /// reason when this process should be replaced
-/// ([`supervisor::ask_for_replacement`] in a supervised worker).
-pub fn start<S, E, F>(options: &Options, replace: ReplaceHook, build: F) -> Result<Serving, Error>
+/// ([`worker::ask_for_replacement`](crate::worker::ask_for_replacement) in a
+/// supervised worker; a test passes `|_| {}`).
+pub fn start<S, E, F>(
+    options: &Options,
+    replace: impl Fn(&str) + Send + 'static,
+    build: F,
+) -> Result<Serving, Error>
 where
     S: Send + Sync + 'static,
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
     F: FnOnce(&Started) -> Result<App<S>, E>,
 {
     crate::logging::set_app_name(&options.name);
-    start_with_vars(options, replace, BTreeMap::new(), build)
+    start_with_vars(options, Box::new(replace), BTreeMap::new(), build)
 }
 
 fn start_with_vars<S, E, F>(

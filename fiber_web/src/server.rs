@@ -8,7 +8,6 @@
 //! ```
 
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,9 +26,8 @@ use crate::shutdown::{Drained, Stop};
 /// How often [`Server::shutdown`] looks whether the accept loop has ended.
 const ACCEPT_EXIT_POLL: Duration = Duration::from_millis(10);
 
-/// A running server: its address, and the handle that stops it.
-pub struct Server {
-    addr: SocketAddr,
+/// A running server: the handle that stops it.
+pub(crate) struct Server {
     stop: Arc<Stop>,
     /// Wakes the accept loop from its wait for a connection, to see the stop flag.
     wake_accept: WaitIoWaker,
@@ -41,7 +39,7 @@ pub struct Server {
 /// hook set so far runs on a stack of its own when a handler panics on a fiber
 /// (`fiber_pool::run_panic_hook_off_fiber`: printing on a fiber near its limit could
 /// overflow with stderr's lock held).
-pub fn spawn(
+pub(crate) fn spawn(
     listener: impl Into<Listener>,
     service: Arc<dyn Service>,
     limits: HttpLimits,
@@ -49,7 +47,6 @@ pub fn spawn(
 ) -> io::Result<Server> {
     fiber_pool::run_panic_hook_off_fiber();
     let listener = listener.into();
-    let addr = listener.socket.local_addr()?;
     let stop = Arc::new(Stop::default());
     let accept_stop = Arc::clone(&stop);
     let wake_accept = listener.socket.waker();
@@ -60,7 +57,6 @@ pub fn spawn(
     let accept = fiber_pool::carrier::spawn("accept", None, accept)
         .inspect_err(|_| unless_accepting.close())?;
     Ok(Server {
-        addr,
         stop,
         wake_accept,
         accept: Some(accept),
@@ -165,13 +161,8 @@ fn reject(mut stream: may::net::TcpStream, max: usize) {
 }
 
 impl Server {
-    /// The address the server listens on (with the real port when bound to port 0).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// The shared shutdown state (connections and requests in flight).
-    pub fn stop_state(&self) -> &Arc<Stop> {
+    pub(crate) fn stop_state(&self) -> &Arc<Stop> {
         &self.stop
     }
 
@@ -179,7 +170,7 @@ impl Server {
     /// The accept loop is waited for within `grace` too: it is a coroutine, and one of
     /// may's threads may be held for ever (a handler blocked on a lock an overflow
     /// left behind; tests/adversarial.rs), with the accept loop queued behind it.
-    pub fn shutdown(mut self, grace: Duration) -> Drained {
+    pub(crate) fn shutdown(mut self, grace: Duration) -> Drained {
         let deadline = Instant::now() + grace;
         self.stop.begin();
         self.wake_accept.wakeup();
@@ -195,13 +186,6 @@ impl Server {
             connections_left: self
                 .stop
                 .wait_drained(deadline.saturating_duration_since(Instant::now())),
-        }
-    }
-
-    /// Block until the accept loop ends (it ends only through `shutdown`).
-    pub fn wait(mut self) {
-        if let Some(accept) = self.accept.take() {
-            let _ = accept.join();
         }
     }
 }

@@ -59,7 +59,7 @@ impl Stop {
 
     /// Wait (sleeping in may) until no connection is open or `deadline` passes;
     /// returns the connections still open.
-    pub fn wait_drained(&self, grace: Duration) -> usize {
+    pub(crate) fn wait_drained(&self, grace: Duration) -> usize {
         let deadline = Instant::now() + grace;
         while self.connections() > 0 && Instant::now() < deadline {
             may::coroutine::sleep(Duration::from_millis(20));
@@ -103,7 +103,7 @@ pub struct StopRequests {
 impl StopRequests {
     /// Turn SIGTERM, and SIGINT when `on_sigint`, into stop requests. Registered before
     /// anything starts, a signal during start-up is not lost.
-    pub fn install(on_sigint: bool) -> std::io::Result<Self> {
+    pub(crate) fn install(on_sigint: bool) -> std::io::Result<Self> {
         use signal_hook::consts::{SIGINT, SIGTERM};
         let (tx, rx) = std::sync::mpsc::channel();
         // A supervised worker still registers SIGINT, to ignore it: Ctrl-C reaches the
@@ -130,7 +130,7 @@ impl StopRequests {
     }
 
     /// Another source of stop requests.
-    pub fn sender(&self) -> std::sync::mpsc::Sender<String> {
+    pub(crate) fn sender(&self) -> std::sync::mpsc::Sender<String> {
         self.tx.clone()
     }
 

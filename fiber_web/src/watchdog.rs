@@ -31,7 +31,7 @@ use fiber_pool::{Aftermath, RunningJob};
 use crate::config::WatchdogLimits;
 
 /// Called with the reason when the watchdog decides this process should be replaced.
-pub type ReplaceHook = Box<dyn Fn(&str) + Send>;
+pub(crate) type ReplaceHook = Box<dyn Fn(&str) + Send>;
 
 /// The shortest interval between two looks, whatever `--stall-warn` is.
 const MIN_TICK: Duration = Duration::from_millis(5);
@@ -41,7 +41,7 @@ const MIN_TICK: Duration = Duration::from_millis(5);
 static STALLS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
 
 /// Stalls per route so far, for `/stats`.
-pub fn stalls() -> BTreeMap<&'static str, u64> {
+pub(crate) fn stalls() -> BTreeMap<&'static str, u64> {
     lock(&STALLS).clone()
 }
 
@@ -53,7 +53,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// A running watchdog; stopped (and its thread joined) when dropped.
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -72,7 +72,7 @@ impl Drop for Watchdog {
 /// `limits.stall_warn`; past `stall_limit`, when the overflow aftermath says the
 /// process is broken, or after `overflow_limit` caught overflows, `replace` is called
 /// with the reason.
-pub fn spawn(limits: WatchdogLimits, replace: ReplaceHook) -> io::Result<Watchdog> {
+pub(crate) fn spawn(limits: WatchdogLimits, replace: ReplaceHook) -> io::Result<Watchdog> {
     let stop = Arc::new(AtomicBool::new(false));
     let warn = limits.stall_warn;
     let tick = (warn / 4).max(MIN_TICK);

@@ -6,9 +6,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use fiber_web::http::{Json, Request, Response};
+use fiber_web::layers::Next;
 use fiber_web::layers::{BearerAuth, Cors, RequestId};
-use fiber_web::{App, Error, Next, Routes};
+use fiber_web::{App, Error, Json, Request, Response, Routes};
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
@@ -170,7 +170,7 @@ fn bad_patterns_and_clashing_routes_are_refused_when_the_app_is_built() {
 /// A layer that notes where it ran, before and after the rest.
 struct Trace(&'static str, Arc<std::sync::Mutex<Vec<String>>>);
 
-impl<S> fiber_web::Layer<S> for Trace {
+impl<S> fiber_web::layers::Layer<S> for Trace {
     fn call(&self, state: &S, req: &mut Request, next: Next<'_, S>) -> Response {
         self.1.lock().unwrap().push(format!("{} in", self.0));
         let resp = next.run(state, req);
@@ -201,13 +201,12 @@ fn layers_run_in_order_on_every_request_and_may_answer_themselves() {
     // A layer's own answer is counted like any other.
     let r = c.get("/todos/1").header("X-Block", "1").send();
     assert_eq!(r.status, 403);
-    let counted: u64 = c
-        .stats()
-        .routes()
-        .find(|r| r.label == "GET /todos/{id}")
-        .map(|r| r.by_class[4])
-        .unwrap();
-    assert_eq!(counted, 1);
+    let metrics = c.get("/metrics").send().text();
+    let app = fiber_web::Options::default().name;
+    let counted = format!(
+        "{app}_http_requests_total{{route=\"GET /todos/{{id}}\",status_class=\"4xx\"}} 1\n"
+    );
+    assert!(metrics.contains(&counted), "{metrics}");
 }
 
 #[test]
@@ -351,7 +350,7 @@ fn the_built_in_routes_answer_without_the_apps_layers() {
     let text = m.text();
     assert!(text.contains("\ntodos_total 3\n"), "{text}");
     // The framework's families are named after the app: this test binary, unserved.
-    let app = fiber_web::logging::app_name();
+    let app = fiber_web::Options::default().name;
     assert!(text.contains(&format!("\n{app}_fibers 100\n")), "{text}");
     assert!(
         text.contains(&format!(
@@ -375,7 +374,7 @@ fn tools_find_the_handler_a_request_reaches() {
     assert_eq!(handler.call(&(), &req).status, 200);
     let mut req = Request::get("/readyz");
     let (label, handler) = app.handler_for(&mut req).unwrap();
-    assert_eq!(label, fiber_web::READYZ);
+    assert_eq!(label, fiber_web::metrics::READYZ);
     assert_eq!(handler.call(&(), &req).status, 503);
     assert!(app.handler_for(&mut Request::get("/nope")).is_none());
 }

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use fiber_pool::{CancelReason, Context};
+use fiber_web::client::{HttpClient, Url};
 use fiber_web::config::ClientLimits;
-use fiber_web::http::client::{HttpClient, Url};
 use upstream::{fibers, poll, respond, Upstream, HOLD};
 
 #[global_allocator]

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use fiber_web::client::{phase, ClientError, HttpClient, Method, Url};
 use fiber_web::config::ClientLimits;
-use fiber_web::http::client::{phase, ClientError, HttpClient, Method, Url};
 use upstream::{fibers, on_fiber, respond, Upstream};
 
 #[global_allocator]

@@ -12,8 +12,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fiber_web::client::{phase, ClientError, HttpClient, Method, Url};
 use fiber_web::config::ClientLimits;
-use fiber_web::http::client::{phase, ClientError, HttpClient, Method, Url};
 use upstream::{fibers, hold_until_closed, on_fiber, Next, Upstream};
 
 #[global_allocator]
@@ -40,7 +40,7 @@ const LATE: Duration = Duration::from_millis(1500);
 fn fails(
     limits: ClientLimits,
     url: &str,
-    call: impl FnOnce(&HttpClient, &Url) -> Result<fiber_web::http::client::ClientResponse, ClientError>
+    call: impl FnOnce(&HttpClient, &Url) -> Result<fiber_web::client::ClientResponse, ClientError>
         + Send
         + 'static,
 ) -> (ClientError, Duration) {
@@ -56,7 +56,7 @@ fn fails(
     (e, took)
 }
 
-fn get(h: &HttpClient, u: &Url) -> Result<fiber_web::http::client::ClientResponse, ClientError> {
+fn get(h: &HttpClient, u: &Url) -> Result<fiber_web::client::ClientResponse, ClientError> {
     h.get(u)
 }
 

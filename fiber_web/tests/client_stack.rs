@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fiber_pool::{FiberPool, PoolConfig};
+use fiber_web::client::{HttpClient, Url};
 use fiber_web::config::ClientLimits;
-use fiber_web::http::client::{HttpClient, Url};
 use upstream::tls::{self, Cert};
 use upstream::{on_fiber, respond, Upstream};
 

@@ -11,8 +11,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fiber_web::client::{phase, ClientError, HttpClient, Method, Url};
 use fiber_web::config::ClientLimits;
-use fiber_web::http::client::{phase, ClientError, HttpClient, Method, Url};
 use upstream::tls::{self, Cert};
 use upstream::{fibers, hold_until_closed, on_fiber, respond, Next, Upstream};
 

@@ -11,8 +11,8 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fiber_web::client::{ClientError, HttpClient, Method, Url};
 use fiber_web::config::ClientLimits;
-use fiber_web::http::client::{ClientError, HttpClient, Method, Url};
 use upstream::{fibers, on_fiber, respond, Next, Upstream};
 
 #[global_allocator]

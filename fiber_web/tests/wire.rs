@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fiber_web::http::{Request, Response};
-use fiber_web::{App, Options};
+use fiber_web::{App, Options, Request, Response};
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
@@ -47,24 +46,28 @@ fn status_lines_and_bodiless_statuses_go_out_as_rfc_9110_says() {
         },
         ..Options::default()
     };
-    let serving = fiber_web::start(&options, Box::new(|_| {}), move |_| {
-        Ok::<_, std::convert::Infallible>(
-            App::new(())
-                .post("/todos", move |_: &(), req: &Request| {
-                    counted.fetch_add(1, Ordering::Relaxed);
-                    Response::text(201, format!("{} bytes", req.body.len()))
-                        .header("Location", "/todos/1")
-                })
-                .delete("/todos/{id}", |_: &(), _: &Request| Response::no_content())
-                .get("/cached", |_: &(), _: &Request| {
-                    Response::empty(304).header("ETag", "\"v1\"")
-                })
-                .get("/teapot", |_: &(), _: &Request| {
-                    Response::text(418, "short and stout")
-                })
-                .get("/hello", |_: &(), _: &Request| "hello"),
-        )
-    })
+    let serving = fiber_web::start(
+        &options,
+        |_| {},
+        move |_| {
+            Ok::<_, std::convert::Infallible>(
+                App::new(())
+                    .post("/todos", move |_: &(), req: &Request| {
+                        counted.fetch_add(1, Ordering::Relaxed);
+                        Response::text(201, format!("{} bytes", req.body.len()))
+                            .header("Location", "/todos/1")
+                    })
+                    .delete("/todos/{id}", |_: &(), _: &Request| Response::no_content())
+                    .get("/cached", |_: &(), _: &Request| {
+                        Response::empty(304).header("ETag", "\"v1\"")
+                    })
+                    .get("/teapot", |_: &(), _: &Request| {
+                        Response::text(418, "short and stout")
+                    })
+                    .get("/hello", |_: &(), _: &Request| "hello"),
+            )
+        },
+    )
     .unwrap();
     let addr = serving.addr();
 
@@ -119,21 +122,25 @@ fn default_headers_are_on_every_answer_and_pipelined_requests_are_answered_in_or
         access_log: false,
         ..Options::default()
     };
-    let serving = fiber_web::start(&options, Box::new(|_| {}), move |_| {
-        Ok::<_, std::convert::Infallible>(
-            App::new(())
-                .default_header("Server", "wire-test")
-                .get("/n/{n}", |_: &(), req: &Request| {
-                    Response::text(200, format!("n={}", req.param::<u32>("n").unwrap_or(0)))
-                })
-                .post("/echo", |_: &(), req: &Request| {
-                    Response::text(200, String::from_utf8_lossy(&req.body).into_owned())
-                })
-                .get("/own", |_: &(), _: &Request| {
-                    Response::text(200, "own").header("Server", "handler")
-                }),
-        )
-    })
+    let serving = fiber_web::start(
+        &options,
+        |_: &str| {},
+        move |_| {
+            Ok::<_, std::convert::Infallible>(
+                App::new(())
+                    .default_header("Server", "wire-test")
+                    .get("/n/{n}", |_: &(), req: &Request| {
+                        Response::text(200, format!("n={}", req.param::<u32>("n").unwrap_or(0)))
+                    })
+                    .post("/echo", |_: &(), req: &Request| {
+                        Response::text(200, String::from_utf8_lossy(&req.body).into_owned())
+                    })
+                    .get("/own", |_: &(), _: &Request| {
+                        Response::text(200, "own").header("Server", "handler")
+                    }),
+            )
+        },
+    )
     .unwrap();
     let addr = serving.addr();
 

@@ -3,7 +3,7 @@
 //! serve these same bytes; the page reads either `/stats` shape (`fibers` or `tasks`).
 
 use crate::app::AppState;
-use fiber_web::http::{Request, Response};
+use fiber_web::{Request, Response};
 
 /// The page, compiled into the binary.
 pub const DASHBOARD_HTML: &str = include_str!("dashboard.html");

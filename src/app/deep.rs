@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use crate::app::AppState;
-use fiber_web::http::{Request, Response};
+use fiber_web::{Request, Response};
 
 /// Most levels accepted.
 pub const MAX_DEPTH: usize = 100_000;

@@ -2,7 +2,7 @@
 //! (no I/O at all: what the stack itself costs).
 
 use crate::app::AppState;
-use fiber_web::http::{Request, Response};
+use fiber_web::{Request, Response};
 
 /// The body of `/hello`.
 pub const HELLO_BODY: &str = "Hello, World!";

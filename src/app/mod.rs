@@ -18,10 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fiber_pool::FiberPool;
-use fiber_web::counters::HttpStats;
-use fiber_web::http::client::{ClientError, HttpClient, Url};
-use fiber_web::http::Response;
-use fiber_web::App;
+use fiber_web::client::{ClientError, HttpClient, Url};
+use fiber_web::metrics::HttpStats;
+use fiber_web::{App, Response};
 
 /// What the handlers share.
 pub struct AppState {
@@ -53,9 +52,9 @@ pub const ROUTE_LABELS: &[&str] = &[
     "hello",
     "sleep",
     "twitter",
-    fiber_web::HEALTHZ,
-    fiber_web::READYZ,
-    fiber_web::METRICS,
+    fiber_web::metrics::HEALTHZ,
+    fiber_web::metrics::READYZ,
+    fiber_web::metrics::METRICS,
 ];
 
 /// The whole demo on the framework: its routes (`/twitter` a nested sub-app), the

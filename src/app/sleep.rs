@@ -4,7 +4,7 @@
 
 use crate::app::widgets::parse_seconds;
 use crate::app::AppState;
-use fiber_web::http::{Request, Response};
+use fiber_web::{Request, Response};
 
 /// The body of `/sleep`.
 pub const SLEPT_BODY: &str = "slept";

@@ -8,9 +8,9 @@
 use serde::Serialize;
 
 use crate::app::AppState;
-use fiber_web::http::client::ClientStats;
-use fiber_web::http::{Request, Response};
+use fiber_web::client::ClientStats;
 use fiber_web::metrics::Workers;
+use fiber_web::{Request, Response};
 
 /// `GET /stats` as JSON. The snapshot (every pool's counters, under their locks) is
 /// taken and rendered on the carrier's stack (`fiber_pool::on_carrier`), so no lock is
@@ -74,7 +74,7 @@ impl From<&fiber_mysql::PoolStats> for DbStats {
 pub fn snapshot(state: &AppState) -> Snapshot {
     Snapshot {
         uptime_secs: state.http_stats.uptime_secs(),
-        worker: fiber_web::supervisor::describe(),
+        worker: fiber_web::worker::describe(),
         fibers: Workers::of_fibers(&state.fibers),
         db: DbStats::from(&state.db.stats()),
         http_client: state.http.stats(),

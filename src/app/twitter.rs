@@ -3,10 +3,9 @@
 //! `</br>`, as the original demo did with the Twitter search API.
 
 use crate::app::{upstream_error, AppState};
-use fiber_web::http::client::{ClientError, ClientResponse, Url};
-use fiber_web::http::html::escape_html;
-use fiber_web::http::{Request, Response};
-use fiber_web::Routes;
+use fiber_web::client::{ClientError, ClientResponse, Url};
+use fiber_web::html::escape_html;
+use fiber_web::{Request, Response, Routes};
 
 /// The sub-app's routes, written without knowing where they are mounted.
 pub fn routes() -> Routes<AppState> {

@@ -3,7 +3,7 @@
 //! `q` reaches MySQL only as a statement parameter.
 
 use crate::app::{db_error, AppState};
-use fiber_web::http::{Request, Response};
+use fiber_web::{Request, Response};
 
 /// Longest `q` accepted, in characters.
 pub const MAX_QUERY_CHARS: usize = 200;

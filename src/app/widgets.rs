@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use crate::app::{db_error, upstream_error, AppState};
 use fiber_pool::{RunError, Scope};
-use fiber_web::http::client::{ClientError, ClientResponse, Url};
-use fiber_web::http::{Request, Response};
+use fiber_web::client::{ClientError, ClientResponse, Url};
+use fiber_web::{Request, Response};
 
 /// The body of `/widgets`, as in the original.
 pub const WIDGETS_BODY: &str = "Oh hai";

@@ -4,7 +4,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fiber_web::http::date::civil_from_days;
+use fiber_web::rig::civil_from_days;
 
 /// `2026-11-30T03-19-09Z`: UTC, sortable, safe in a file name.
 pub fn timestamp(t: SystemTime) -> String {

@@ -12,7 +12,7 @@
 
 use std::fmt::Write;
 
-use fiber_web::http::html::escape_html as escape;
+use fiber_web::html::escape_html as escape;
 
 use crate::bench::report::{fmt_ms, Row};
 

@@ -61,7 +61,7 @@ pub fn markdown(
          through at best (the ab floor, or wrk's C x (D-S) / (D x S)). `fibers/this` is \
          the median of the per-round ratios of fibers' req/s to this row's, with their \
          min-max.\n",
-        fiberstack::config::cores(),
+        fiber_web::rig::cores(),
         cx.took.as_secs_f64()
     );
     let _ = writeln!(

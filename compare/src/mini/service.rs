@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use may_minihttp::{HttpService, Request, Response};
 
-use fiber_web::http::query::query_param;
+use fiber_web::rig::query_param;
 use fiberstack::app::{deep, health::HELLO_BODY, widgets};
 
 /// What the connections share: the MySQL pool and the counters `/stats` shows.

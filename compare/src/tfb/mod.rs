@@ -100,7 +100,7 @@ pub fn fortunes_page(mut fortunes: Vec<(i32, String)>) -> String {
     );
     for (id, message) in &fortunes {
         let _ = write!(out, "<tr><td>{id}</td><td>");
-        fiber_web::http::html::push_escaped_html(&mut out, message);
+        fiber_web::html::push_escaped_html(&mut out, message);
         out.push_str("</td></tr>");
     }
     out.push_str("</table></body></html>");

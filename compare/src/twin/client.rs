@@ -14,8 +14,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::twin::gauge::Held;
-use fiber_web::http::client::ClientStats;
-use fiber_web::http::client::{ClientError, ClientResponse, Url};
+use fiber_web::client::ClientStats;
+use fiber_web::client::{ClientError, ClientResponse, Url};
 use fiberstack::config::ClientLimits;
 
 /// The client: one per server, shared by every handler.

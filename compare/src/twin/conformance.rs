@@ -13,7 +13,8 @@
 
 use axum::http::{header, Request, Uri, Version};
 
-use fiber_web::http::{target, HttpError, Response};
+use fiber_web::rig::{check_host, options_star, parse_target, HttpError, DEFAULT_ALLOW};
+use fiber_web::Response;
 
 /// The request to route, with its target normalized; or the answer it gets here.
 pub fn admit<B>(mut req: Request<B>) -> Result<Request<B>, Response> {
@@ -24,15 +25,15 @@ pub fn admit<B>(mut req: Request<B>) -> Result<Request<B>, Response> {
         .iter()
         .map(|v| v.to_str().unwrap_or("\u{fffd}"))
         .collect();
-    target::check_host(minor_version, hosts.iter().copied()).map_err(refuse)?;
+    check_host(minor_version, hosts.iter().copied()).map_err(refuse)?;
     let uri = req.uri();
     let raw = match uri.query() {
         Some(query) => format!("{}?{query}", uri.path()),
         None => uri.path().to_string(),
     };
-    let target = target::parse(req.method().as_str(), &raw).map_err(refuse)?;
+    let target = parse_target(req.method().as_str(), &raw).map_err(refuse)?;
     if target.path == "*" {
-        return Err(target::options_star(target::DEFAULT_ALLOW));
+        return Err(options_star(DEFAULT_ALLOW));
     }
     let origin = if target.query.is_empty() {
         target.path

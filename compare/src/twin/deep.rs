@@ -10,8 +10,8 @@
 use axum::extract::{RawQuery, State};
 
 use crate::twin::{Reply, Shared};
-use fiber_web::http::query::query_param;
-use fiber_web::http::Response;
+use fiber_web::rig::query_param;
+use fiber_web::Response;
 use fiberstack::app::deep::{level, parse};
 
 /// `GET /deep?depth=N&frame=B`.

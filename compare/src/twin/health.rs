@@ -4,14 +4,14 @@
 use axum::extract::State;
 
 use crate::twin::{Reply, Shared};
-use fiber_web::http::Response;
+use fiber_web::Response;
 use fiberstack::app::health::{readiness, HELLO_BODY};
 
 /// `GET /healthz`: `ok` while the server is up; outside the task-slot limit (as the
 /// fiber server answers it on the connection's coroutine), labelled for the counters.
 pub async fn healthz() -> axum::response::Response {
     let resp = axum::response::IntoResponse::into_response(Reply(Response::text(200, "ok")));
-    crate::twin::limit::labelled(resp, fiber_web::HEALTHZ)
+    crate::twin::limit::labelled(resp, fiber_web::metrics::HEALTHZ)
 }
 
 /// `GET /readyz`: 200 when MySQL answers `select 1` within a second, else 503.
@@ -24,7 +24,7 @@ pub async fn readyz(State(state): State<Shared>) -> Reply {
     .unwrap_or(Err(fiber_mysql::Error::PoolTimeout {
         waited: fiber_mysql::pool::HEALTH_CHECK_WAIT,
     }));
-    fiber_web::readiness_response(readiness(ping.map(drop))).into()
+    fiber_web::rig::readiness_response(readiness(ping.map(drop))).into()
 }
 
 /// `GET /hello`: plain text, no I/O.

@@ -20,8 +20,9 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::twin::gauge::Held;
 use crate::twin::{Reply, Shared};
-use fiber_web::http::{refusal, Response};
 use fiber_web::metrics::{RouteRuns, Workers};
+use fiber_web::rig::{queue_full, wait_timed_out};
+use fiber_web::Response;
 
 /// Why a request did not get a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,8 +173,8 @@ pub async fn run(
         Ok(permit) => permit,
         Err(refused) => {
             let resp = match refused {
-                Refused::Busy { size, queue } => refusal::queue_full("task slots", size, queue),
-                Refused::Timeout { wait } => refusal::wait_timed_out("task slot", wait),
+                Refused::Busy { size, queue } => queue_full("task slots", size, queue),
+                Refused::Timeout { wait } => wait_timed_out("task slot", wait),
             };
             log_5xx(&method, route.label, resp.status, &resp.body);
             return labelled(Reply(resp).into_response(), route.label);
@@ -226,7 +227,7 @@ const MAX_LOGGED_BODY: usize = 64 * 1024;
 
 /// `fiberstack: GET widgets -> 503: database unavailable: ...`, the fiber server's line.
 fn log_5xx(method: &axum::http::Method, label: &str, status: u16, body: &[u8]) {
-    fiber_web::logging::server_error(method.as_str(), label, status, body);
+    fiber_web::rig::server_error(method.as_str(), label, status, body);
 }
 
 #[cfg(test)]

@@ -41,9 +41,9 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::routing::{get, MethodRouter};
 use axum::Router;
 
-use fiber_web::counters::HttpStats;
-use fiber_web::http::client::Url;
-use fiber_web::http::Response;
+use fiber_web::client::Url;
+use fiber_web::metrics::HttpStats;
+use fiber_web::Response;
 
 pub use start::{start, Running};
 

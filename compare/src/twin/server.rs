@@ -27,12 +27,12 @@ use tokio::sync::watch;
 
 use crate::twin::limit::RouteLabel;
 use crate::twin::Reply;
-use fiber_web::counters::HttpStats;
-use fiber_web::http::departure::{self, Probe, Seen};
-use fiber_web::http::idle;
-use fiber_web::http::Response;
-use fiber_web::http::{listener, refusal};
-use fiber_web::shutdown::{Drained, Stop};
+use fiber_web::metrics::HttpStats;
+use fiber_web::rig::{
+    bind_error, look_for_departures, over_limit, Probe, Seen, Stop, ACCEPT_RETRY_PAUSE, IDLE_TICK,
+    OVER_LIMIT_WRITE_TIMEOUT,
+};
+use fiber_web::{Drained, Response};
 use fiberstack::config::HttpLimits;
 
 /// How often `shutdown` looks whether every connection has closed.
@@ -55,7 +55,7 @@ pub struct Server {
 pub async fn bind(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|e| listener::bind_error(addr, e))?;
+        .map_err(|e| bind_error(addr, e))?;
     // tokio listens with 1024, like may: raise it to the same configured backlog as
     // the fiber server (`HttpLimits::listen_backlog`), so both meet a connection storm alike.
     socket2::SockRef::from(&listener)
@@ -117,7 +117,7 @@ async fn accept_loop(listener: TcpListener, serving: Serving, mut stopped: watch
                 Err(e) => {
                     // Out of file descriptors and the like: say so, back off, go on.
                     log::error!("fiberstack: accept failed: {e}");
-                    tokio::time::sleep(listener::ACCEPT_RETRY_PAUSE).await;
+                    tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
                     continue;
                 }
             },
@@ -144,7 +144,7 @@ async fn serve_connection(
     stream: TcpStream,
     serving: Serving,
     mut stopped: watch::Receiver<bool>,
-    _counted: fiber_web::shutdown::Connection,
+    _counted: fiber_web::rig::Connection,
 ) {
     let Serving {
         router,
@@ -248,7 +248,7 @@ async fn deadline_of(started: Instant, timeout: Option<Duration>) {
 }
 
 /// Resolves when the client of a request in flight on `socket` (a copy of its
-/// connection's) has gone: the fiber server's rule (`fiber_web::http::departure`),
+/// connection's) has gone: the fiber server's rule (fiber_web's `http/departure.rs`),
 /// looked at every tick from the request's second tick on, as the fiber server's
 /// sweeper does. Never without a socket.
 async fn client_gone(socket: Option<Arc<std::os::fd::OwnedFd>>, minor_version: u8) {
@@ -257,9 +257,9 @@ async fn client_gone(socket: Option<Arc<std::os::fd::OwnedFd>>, minor_version: u
     };
     let mut probe = Probe::new(minor_version);
     loop {
-        tokio::time::sleep(idle::TICK).await;
+        tokio::time::sleep(IDLE_TICK).await;
         let fd = std::os::fd::AsFd::as_fd(&*socket);
-        if departure::look(&mut [(fd, &mut probe)])[0] == Seen::Gone {
+        if look_for_departures(&mut [(fd, &mut probe)])[0] == Seen::Gone {
             return;
         }
     }
@@ -278,14 +278,14 @@ fn observe(
     let took = started.elapsed();
     stats.request(route, status, took);
     if let Some((method, path)) = logged {
-        fiber_web::logging::access(method.as_str(), &path, status, took, route, None);
+        fiber_web::rig::access(method.as_str(), &path, status, took, route, None);
     }
 }
 
 /// Answer a connection over the limit with a 503 and close it.
 async fn reject(mut stream: TcpStream, max: usize) {
-    let out = refusal::over_limit(max);
-    let _ = tokio::time::timeout(refusal::OVER_LIMIT_WRITE_TIMEOUT, stream.write_all(&out)).await;
+    let out = over_limit(max);
+    let _ = tokio::time::timeout(OVER_LIMIT_WRITE_TIMEOUT, stream.write_all(&out)).await;
 }
 
 impl Server {

@@ -4,8 +4,8 @@
 use axum::extract::RawQuery;
 
 use crate::twin::Reply;
-use fiber_web::http::query::query_param;
-use fiber_web::http::Response;
+use fiber_web::rig::query_param;
+use fiber_web::Response;
 use fiberstack::app::sleep::SLEPT_BODY;
 use fiberstack::app::widgets::parse_seconds;
 

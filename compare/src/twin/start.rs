@@ -10,8 +10,8 @@ use fiber_mysql::launcher::MariaDb;
 use mysql_async::prelude::Queryable;
 
 use crate::twin::{client, db, limit, router, server, TwinState};
-use fiber_web::counters::HttpStats;
-use fiber_web::shutdown::Drained;
+use fiber_web::metrics::HttpStats;
+use fiber_web::Drained;
 use fiberstack::app;
 use fiberstack::config::ServeConfig;
 use fiberstack::error::{DbStep, Error};
@@ -36,7 +36,7 @@ pub struct Running {
 /// Start everything `cfg` describes, on a runtime of `cfg.web.workers` tokio workers.
 pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
     // Its metrics and log lines carry the demo's name, as the fiber server's do.
-    fiber_web::logging::set_app_name(&cfg.web.name);
+    fiber_web::rig::set_app_name(&cfg.web.name);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.web.workers)
         .thread_name("fiberstack-async")
@@ -44,7 +44,7 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
         .build()
         .map_err(|e| Error::io("start the tokio runtime (--workers)", e))?;
 
-    let inherited = fiber_web::supervisor::take_listener()
+    let inherited = fiber_web::rig::take_listener()
         .map_err(|e| Error::io("take the inherited listening socket", e))?;
     // The launcher blocks while MariaDB starts: do it before the runtime is busy.
     let Database {

@@ -5,9 +5,9 @@ use axum::extract::State;
 use serde::Serialize;
 
 use crate::twin::{Reply, Shared};
-use fiber_web::http::client::ClientStats;
-use fiber_web::http::Response;
+use fiber_web::client::ClientStats;
 use fiber_web::metrics::Workers;
+use fiber_web::Response;
 use fiberstack::app::stats::DbStats;
 
 /// `GET /stats` as JSON.
@@ -39,7 +39,7 @@ pub fn snapshot(state: &Shared) -> Snapshot {
     Snapshot {
         runtime: "async",
         uptime_secs: state.http_stats.uptime_secs(),
-        worker: fiber_web::supervisor::describe(),
+        worker: fiber_web::worker::describe(),
         tasks: state.limit.workers(),
         db: DbStats::from(&state.db.stats()),
         http_client: state.http.stats(),

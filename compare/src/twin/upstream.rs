@@ -4,8 +4,8 @@
 use axum::extract::{RawQuery, State};
 
 use crate::twin::{Reply, Shared};
-use fiber_web::http::query::query_param;
-use fiber_web::http::Response;
+use fiber_web::rig::query_param;
+use fiber_web::Response;
 use fiberstack::app::db_error;
 use fiberstack::app::upstream::{like_pattern, parse_query, SEARCH_SQL};
 

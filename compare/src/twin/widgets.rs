@@ -8,8 +8,8 @@ use axum::extract::{RawQuery, State};
 use tokio::task::JoinSet;
 
 use crate::twin::{Reply, Shared};
-use fiber_web::http::query::query_param;
-use fiber_web::http::Response;
+use fiber_web::rig::query_param;
+use fiber_web::Response;
 use fiberstack::app::db_error;
 use fiberstack::app::widgets::{
     parallel_answer, parse_parallel, parse_sleep, self_call_response, WIDGETS_BODY,

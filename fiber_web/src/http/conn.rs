@@ -42,7 +42,7 @@ use crate::http::{io_timeout, HttpError};
 use crate::shutdown::Stop;
 
 /// What handles a request: routing and running handlers is the server's business.
-pub trait Service: Send + Sync + 'static {
+pub(crate) trait Service: Send + Sync + 'static {
     /// The response to `req`, or `None` when `peer` has gone: before anything ran
     /// ([`Peer::gone`]) or while it ran (the sweeper saw it leave). Nothing is sent,
     /// and the connection closes; the service counts it. The
@@ -68,7 +68,7 @@ pub trait Service: Send + Sync + 'static {
 /// The connected client of the request being served, to ask whether it is still
 /// there, and to have its departure cancel the request's work.
 #[derive(Clone, Copy)]
-pub struct Peer<'a> {
+pub(crate) struct Peer<'a> {
     socket: BorrowedFd<'a>,
     watch: &'a Watch,
     minor_version: u8,
@@ -78,7 +78,7 @@ impl<'a> Peer<'a> {
     /// Have the server's sweeper watch this client while the guard lives, and cancel
     /// `ctx` (`CancelReason::ClientGone`) if it goes: a reset, or a close that the
     /// probe of `departure.rs` tells from a half-close.
-    pub fn watch(&self, ctx: &fiber_pool::Context) -> Watched<'a> {
+    pub(crate) fn watch(&self, ctx: &fiber_pool::Context) -> Watched<'a> {
         self.watch.request(self.minor_version, ctx)
     }
 
@@ -90,7 +90,7 @@ impl<'a> Peer<'a> {
     /// read the answer, and both runtimes give it one (hyper's `half_close` on the
     /// twin). A client that closed entirely looks the same until we write, so only a
     /// reset (POLLHUP/POLLERR: a killed client, a proxy giving up) counts as gone.
-    pub fn gone(&self) -> bool {
+    pub(crate) fn gone(&self) -> bool {
         fiber_pool::net::poll_now(self.socket, PollFlags::empty())
             .is_ok_and(|ready| ready.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
     }
@@ -115,7 +115,7 @@ const LINGER_BYTES: usize = 256 * 1024;
 const PIPELINE_BYTES: usize = 64 * 1024;
 
 /// Serve one connection until it closes, errs, or the server stops.
-pub fn serve<S: Service + ?Sized>(
+pub(crate) fn serve<S: Service + ?Sized>(
     stream: TcpStream,
     service: &S,
     limits: &HttpLimits,
@@ -517,7 +517,7 @@ fn send_error_and_close<S: Service + ?Sized>(
 /// Write `out` (a response that says `Connection: close`) and close, reading a little
 /// of what the client still sends so that it receives `out` rather than a reset
 /// (closing a socket with unread input makes the kernel send RST).
-pub fn send_and_close(stream: &mut TcpStream, out: &[u8]) {
+pub(crate) fn send_and_close(stream: &mut TcpStream, out: &[u8]) {
     if stream.write_all(out).is_err() {
         return;
     }

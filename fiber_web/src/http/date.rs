@@ -20,7 +20,7 @@ use std::sync::Once;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Length of an IMF-fixdate.
-pub const LEN: usize = 29;
+pub(crate) const LEN: usize = 29;
 
 /// The cached text, 29 bytes in four words, and the second it shows.
 static WORDS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
@@ -35,7 +35,7 @@ const RUNNING: u8 = 1;
 const FAILED: u8 = 2;
 
 /// The current time as IMF-fixdate: the cached text of the current second.
-pub fn now() -> [u8; LEN] {
+pub(crate) fn now() -> [u8; LEN] {
     match REFRESHER.load(Ordering::Acquire) {
         RUNNING => {}
         NOT_STARTED => start_refresher(),

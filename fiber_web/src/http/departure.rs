@@ -25,15 +25,15 @@ use nix::errno::Errno;
 use nix::sys::socket::{recv, send, MsgFlags};
 
 /// The interim response that tells a client still reading from one that has closed.
-pub const PROBE: &[u8] = b"HTTP/1.1 103 Early Hints\r\n\r\n";
+pub(crate) const PROBE: &[u8] = b"HTTP/1.1 103 Early Hints\r\n\r\n";
 
 /// What is known about one request's client, kept between looks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Probe {
     /// The request's minor version (0: HTTP/1.0, which gets no interim response).
-    pub minor_version: u8,
+    pub(crate) minor_version: u8,
     /// Whether the probe was sent.
-    pub sent: bool,
+    pub(crate) sent: bool,
 }
 
 impl Probe {
@@ -65,7 +65,7 @@ pub enum Seen {
 /// caller's.
 ///
 /// ```compile_fail,E0308
-/// use fiber_web::http::departure::{look, Probe};
+/// use fiber_web::rig::{look_for_departures as look, Probe};
 /// let mut probe = Probe::new(1);
 /// look(&mut [(3, &mut probe)]);
 /// ```

@@ -14,7 +14,7 @@ use serde::de::{self, DeserializeOwned, IntoDeserializer, MapAccess, Visitor};
 
 /// Why a form did not fit the type asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FormError(String);
+pub(crate) struct FormError(String);
 
 impl fmt::Display for FormError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -31,7 +31,7 @@ impl de::Error for FormError {
 }
 
 /// `text` (the part after `?`) as a `T`.
-pub fn from_query<T: DeserializeOwned>(text: &str) -> Result<T, FormError> {
+pub(crate) fn from_query<T: DeserializeOwned>(text: &str) -> Result<T, FormError> {
     let mut pairs: Vec<(Cow<'_, str>, Cow<'_, str>)> = Vec::new();
     for (k, v) in form_urlencoded::parse(text.as_bytes()) {
         if !pairs.iter().any(|(seen, _)| *seen == k) {

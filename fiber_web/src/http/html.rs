@@ -1,5 +1,6 @@
-//! Text inside markup: one escape for every page and picture we write (the `/twitter`
-//! page, the bench's SVG chart), so that data is never read as markup.
+//! Text inside markup: one escape for every page an app writes (the demo's `/twitter`,
+//! TechEmpower's fortunes, the bench's SVG chart), so that data is never read as
+//! markup. [`push_escaped_html`] builds a page row by row in one buffer.
 
 /// Escape text for HTML or XML (SVG): `<`, `>`, `&` and both quotes, so that it is
 /// safe in element text and in attribute values alike.

@@ -39,15 +39,9 @@ use crate::shutdown::Stop;
 pub const TICK: Duration = Duration::from_millis(20);
 
 /// The server's waiting connections and its coarse clock. Connections are put on its
-/// list by the server only (`Sweeper::watch` is not public: it takes a descriptor's
-/// number, which the sweeper writes to):
-///
-/// ```compile_fail,E0624
-/// # fn put(sweeper: &std::sync::Arc<fiber_web::http::idle::Sweeper>, waker: may::io::WaitIoWaker) {
-/// let _watch = sweeper.watch(3, waker);
-/// # }
-/// ```
-pub struct Sweeper {
+/// list by the server only (the sweeper is the crate's own, not the rig's:
+/// `Sweeper::watch` takes a descriptor's number, which the sweeper writes to).
+pub(crate) struct Sweeper {
     /// The clock's zero; `now_ms` counts from it.
     epoch: Instant,
     /// Milliseconds since `epoch` at the sweeper's last look: the clock connections
@@ -93,7 +87,7 @@ struct InFlight {
 }
 
 /// A connection's entry in the watch list, removed on drop.
-pub struct Watch {
+pub(crate) struct Watch {
     sweeper: Arc<Sweeper>,
     shared: Arc<Shared>,
     slot: usize,
@@ -104,7 +98,7 @@ impl Sweeper {
     /// once the accept loop has ended ([`Sweeper::close`]) and no connection is left.
     /// (A stopping server still serves what waited in its backlog: those connections
     /// need the sweeper too.)
-    pub fn start(stop: Arc<Stop>) -> std::io::Result<Arc<Sweeper>> {
+    pub(crate) fn start(stop: Arc<Stop>) -> std::io::Result<Arc<Sweeper>> {
         let sweeper = Arc::new(Sweeper {
             epoch: Instant::now(),
             now_ms: AtomicU64::new(0),
@@ -124,7 +118,7 @@ impl Sweeper {
     }
 
     /// Say that the accept loop has ended: the sweeper ends with the last connection.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
     }
 
@@ -230,7 +224,7 @@ fn look_at_clients(looked: &mut [MutexGuard<'_, Option<InFlight>>]) {
 }
 
 /// A request in flight, watched by the sweeper until dropped.
-pub struct Watched<'w> {
+pub(crate) struct Watched<'w> {
     shared: &'w Shared,
 }
 
@@ -246,14 +240,14 @@ impl Drop for Watched<'_> {
 
 impl Watch {
     /// The deadline, on the sweeper's clock, of a wait of `wait` from now.
-    pub fn deadline_after(&self, wait: Duration) -> u64 {
+    pub(crate) fn deadline_after(&self, wait: Duration) -> u64 {
         let wait = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX / 2);
         // At least one tick of the coarse clock, and never 0 ("not waiting").
         self.sweeper.now_ms().saturating_add(wait.max(1))
     }
 
     /// Whether `deadline` has passed on the sweeper's clock.
-    pub fn passed(&self, deadline: u64) -> bool {
+    pub(crate) fn passed(&self, deadline: u64) -> bool {
         self.sweeper.now_ms() >= deadline
     }
 
@@ -261,7 +255,7 @@ impl Watch {
     /// one, until the guard drops: when it goes (see `departure.rs`), `ctx` is
     /// cancelled with [`CancelReason::ClientGone`]. Looked at from its second tick on:
     /// a request that ends sooner costs no system call.
-    pub fn request(&self, minor_version: u8, ctx: &Context) -> Watched<'_> {
+    pub(crate) fn request(&self, minor_version: u8, ctx: &Context) -> Watched<'_> {
         let mut entry = lock(&self.shared.in_flight);
         *entry = Some(InFlight {
             fd: self.shared.fd,
@@ -276,7 +270,7 @@ impl Watch {
     }
 
     /// Run `wait` (a `wait_io`) with the sweeper watching for `deadline`.
-    pub fn wait_until(&self, deadline: u64, wait: impl FnOnce()) {
+    pub(crate) fn wait_until(&self, deadline: u64, wait: impl FnOnce()) {
         self.shared.deadline.store(deadline, Ordering::Release);
         wait();
         self.shared.deadline.store(0, Ordering::Release);

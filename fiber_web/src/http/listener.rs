@@ -25,13 +25,13 @@ pub const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(10);
 
 /// A listening socket for the server, and whether it is shared with other processes.
 #[derive(Debug)]
-pub struct Listener {
+pub(crate) struct Listener {
     /// The listening socket, registered with may.
-    pub socket: may::net::TcpListener,
+    pub(crate) socket: may::net::TcpListener,
     /// Inherited: a supervisor and its other workers hold the same socket. A stopping
     /// server then stops accepting at once and leaves the backlog to them; a server
     /// that owns its socket serves the backlog before it closes the port.
-    pub shared: bool,
+    pub(crate) shared: bool,
 }
 
 impl From<may::net::TcpListener> for Listener {
@@ -45,7 +45,7 @@ impl From<may::net::TcpListener> for Listener {
 
 /// Serve an inherited listening socket (from a supervisor or systemd), shared with the
 /// processes that hold it too.
-pub fn adopt(inherited: std::net::TcpListener) -> io::Result<Listener> {
+pub(crate) fn adopt(inherited: std::net::TcpListener) -> io::Result<Listener> {
     Ok(Listener {
         socket: fiber_pool::net::adopt_listener(inherited)?,
         shared: true,
@@ -59,7 +59,10 @@ pub fn bind(addr: SocketAddr) -> io::Result<may::net::TcpListener> {
 
 /// Bind `addr` for may, refusing a port another process already listens on, with
 /// `backlog` connections queued in the kernel.
-pub fn bind_with_backlog(addr: SocketAddr, backlog: i32) -> io::Result<may::net::TcpListener> {
+pub(crate) fn bind_with_backlog(
+    addr: SocketAddr,
+    backlog: i32,
+) -> io::Result<may::net::TcpListener> {
     if addr.port() != 0 {
         std::net::TcpListener::bind(addr).map_err(|e| bind_error(addr, e))?;
     }

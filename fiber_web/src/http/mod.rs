@@ -7,30 +7,29 @@
 //! parses Content-Length with `unwrap()`. We keep its shape (one coroutine per
 //! connection, a tiny handler signature) and own the connection loop.
 
-pub mod chunked;
+pub(crate) mod chunked;
 pub mod client;
-pub mod conn;
-pub mod date;
-pub mod departure;
-pub mod form;
-pub mod handler;
+pub(crate) mod conn;
+pub(crate) mod date;
+pub(crate) mod departure;
+pub(crate) mod form;
+pub(crate) mod handler;
 pub mod html;
-pub mod idle;
-pub mod listener;
-pub mod query;
-pub mod refusal;
-pub mod reply;
-pub mod request;
-pub mod response;
-pub mod router;
-pub mod status;
-pub mod target;
+pub(crate) mod idle;
+pub(crate) mod listener;
+pub(crate) mod query;
+pub(crate) mod refusal;
+pub(crate) mod reply;
+pub(crate) mod request;
+pub(crate) mod response;
+pub(crate) mod router;
+pub(crate) mod status;
+pub(crate) mod target;
 
 pub use handler::Handler;
 pub use reply::{IntoResponse, Json};
-pub use request::Request;
+pub use request::{Headers, Request};
 pub use response::Response;
-pub use router::Router;
 
 use std::fmt;
 use std::time::Duration;
@@ -39,12 +38,12 @@ use std::time::Duration;
 /// than a millisecond: a read given 340 µs waits until the peer writes or closes,
 /// which is how an idle keep-alive connection outlived its `idle_timeout` whenever the
 /// last slice of the wait came out under 1 ms (hostile_http's idle test caught it).
-pub const MIN_IO_TIMEOUT: Duration = Duration::from_millis(1);
+pub(crate) const MIN_IO_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// A socket timeout may honours: `left` rounded up to whole milliseconds, at least
 /// [`MIN_IO_TIMEOUT`]. (Whole milliseconds also keep may's per-interval timer lists
 /// few: it keeps one list per distinct duration.)
-pub fn io_timeout(left: Duration) -> Duration {
+pub(crate) fn io_timeout(left: Duration) -> Duration {
     let ms = left.as_nanos().div_ceil(1_000_000);
     Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)).max(MIN_IO_TIMEOUT)
 }

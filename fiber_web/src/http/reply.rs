@@ -5,7 +5,7 @@
 //! status paired with any of these (`(201, Json(todo))`), or a `Result` whose both
 //! sides are any of these. The usual form is `Result<T, Response>`: everything a
 //! handler calls that can refuse a request (`Request::param`, `Request::json`,
-//! `Request::query`, a MySQL call through [`From<fiber_mysql::Error>`]) fails with
+//! `Request::query`, a MySQL call with the `mysql` feature: `mysql.rs`) fails with
 //! the `Response` that says why, so `?` passes it on.
 
 use std::borrow::Cow;
@@ -66,41 +66,6 @@ impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
             Ok(ok) => ok.into_response(),
             Err(e) => e.into_response(),
         }
-    }
-}
-
-/// A MySQL failure as the client sees it: 504 when the request's deadline passed
-/// (naming the phase), 503 with `Retry-After` when the database is unavailable (down,
-/// refusing, its pool exhausted), else 500 with the server's message. Handlers do not log (a fiber near its stack limit is no place for stderr's
-/// lock): the server logs every 5xx with its body, after the fiber has finished.
-impl From<fiber_mysql::Error> for Response {
-    fn from(e: fiber_mysql::Error) -> Response {
-        Response::from(&e)
-    }
-}
-
-impl From<&fiber_mysql::Error> for Response {
-    fn from(e: &fiber_mysql::Error) -> Response {
-        if let fiber_mysql::Error::DeadlineExceeded { phase } = e {
-            // The request's deadline (or the checkout's): a gateway timeout, naming
-            // what was being waited for; a query is killed by then.
-            return Response::error(504, format!("the request's deadline passed while {phase}"));
-        }
-        if matches!(e, fiber_mysql::Error::Cancelled) {
-            // The request was cancelled (its client left: nobody reads this).
-            return Response::error(503, format!("database: {e}"));
-        }
-        if e.is_unavailable() {
-            Response::error(503, format!("database unavailable: {e}")).header("Retry-After", "1")
-        } else {
-            Response::error(500, format!("database error: {e}"))
-        }
-    }
-}
-
-impl IntoResponse for fiber_mysql::Error {
-    fn into_response(self) -> Response {
-        Response::from(self)
     }
 }
 
@@ -173,17 +138,6 @@ mod tests {
         assert_eq!(ok.into_response().body.as_ref(), b"fine");
         let refused: Result<&'static str, Response> = Err(Response::error(409, "taken"));
         assert_eq!(refused.into_response().status, 409);
-        let down = Response::from(fiber_mysql::Error::PoolTimeout {
-            waited: std::time::Duration::from_secs(1),
-        });
-        assert_eq!(down.status, 503);
-        assert!(
-            down.headers
-                .iter()
-                .any(|(n, v)| *n == "Retry-After" && v == "1"),
-            "{:?}",
-            down.headers
-        );
     }
 
     #[test]

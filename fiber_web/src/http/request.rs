@@ -172,7 +172,7 @@ impl Request {
     }
 
     /// Whether the client waits for `100 Continue` before it sends the body.
-    pub fn expects_continue(&self) -> bool {
+    pub(crate) fn expects_continue(&self) -> bool {
         self.minor_version >= 1
             && self
                 .header("expect")
@@ -182,7 +182,7 @@ impl Request {
     /// Whether the client asked to keep the connection open after this request:
     /// HTTP/1.1 keeps it unless `Connection: close`; HTTP/1.0 closes it unless
     /// `Connection: keep-alive`.
-    pub fn wants_keep_alive(&self) -> bool {
+    pub(crate) fn wants_keep_alive(&self) -> bool {
         let tokens = |want: &str| {
             self.headers
                 .get_all("connection")

@@ -14,7 +14,7 @@ use crate::http::status::{has_no_body, status_line};
 pub struct Response {
     /// The status code.
     pub status: u16,
-    /// Headers besides Content-Length, Connection and Date: [`Response::write_to`]
+    /// Headers besides Content-Length, Connection and Date: `Response::write_to`
     /// (the fiber server) and hyper (the twin) add those three. A list known when the
     /// server is built (a content type) is borrowed: no allocation per response.
     pub headers: HeaderList,
@@ -104,7 +104,7 @@ impl Response {
 
     /// Bytes [`Response::write_to`] writes at most: the capacity that makes it one
     /// allocation.
-    pub fn wire_len(&self) -> usize {
+    pub(crate) fn wire_len(&self) -> usize {
         let headers: usize = self
             .headers
             .iter()
@@ -117,7 +117,7 @@ impl Response {
     /// Connection header; `minor_version` is the request's (an HTTP/1.0 client gets an
     /// explicit keep-alive). Plain byte copies, no formatting machinery: this runs for
     /// every response (BENCHMARKS.md, "Where a request's time goes").
-    pub fn write_to(
+    pub(crate) fn write_to(
         &self,
         out: &mut Vec<u8>,
         minor_version: u8,

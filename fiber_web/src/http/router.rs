@@ -26,15 +26,15 @@ use crate::http::{target, Response};
 
 /// One route: method, pattern, label, handler.
 #[derive(Clone)]
-pub struct Route<H> {
+pub(crate) struct Route<H> {
     /// `GET`, `POST`, ...; a `GET` route also serves `HEAD`.
-    pub method: &'static str,
+    pub(crate) method: &'static str,
     /// The pattern as written (`/todos/{id}`), with any nesting prefix.
-    pub path: String,
+    pub(crate) path: String,
     /// Its name in stats, metrics, logs and stack reports.
-    pub label: &'static str,
+    pub(crate) label: &'static str,
     /// What runs when it matches.
-    pub handler: H,
+    pub(crate) handler: H,
     pattern: Pattern,
 }
 
@@ -70,9 +70,9 @@ fn head(path: &str) -> u64 {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PatternError {
     /// The pattern as written.
-    pub pattern: String,
+    pub(crate) pattern: String,
     /// What is wrong with it, and what to write instead.
-    pub why: String,
+    pub(crate) why: String,
 }
 
 impl fmt::Display for PatternError {
@@ -216,7 +216,7 @@ impl Pattern {
 
 /// The values of a matched route's parameters in the request's path.
 #[derive(Clone, Debug, Default)]
-pub struct Params {
+pub(crate) struct Params {
     names: Option<Arc<[Box<str>]>>,
     /// Byte ranges in the path, one per name.
     spans: Vec<(u32, u32)>,
@@ -224,7 +224,7 @@ pub struct Params {
 
 impl Params {
     /// The raw text of parameter `name` in `path` (escapes as sent), if the route has it.
-    pub fn get<'p>(&self, path: &'p str, name: &str) -> Option<&'p str> {
+    pub(crate) fn get<'p>(&self, path: &'p str, name: &str) -> Option<&'p str> {
         let names = self.names.as_ref()?;
         let i = names.iter().position(|n| &**n == name)?;
         let (from, to) = *self.spans.get(i)?;
@@ -232,30 +232,31 @@ impl Params {
     }
 
     /// Every parameter's name, in the pattern's order.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
+    #[cfg(test)]
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.names.iter().flat_map(|n| n.iter().map(|n| &**n))
     }
 
     /// Forget the last match, keeping the buffer.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.names = None;
         self.spans.clear();
     }
 }
 
 /// What a lookup found.
-pub enum Found<'a, H> {
+pub(crate) enum Found<'a, H> {
     /// The route, and its parameters' values.
     Route(&'a Route<H>),
     /// The path exists, but not for this method: the methods it has (for `Allow`).
     MethodNotAllowed(Vec<&'static str>),
     /// No pattern matches the path.
-    NotFound,
+    NoMatch,
 }
 
 /// A table of routes.
 #[derive(Clone)]
-pub struct Router<H> {
+pub(crate) struct Router<H> {
     routes: Vec<Route<H>>,
     /// Patterns that did not parse, reported by [`Router::check`].
     refused: Vec<PatternError>,
@@ -272,14 +273,14 @@ impl<H> Default for Router<H> {
 
 impl<H> Router<H> {
     /// An empty table.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Add a route for `method` and `pattern`. `HEAD` requests are served by the `GET`
     /// route of the same path. A pattern that does not parse is kept aside and
     /// reported by [`Router::check`] (the builder stays chainable).
-    pub fn route(
+    pub(crate) fn route(
         mut self,
         method: &'static str,
         pattern: &str,
@@ -303,14 +304,15 @@ impl<H> Router<H> {
     }
 
     /// `GET` shorthand.
-    pub fn get(self, pattern: &str, label: &'static str, handler: H) -> Self {
+    #[cfg(test)]
+    pub(crate) fn get(self, pattern: &str, label: &'static str, handler: H) -> Self {
         self.route("GET", pattern, label, handler)
     }
 
     /// Every route of `sub` under `prefix` (a literal path such as `/twitter`); the
     /// sub-router's `/` becomes `prefix` itself, so a sub-app is written without
     /// knowing where it is nested.
-    pub fn nest(mut self, prefix: &str, sub: Router<H>) -> Self {
+    pub(crate) fn nest(mut self, prefix: &str, sub: Router<H>) -> Self {
         let prefix = prefix.trim_end_matches('/');
         self.refused.extend(sub.refused);
         for r in sub.routes {
@@ -326,7 +328,7 @@ impl<H> Router<H> {
 
     /// The table's errors: patterns that did not parse, and two routes for the same
     /// method and pattern, each naming the patterns.
-    pub fn check(&self) -> Result<(), Vec<PatternError>> {
+    pub(crate) fn check(&self) -> Result<(), Vec<PatternError>> {
         let mut errors = self.refused.clone();
         for (i, a) in self.routes.iter().enumerate() {
             for b in &self.routes[..i] {
@@ -354,7 +356,7 @@ impl<H> Router<H> {
     }
 
     /// Find the route for `method` and `path`; its parameters go into `params`.
-    pub fn find(&self, method: &str, path: &str, params: &mut Params) -> Found<'_, H> {
+    pub(crate) fn find(&self, method: &str, path: &str, params: &mut Params) -> Found<'_, H> {
         let method = if method == "HEAD" { "GET" } else { method };
         let mut allowed = Vec::new();
         // A literal route that matches is as specific as a match can be: with the
@@ -397,14 +399,14 @@ impl<H> Router<H> {
         }
         match best {
             Some(r) => Found::Route(r),
-            None if allowed.is_empty() => Found::NotFound,
+            None if allowed.is_empty() => Found::NoMatch,
             None => Found::MethodNotAllowed(allowed),
         }
     }
 
     /// The route for `method` and `path`, or the response that refuses the request:
     /// 404, 405 with `Allow`, or for `OPTIONS *` a 200 naming every method served.
-    pub fn resolve(
+    pub(crate) fn resolve(
         &self,
         method: &str,
         path: &str,
@@ -412,8 +414,8 @@ impl<H> Router<H> {
     ) -> Result<&Route<H>, Response> {
         match self.find(method, path, params) {
             Found::Route(route) => Ok(route),
-            Found::NotFound if path == "*" => Err(target::options_star(&self.methods())),
-            Found::NotFound => Err(Response::error(
+            Found::NoMatch if path == "*" => Err(target::options_star(&self.methods())),
+            Found::NoMatch => Err(Response::error(
                 404,
                 format!("no route for {method} {path}"),
             )),
@@ -435,7 +437,7 @@ impl<H> Router<H> {
     }
 
     /// Every route, in the order added (for reports).
-    pub fn routes(&self) -> &[Route<H>] {
+    pub(crate) fn routes(&self) -> &[Route<H>] {
         &self.routes
     }
 
@@ -503,7 +505,7 @@ mod tests {
         assert!(
             matches!(r.find("POST", "/widgets", &mut p), Found::MethodNotAllowed(m) if m == ["GET"])
         );
-        assert!(matches!(r.find("GET", "/nope", &mut p), Found::NotFound));
+        assert!(matches!(r.find("GET", "/nope", &mut p), Found::NoMatch));
         let options = r.resolve("OPTIONS", "*", &mut p).err().unwrap();
         assert_eq!(options.status, 200);
         assert_eq!(options.headers[1], ("Allow", "GET, HEAD".into()));

@@ -7,7 +7,7 @@
 
 /// `HTTP/1.1 <code> <reason>\r\n`, whole: one copy per response, no decimal formatting.
 /// `None` for a code this table does not name.
-pub fn status_line(status: u16) -> Option<&'static str> {
+pub(crate) fn status_line(status: u16) -> Option<&'static str> {
     Some(match status {
         100 => "HTTP/1.1 100 Continue\r\n",
         101 => "HTTP/1.1 101 Switching Protocols\r\n",
@@ -74,7 +74,8 @@ pub fn status_line(status: u16) -> Option<&'static str> {
 }
 
 /// The reason phrase of `status` (`Created` for 201), or `""` for a code not named.
-pub fn reason(status: u16) -> &'static str {
+#[cfg(test)]
+pub(crate) fn reason(status: u16) -> &'static str {
     status_line(status)
         .and_then(|line| line.get(13..line.len() - 2))
         .unwrap_or("")
@@ -84,7 +85,7 @@ pub fn reason(status: u16) -> &'static str {
 /// section 8.6: a server MUST NOT send Content-Length in a 1xx or 204 response; a 304
 /// has no body, and here no Content-Length either, since the length of the
 /// representation it stands for is not known to the response).
-pub fn has_no_body(status: u16) -> bool {
+pub(crate) fn has_no_body(status: u16) -> bool {
     (100..200).contains(&status) || status == 204 || status == 304
 }
 

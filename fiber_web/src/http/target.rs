@@ -38,7 +38,7 @@ pub fn parse(method: &str, target: &str) -> Result<Target, HttpError> {
 
 /// [`parse`] into `out` (cleared first; the fiber server reuses one buffer per
 /// connection): the normalized path, then the raw query. Returns the path's length.
-pub fn parse_into(method: &str, target: &str, out: &mut String) -> Result<usize, HttpError> {
+pub(crate) fn parse_into(method: &str, target: &str, out: &mut String) -> Result<usize, HttpError> {
     out.clear();
     if target == "*" {
         return if method == "OPTIONS" {

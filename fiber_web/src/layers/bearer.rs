@@ -5,7 +5,7 @@
 //! how much of a token was right.
 
 use crate::http::{Request, Response};
-use crate::{Layer, Next};
+use crate::layer::{Layer, Next};
 
 /// The bearer-token layer; see the module's header.
 pub struct BearerAuth {

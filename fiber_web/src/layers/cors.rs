@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use crate::http::{Request, Response};
-use crate::{Layer, Next};
+use crate::layer::{Layer, Next};
 
 /// The CORS layer; see the module's header.
 #[derive(Clone, Debug)]

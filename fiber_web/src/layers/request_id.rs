@@ -14,7 +14,7 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::http::{Request, Response};
-use crate::{Layer, Next};
+use crate::layer::{Layer, Next};
 
 /// The longest id a client may send that is kept as it is.
 pub const MAX_SENT_ID: usize = 128;

@@ -22,15 +22,15 @@ use std::sync::Mutex;
 use super::worker;
 
 /// The supervisor's pid, in each worker's environment.
-pub const SUPERVISOR_PID_ENV: &str = "FIBERSTACK_SUPERVISOR_PID";
+pub(crate) const SUPERVISOR_PID_ENV: &str = "FIBERSTACK_SUPERVISOR_PID";
 /// `ID.GENERATION` of a worker, in its environment.
-pub const WORKER_ENV: &str = "FIBERSTACK_WORKER";
+pub(crate) const WORKER_ENV: &str = "FIBERSTACK_WORKER";
 
 /// The inherited socket, once [`init`] has looked.
 static INHERITED: Mutex<Option<io::Result<TcpListener>>> = Mutex::new(None);
 
 /// Take the inherited listening socket out of the environment (once).
-pub fn init() {
+pub(crate) fn init() {
     let mut slot = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
     if slot.is_none() {
         if let Some(found) = from_env().transpose() {
@@ -83,7 +83,9 @@ fn from_env() -> io::Result<Option<TcpListener>> {
 
 /// What a worker started by our supervisor gets: a copy of `listener` without
 /// close-on-exec (drop it once the child is spawned), and the variables that name it.
-pub fn for_child(listener: &TcpListener) -> io::Result<(OwnedFd, [(&'static str, String); 2])> {
+pub(crate) fn for_child(
+    listener: &TcpListener,
+) -> io::Result<(OwnedFd, [(&'static str, String); 2])> {
     // dup(2) leaves the copy inheritable; the original stays close-on-exec, so only
     // the worker being spawned gets the socket (never the private MariaDB).
     let copy = nix::unistd::dup(listener).map_err(io::Error::from)?;

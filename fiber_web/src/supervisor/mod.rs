@@ -33,28 +33,18 @@
 //! (`--processes 1`, the default) it only logs that nobody can replace this process,
 //! and the process carries on.
 //!
-//! # Starting the supervisor from an app
-//! ```text
-//! supervisor::init();                               // first thing in main
-//! if let Some(done) = supervisor::supervise(SupervisorConfig::new(processes, addr)) {
-//!     return done;                                  // this process was the supervisor
-//! }
-//! let stops = supervisor::stop_requests()?;         // signals, and the supervisor's word
-//! let server = server::spawn(supervisor::listener(addr)?, app, limits, stats)?;
-//! supervisor::ready();                              // accepting: an old worker may stop
-//! stops.wait();
-//! server.shutdown(grace);
-//! ```
-//! `examples/minimal_server.rs` is that, whole; `fiberstack serve` does the same and
-//! starts the one private MariaDB in the supervisor between `bind` and `run`.
+//! # Who starts it
+//! [`serve`](crate::serve()) does, when `--processes` is 2 or more and this process is
+//! not a worker already (`serve.rs`'s picture): it binds, runs what the app starts
+//! beside its workers, then [`process::Supervisor::run`]. The comparison rig's servers
+//! start it themselves, through the same calls (`rig`).
 
-pub mod inherit;
-pub mod process;
-pub mod worker;
+pub(crate) mod inherit;
+pub(crate) mod process;
+pub(crate) mod worker;
 
-pub use inherit::take_listener;
-pub use process::{Supervisor, SupervisorConfig, MAX_PROCESSES};
-pub use worker::{ask_for_replacement, every_worker_stops, ready, stop_requests, worker, Worker};
+pub(crate) use process::{Supervisor, SupervisorConfig, MAX_PROCESSES};
+pub(crate) use worker::{ask_for_replacement, every_worker_stops, ready, stop_requests, worker};
 
 /// Read what this process inherited (its worker identity, its listening socket) and
 /// take it out of the environment. Call it first in `main`, before any thread starts;
@@ -64,28 +54,13 @@ pub fn init() {
     inherit::init();
 }
 
-/// Run this process as the supervisor of `cfg.processes` copies of itself, when that
-/// is 2 or more and this process is not a worker already: `Some` with how that ended
-/// (after SIGTERM or Ctrl-C). `None`: serve in this process (a worker, or one process).
-pub fn supervise(cfg: SupervisorConfig) -> Option<Result<(), String>> {
-    if cfg.processes < 2 || worker().is_some() {
-        return None;
-    }
-    Some(Supervisor::bind(cfg).and_then(Supervisor::run))
-}
-
 /// The socket to serve on: the inherited one (a worker's, or systemd's), else `addr`
-/// bound here.
-pub fn listener(addr: std::net::SocketAddr) -> std::io::Result<crate::http::listener::Listener> {
-    listener_with_backlog(addr, crate::config::HttpLimits::default().listen_backlog)
-}
-
-/// [`listener`], with `backlog` connections queued in the kernel when bound here.
-pub fn listener_with_backlog(
+/// bound here, with `backlog` connections queued in the kernel.
+pub(crate) fn listener_with_backlog(
     addr: std::net::SocketAddr,
     backlog: i32,
 ) -> std::io::Result<crate::http::listener::Listener> {
-    match take_listener()? {
+    match inherit::take_listener()? {
         Some(inherited) => crate::http::listener::adopt(inherited),
         None => crate::http::listener::bind_with_backlog(addr, backlog).map(Into::into),
     }

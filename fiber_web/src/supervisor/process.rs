@@ -23,7 +23,7 @@ use super::inherit::{self, SUPERVISOR_PID_ENV, WORKER_ENV};
 use crate::http::listener::bind_error;
 
 /// Most `--processes`: each worker is a whole server with its own pools.
-pub const MAX_PROCESSES: usize = 64;
+pub(crate) const MAX_PROCESSES: usize = 64;
 /// How often the supervisor looks at its deadlines when no event comes.
 const TICK: Duration = Duration::from_millis(20);
 /// How often a worker's waiter thread looks whether it exited.
@@ -40,7 +40,7 @@ const MAX_RESTART_DELAY: Duration = Duration::from_secs(5);
 /// What the supervisor needs to know.
 #[derive(Clone, Debug)]
 pub struct SupervisorConfig {
-    /// Worker processes (`--processes`), 1 to [`MAX_PROCESSES`].
+    /// Worker processes (`--processes`), 1 to `MAX_PROCESSES` (64).
     pub processes: usize,
     /// The address to bind once (`--bind`).
     pub bind: SocketAddr,
@@ -54,7 +54,8 @@ pub struct SupervisorConfig {
 
 impl SupervisorConfig {
     /// `processes` workers on `bind`, with the defaults of `config.rs` for the rest.
-    pub fn new(processes: usize, bind: SocketAddr) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(processes: usize, bind: SocketAddr) -> Self {
         SupervisorConfig {
             processes,
             bind,
@@ -124,7 +125,7 @@ impl Supervisor {
     }
 
     /// The bound address (the real port when bound to port 0).
-    pub fn addr(&self) -> io::Result<SocketAddr> {
+    pub(crate) fn addr(&self) -> io::Result<SocketAddr> {
         Ok(self.addr)
     }
 

@@ -19,17 +19,17 @@ use super::inherit::{SUPERVISOR_PID_ENV, WORKER_ENV};
 use crate::shutdown::StopRequests;
 
 /// Longest a message to the supervisor may wait for room in the socket.
-pub const CONTROL_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const CONTROL_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A worker process run by a supervisor.
 #[derive(Debug)]
 pub struct Worker {
     /// Which of the `--processes` slots, from 1.
-    pub id: usize,
+    pub(crate) id: usize,
     /// How many workers this slot has had before this one (0 for the first).
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// The supervisor's pid.
-    pub supervisor_pid: u32,
+    pub(crate) supervisor_pid: u32,
     control: Mutex<UnixStream>,
 }
 
@@ -139,7 +139,7 @@ static EVERY_WORKER_STOPS: AtomicBool = AtomicBool::new(false);
 /// Whether this worker stops together with every other one, so that what waits in
 /// the listening socket's backlog is its own to serve; `false` for a worker being
 /// replaced (its replacement takes the backlog) and for a process with no supervisor.
-pub fn every_worker_stops() -> bool {
+pub(crate) fn every_worker_stops() -> bool {
     EVERY_WORKER_STOPS.load(Ordering::Acquire)
 }
 

@@ -74,7 +74,7 @@ fn main() -> ExitCode {
             // Why the command failed is never filtered away: with RUST_LOG=off (or
             // before the logger is installed) it still goes to stderr, plainly.
             if log::log_enabled!(log::Level::Error) {
-                log::error!(target: fiber_web::logging::app_name(), "{e}");
+                log::error!(target: fiberstack::config::APP_NAME, "{e}");
             } else {
                 eprintln!("fiberstack: {e}");
             }
@@ -100,12 +100,12 @@ fn mariadb(args: &[String]) -> Result<(), Error> {
             ))
         }
     }
-    let stops = fiber_web::supervisor::stop_requests()
-        .map_err(|e| Error::io("install signal handlers", e))?;
+    let stops =
+        fiber_web::rig::stop_requests().map_err(|e| Error::io("install signal handlers", e))?;
     let db = MariaDb::start(cfg).map_err(fiberstack::setup::db_failed(
         fiberstack::error::DbStep::PrivateServer,
     ))?;
-    fiber_web::logging::banner(&db.url());
+    println!("{}", db.url());
     stops.wait();
     drop(db);
     Ok(())

@@ -17,7 +17,7 @@ pub fn run(cfg: &ServeConfig) -> Result<(), String> {
     let mut cfg = cfg.clone();
     cfg.web.bind = "127.0.0.1:0".parse().expect("a literal address");
     // Ctrl-C stops the report like the server: the private MariaDB is cleaned up.
-    let _stops = fiber_web::supervisor::stop_requests()
+    let _stops = fiber_web::rig::stop_requests()
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let running = fiberstack::start::start(&cfg).map_err(|e| e.to_string())?;
     let state = std::sync::Arc::clone(&running.state);

@@ -16,8 +16,8 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use fiber_web::config::ClientLimits;
-//! use fiber_web::http::client::{HttpClient, Method, Url};
-//! use fiber_web::http::{Request, Response};
+//! use fiber_web::client::{HttpClient, Method, Url};
+//! use fiber_web::{Request, Response};
 //!
 //! struct State {
 //!     http: HttpClient,

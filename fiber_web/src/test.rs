@@ -5,8 +5,7 @@
 //! ```
 //! # #[global_allocator]
 //! # static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
-//! use fiber_web::App;
-//! use fiber_web::http::{Json, Request, Response};
+//! use fiber_web::{App, Json, Request, Response};
 //!
 //! #[derive(serde::Deserialize, serde::Serialize)]
 //! struct Todo { title: String }
