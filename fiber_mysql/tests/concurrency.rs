@@ -1,5 +1,11 @@
 //! The point of the crate: waiting queries park fibers, not the worker
-//! thread, and the pool is the concurrency throttle. All on ONE may worker.
+//! thread, and the pool is the concurrency throttle. All on ONE may worker: each
+//! test sets it before anything starts may, whichever runs first (the count is the
+//! process's, read once). What counts the server's connections or queries has a
+//! private server of its own, since the shared test server is the whole process's
+//! (and the whole run's under FIBERSTACK_TEST_DATABASE_URL). The `mysql` crate's
+//! blocking of the one worker is a binary of its own (mysql_crate_blocks_the_worker):
+//! beside it, every other test here would stall for its second.
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +21,8 @@ fn one_worker() {
 for_each_driver! {
     fn two_hundred_sleeps_with_a_pool_of_200_take_about_one_second(driver: Driver) {
         one_worker();
-        let pool = common::pool(common::opts(), 200, driver);
+        let server = common::private_server(210);
+        let pool = common::pool(server.opts(), 200, driver);
         let started = Instant::now();
         let results = common::in_fibers(200, move |_| {
             let mut conn = pool.get().unwrap();
@@ -30,7 +37,9 @@ for_each_driver! {
 
     fn forty_half_second_sleeps_with_a_pool_of_10_never_exceed_10(driver: Driver) {
         one_worker();
-        let opts = common::opts();
+        // Its own server: SHOW PROCESSLIST shows no other test's sleeps.
+        let server = common::private_server(20);
+        let opts = server.opts();
         let pool = common::pool(opts.clone(), 10, driver);
         let in_flight = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
@@ -85,8 +94,10 @@ for_each_driver! {
 /// timeout: the bound sits under that, with room for a busy 2-core machine.
 #[test]
 fn a_pool_of_250_opens_without_waiting_for_a_connect_timeout() {
+    one_worker();
+    let server = common::private_server(260);
     let started = Instant::now();
-    let pool = common::pool(common::opts(), 250, Driver::Native);
+    let pool = common::pool(server.opts(), 250, Driver::Native);
     let took = started.elapsed();
     eprintln!("pool of 250 ready in {took:?}");
     assert_eq!(pool.stats().idle, 250);
@@ -124,37 +135,4 @@ fn waiters_are_served_in_fifo_order() {
         h.join().unwrap();
     }
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
-}
-
-/// Needs the `mysql` crate, which only the `threads` feature builds.
-#[cfg(feature = "threads")]
-#[test]
-fn the_blocking_mysql_crate_on_fibers_serialises_them() {
-    // The contrast: the `mysql` crate used directly inside fibers blocks the
-    // one worker thread, so 4 x sleep(0.25) take 1 s instead of 0.25 s.
-    one_worker();
-    // The mysql crate needs more than may's default 32 KiB fiber stack.
-    may::config().set_stack_size(0x10000);
-    let opts = common::opts();
-    let url = format!(
-        "{}?prefer_socket=false",
-        opts.url().split('?').next().unwrap()
-    );
-    let conns: Vec<_> = (0..4)
-        .map(|_| {
-            std::sync::Mutex::new(Some(
-                mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap(),
-            ))
-        })
-        .collect();
-    let conns = Arc::new(conns);
-    let started = Instant::now();
-    common::in_fibers(4, move |i| {
-        use mysql::prelude::Queryable;
-        let mut conn = conns[i].lock().unwrap().take().unwrap();
-        let _: Vec<i64> = conn.query("SELECT SLEEP(0.25)").unwrap();
-    });
-    let took = started.elapsed();
-    eprintln!("mysql crate in 4 fibers on one worker: {took:?}");
-    assert!(took >= Duration::from_millis(950), "took {took:?}");
 }
