@@ -16,14 +16,7 @@ use crate::counters::HttpStats;
 use crate::dispatch::Endpoint;
 use crate::http::router::Router;
 use crate::http::{Request, Response};
-use crate::metrics::{self, Exposition, ServerSnapshot, Workers};
-
-/// The label of each built-in route.
-pub const HEALTHZ: &str = "healthz";
-/// See [`HEALTHZ`].
-pub const READYZ: &str = "readyz";
-/// See [`HEALTHZ`].
-pub const METRICS: &str = "metrics";
+use crate::metrics::{self, Exposition, ServerSnapshot, Workers, HEALTHZ, METRICS, READYZ};
 
 /// `router` with the built-in routes it does not have.
 pub(crate) fn add<S: Send + Sync + 'static>(

@@ -21,12 +21,19 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-pub use crate::builtin::{HEALTHZ, METRICS, READYZ};
 pub use crate::counters::HttpStats;
 
 use crate::counters::LATENCY_BUCKETS;
 use crate::http::client::ClientStats;
 use crate::http::Response;
+
+/// The label of each built-in route (`/healthz`, `/readyz`, `/metrics`: builtin.rs
+/// serves them), as the counters and the families name them.
+pub const HEALTHZ: &str = "healthz";
+/// See [`HEALTHZ`].
+pub const READYZ: &str = "readyz";
+/// See [`HEALTHZ`].
+pub const METRICS: &str = "metrics";
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
