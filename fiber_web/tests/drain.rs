@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 // fiber_web's names, in one place.
-use fiber_web::{http::Request, App};
+use fiber_web::{App, Request};
 
 use serving::{options, poll, read_reply, serve, Reply};
 

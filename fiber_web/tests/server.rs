@@ -11,11 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 // fiber_web's names, in one place.
-use fiber_web::{
-    config::HttpLimits,
-    http::{Json, Request, Response},
-    App, Next,
-};
+use fiber_web::{config::HttpLimits, layers::Next, App, Json, Request, Response};
 
 use serving::{exchange, options, post, request, serve};
 

@@ -27,9 +27,11 @@ pub fn options() -> Options {
 /// `app` served with `options` in this process, until the test shuts it down (or drops
 /// it with the process).
 pub fn serve<S: Send + Sync + 'static>(options: &Options, app: App<S>) -> Serving {
-    fiber_web::start(options, Box::new(|_| {}), move |_| {
-        Ok::<_, std::convert::Infallible>(app)
-    })
+    fiber_web::start(
+        options,
+        |_: &str| {},
+        move |_| Ok::<_, std::convert::Infallible>(app),
+    )
     .expect("the app starts")
 }
 
