@@ -394,8 +394,7 @@ where
         listen_backlog: options.http.listen_backlog,
         shutdown_grace: options.shutdown_grace,
         start_timeout: options.worker_start_timeout,
-    })
-    .map_err(Error::Supervisor)?;
+    })?;
     let Beside { vars, notes, kept } = beside(options).map_err(|e| Error::App(e.into()))?;
     for (name, value) in vars {
         sup.env(name, value);
@@ -403,7 +402,7 @@ where
     for note in notes {
         sup.note(note);
     }
-    let ran = sup.run().map_err(Error::Supervisor);
+    let ran = sup.run();
     drop(kept);
     ran
 }
