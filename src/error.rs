@@ -69,7 +69,7 @@ pub enum Error {
     },
     /// A system resource: what was being done, and why it failed.
     Io {
-        /// What was being done (`start the tokio runtime (--workers)`).
+        /// What was being done (`start the tokio runtime (--threads)`).
         what: String,
         /// The operating system's error.
         source: io::Error,

@@ -16,7 +16,7 @@ use crate::counters::HttpStats;
 use crate::dispatch::Endpoint;
 use crate::http::router::Router;
 use crate::http::{Request, Response};
-use crate::metrics::{self, Exposition, ServerSnapshot, Workers};
+use crate::metrics::{self, Exposition, HandlerPool, ServerSnapshot};
 
 /// The label of each built-in route.
 pub const HEALTHZ: &str = "healthz";
@@ -41,11 +41,11 @@ pub(crate) fn add<S: Send + Sync + 'static>(
         METRICS,
         true,
         Endpoint::new(move |state: &S, _: &Request| {
-            let workers = Workers::of_fibers(&fibers);
+            let pool = HandlerPool::of_fibers(&fibers);
             let mut out = Exposition::new();
             out.server(&ServerSnapshot {
                 runtime: "fibers",
-                workers: &workers,
+                pool: &pool,
                 http: &stats,
             });
             if let Some(hook) = &hook {

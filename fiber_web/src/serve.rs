@@ -222,12 +222,12 @@ where
         build,
     )?;
     let mut line = format!(
-        "{}: listening on http://{} | {} fibers x {} stack, {} may workers",
+        "{}: listening on http://{} | {} fibers x {} stack, {} threads",
         options.name,
         serving.addr(),
         options.fibers,
         crate::config::ByteSize(options.stack_size),
-        options.workers,
+        options.threads,
     );
     for note in notes.iter().chain(&serving.notes) {
         line.push_str(" | ");
@@ -337,7 +337,7 @@ where
 {
     // may reads these once, when its first coroutine starts.
     may::config()
-        .set_workers(options.workers)
+        .set_workers(options.threads)
         .set_pool_capacity(COROUTINE_CACHE);
     let fibers = FiberPool::new(options.pool_config())?;
     size_blocking(&options.blocking)?;

@@ -1,5 +1,5 @@
 //! Host names resolved at call time: on the resolver's own threads (never the fiber's
-//! or a may worker's), cached for the TTL (a failure for the negative TTL), one lookup
+//! or a scheduler thread's), cached for the TTL (a failure for the negative TTL), one lookup
 //! for every call that wants the same name at once, a moved name followed once its
 //! answer expires, a lookup that hangs bounded by the DNS timeout without holding the
 //! worker, and a full queue refused at once. IP-literal hosts do no lookup at all.
@@ -211,8 +211,8 @@ fn a_lookup_that_hangs_is_a_dns_timeout_and_holds_no_worker() {
             release.store(true, Ordering::SeqCst);
         })
     };
-    // Every may worker has a fiber waiting for DNS, and a coroutine that only needs
-    // its worker still runs meanwhile: the waits park carriers, not threads.
+    // Every scheduler thread has a fiber waiting for DNS, and a coroutine that only
+    // needs its thread still runs meanwhile: the waits park carriers, not threads.
     let workers = may::config().get_workers().max(1);
     let waiting: Vec<_> = (0..workers * 2)
         .map(|i| {

@@ -38,7 +38,7 @@ fn status_lines_and_bodiless_statuses_go_out_as_rfc_9110_says() {
     let options = Options {
         bind: "127.0.0.1:0".parse().unwrap(),
         fibers: 4,
-        workers: 2,
+        threads: 2,
         access_log: false,
         http: fiber_web::config::HttpLimits {
             max_body_bytes: 64,

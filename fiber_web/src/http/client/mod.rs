@@ -7,7 +7,7 @@
 //! may call (connect, read, write, a socket's drop, a wait for DNS) runs on the
 //! carrier's stack through [`fiber_pool::on_carrier`] (sockets are
 //! [`fiber_pool::net::CarrierStream`]s); DNS runs on a few OS threads of its own
-//! (`resolve.rs`), never on a fiber or a may worker; rustls runs on the fiber and
+//! (`resolve.rs`), never on a fiber or a scheduler thread; rustls runs on the fiber and
 //! moves its bytes through the carrier (`conn.rs`). A connection, with its buffers
 //! and TLS state, lives in a [`fiber_pool::Lent`] while a call uses it, so a stack
 //! overflow mid-call closes it instead of leaking it, and the in-flight count is

@@ -1,9 +1,9 @@
-//! Host names resolved at call time, off the fibers and off may's workers: a small pool
+//! Host names resolved at call time, off the fibers and off the scheduler's threads: a small pool
 //! of OS threads runs the lookups, a TTL cache answers most calls without one.
 //!
 //! `getaddrinfo` blocks (it waits for DNS servers) and allocates inside libc, where the
 //! fiber allocator's stack check cannot reach (fiber_pool's docs: an overflow there
-//! abandons malloc mid-update). So it never runs on a fiber, nor on a may worker, whose
+//! abandons malloc mid-update). So it never runs on a fiber, nor on a scheduler thread, whose
 //! other coroutines it would stall: a lookup is queued to one of
 //! `ClientLimits::dns_threads` plain threads, and the calling fiber waits for the
 //! answer on a may channel through [`fiber_pool::on_carrier`], which parks only its
