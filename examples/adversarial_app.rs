@@ -3,9 +3,9 @@
 //! it; nothing of it is reachable from the demo):
 //!
 //! - `/mutex?depth=N`: locks a `static std::sync::Mutex`, then recurses N levels
-//!   (default: far too deep for the stack). The next `/mutex` blocks its worker thread.
+//!   (default: far too deep for the stack). The next `/mutex` blocks its thread.
 //! - `/lazy`: reads a `LazyLock` whose initializer recurses too deep. The next reader
-//!   blocks its worker thread on the `Once`.
+//!   blocks its thread on the `Once`.
 //! - `/print?depth=N`: recurses N levels, printing a line at each (std's stdout lock is
 //!   held when the overflow strikes inside `println!`).
 //! - `/may_mutex?depth=N`: the same with a `may::sync::Mutex`: later lockers park for
@@ -34,7 +34,7 @@ use std::hint::black_box;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use fiber_web::metrics::Workers;
+use fiber_web::metrics::HandlerPool;
 use fiber_web::{App, Options, Request, Response};
 
 #[global_allocator]
@@ -42,7 +42,7 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 
 /// Levels of recursion that overflow any fiber stack up to 64 MiB.
 const TOO_DEEP: usize = 1_000_000;
-/// How long `/thread_sleep` and `/busy` hold their worker thread.
+/// How long `/thread_sleep` and `/busy` hold their thread.
 const HOLD: Duration = Duration::from_secs(3);
 
 struct State {
@@ -209,7 +209,7 @@ fn stats(state: &State, _: &Request) -> Response {
         &fiber_pool::on_carrier(|| {
             serde_json::json!({
                 "worker": fiber_web::worker::describe(),
-                "fibers": Workers::of_fibers(&state.fibers),
+                "fibers": HandlerPool::of_fibers(&state.fibers),
                 "db": fiberstack::app::stats::DbStats::from(&state.db.stats()),
             })
         }),

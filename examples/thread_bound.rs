@@ -3,7 +3,7 @@
 //! `RefCell`, an `Rc` into a thread-local, a `rand::thread_rng()`, and a `tracing`
 //! span entered on the thread's span stack. A fiber never changes thread, so each is
 //! still its own thread's when the wait ends (tests/thread_bound.rs drives it under
-//! `ab`, in every `--workers` and `--processes` setting the docs allow).
+//! `ab`, in every `--threads` and `--processes` setting the docs allow).
 //!
 //! - `GET /hold?wait=W`: holds them all across one wait `W` (`sleep`,
 //!   `sleep_or_cancelled`, `query`, `transaction`, `checkout_timeout` (a checkout that

@@ -48,17 +48,28 @@ pub enum Error {
     Flag {
         /// The flag.
         flag: &'static str,
-        /// What is wrong with it.
-        why: String,
+        /// What is wrong with it: the parser's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The command line names no command the binary has, or a tool's argument is
     /// wrong (the flags of `serve` are the framework's: [`Error::Web`]).
     Usage(String),
     /// `stack-report` could not measure a route: what went wrong.
     Report(String),
+    /// `stack-report` could not make a fiber pool to measure on.
+    MeasurePool(fiber_pool::ConfigError),
+    /// `stack-report`: a route failed on a stack that should have served it.
+    Measure {
+        /// The request.
+        target: &'static str,
+        /// The stack it ran on, in bytes.
+        stack_size: usize,
+        /// How it failed.
+        source: fiber_pool::RunError,
+    },
     /// A system resource: what was being done, and why it failed.
     Io {
-        /// What was being done (`start the tokio runtime (--workers)`).
+        /// What was being done (`start the tokio runtime (--threads)`).
         what: String,
         /// The operating system's error.
         source: io::Error,
@@ -91,7 +102,13 @@ impl fmt::Display for Error {
         match self {
             Error::Web(e) => write!(f, "{e}"),
             Error::Database { step, source } => write!(f, "{step}: {source}"),
-            Error::Flag { flag, why } => write!(f, "bad {flag}: {why}"),
+            Error::Flag { flag, source } => write!(f, "bad {flag}: {source}"),
+            Error::MeasurePool(e) => write!(f, "cannot make a fiber pool to measure on: {e}"),
+            Error::Measure {
+                target,
+                stack_size,
+                source,
+            } => write!(f, "{target} failed on a {stack_size}-byte stack: {source}"),
             Error::Usage(why) | Error::Report(why) => f.write_str(why),
             Error::Io { what, source } => write!(f, "cannot {what}: {source}"),
         }
@@ -104,7 +121,10 @@ impl std::error::Error for Error {
             Error::Web(e) => Some(e),
             Error::Database { source, .. } => Some(source),
             Error::Io { source, .. } => Some(source),
-            Error::Flag { .. } | Error::Usage(_) | Error::Report(_) => None,
+            Error::Flag { source, .. } => Some(&**source),
+            Error::MeasurePool(e) => Some(e),
+            Error::Measure { source, .. } => Some(source),
+            Error::Usage(_) | Error::Report(_) => None,
         }
     }
 }

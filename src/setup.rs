@@ -36,7 +36,7 @@ pub fn database(cfg: &ServeConfig) -> Result<Database, Error> {
     if let Some(url) = &cfg.database_url {
         let opts = fiber_mysql::Opts::from_url(url).map_err(|e| Error::Flag {
             flag: "--database-url / DATABASE_URL",
-            why: e.to_string(),
+            source: e.into(),
         })?;
         let whose = match fiber_web::worker::current() {
             Some(_) => ", the supervisor's",
@@ -125,9 +125,9 @@ pub fn exposure_warning(addr: SocketAddr) -> Option<String> {
 pub fn own_urls(cfg: &ServeConfig, bound: SocketAddr) -> Result<(Url, Url), Error> {
     let own = own_address(bound);
     let flag = |flag: &'static str| {
-        move |e: fiber_web::client::ClientError| Error::Flag {
+        move |e: fiber_web::Error| Error::Flag {
             flag,
-            why: e.to_string(),
+            source: e.into(),
         }
     };
     let self_widgets = Url::parse(&format!("http://{own}/widgets")).map_err(flag("--bind"))?;

@@ -14,6 +14,7 @@ use fiber_pool::{FiberPool, PoolConfig, RunError};
 use fiber_web::{Handler, Request, Response};
 
 use crate::app::{self, AppState};
+use crate::error::Error;
 
 /// The requests the report and the tests drive: every built-in route, and `/deep` at several depths.
 pub const PROBES: &[&str] = &[
@@ -56,24 +57,28 @@ impl Row {
 }
 
 /// Measure every probe against `state`. Call from a may coroutine.
-pub fn measure(state: &Arc<AppState>, probes: &[&'static str]) -> Result<Vec<Row>, String> {
+pub fn measure(state: &Arc<AppState>, probes: &[&'static str]) -> Result<Vec<Row>, Error> {
     let app = app::app(Arc::clone(state), 1, std::time::Duration::ZERO);
     let mut rows = Vec::new();
     for &target in probes {
         let mut req = Request::get(target);
         let Some((label, handler)) = app.handler_for(&mut req) else {
-            return Err(format!("no route for {target}"));
+            return Err(Error::Report(format!("no route for {target}")));
         };
         let roomy = pool(MEASURE_STACK)?;
         for _ in 0..3 {
-            let resp = run(&roomy, label, &handler, state, &req)
-                .map_err(|e| format!("{target} failed on a {MEASURE_STACK}-byte stack: {e}"))?;
+            let resp =
+                run(&roomy, label, &handler, state, &req).map_err(|source| Error::Measure {
+                    target,
+                    stack_size: MEASURE_STACK,
+                    source,
+                })?;
             if resp.status >= 500 {
-                return Err(format!(
+                return Err(Error::Report(format!(
                     "{target} answered {}: {}",
                     resp.status,
                     String::from_utf8_lossy(&resp.body)
-                ));
+                )));
             }
         }
         let peak = roomy
@@ -90,7 +95,13 @@ pub fn measure(state: &Arc<AppState>, probes: &[&'static str]) -> Result<Vec<Row
                     break;
                 }
                 Err(RunError::StackOverflow { .. }) => size += STEP,
-                Err(e) => return Err(format!("{target} on a {size}-byte stack: {e}")),
+                Err(source) => {
+                    return Err(Error::Measure {
+                        target,
+                        stack_size: size,
+                        source,
+                    })
+                }
             }
         }
         rows.push(Row {
@@ -103,7 +114,7 @@ pub fn measure(state: &Arc<AppState>, probes: &[&'static str]) -> Result<Vec<Row
     Ok(rows)
 }
 
-fn pool(stack_size: usize) -> Result<FiberPool, String> {
+fn pool(stack_size: usize) -> Result<FiberPool, Error> {
     FiberPool::new(PoolConfig {
         size: 1,
         stack_size,
@@ -111,7 +122,7 @@ fn pool(stack_size: usize) -> Result<FiberPool, String> {
         measure_every: 1,
         ..PoolConfig::default()
     })
-    .map_err(|e| e.to_string())
+    .map_err(Error::MeasurePool)
 }
 
 fn run(

@@ -176,12 +176,12 @@ impl Running {
     pub fn banner(&self, cfg: &ServeConfig) -> String {
         format!(
             "fiberstack: listening on http://{} | runtime fibers, {} fibers x {} stack, queue {}, \
-             {} may workers | MySQL: {} pool of {} via {}",
+             {} threads | MySQL: {} pool of {} via {}",
             self.addr(),
             cfg.web.fibers,
             ByteSize(cfg.web.stack_size),
             cfg.web.queue,
-            cfg.web.workers,
+            cfg.web.threads,
             cfg.db_driver,
             cfg.db_pool,
             self.db_where,

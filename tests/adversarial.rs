@@ -275,7 +275,7 @@ fn run_case(serve: &mut Served, route: &str, kind: Kind, soak: Duration) -> Outc
         Kind::Holds => {
             assert_eq!(r.status, 200, "{}", r.body);
             serve.wait_log(
-                &[&format!("stall: route {route} has held its worker thread")],
+                &[&format!("stall: route {route} has held its thread")],
                 Duration::from_secs(10),
             );
         }

@@ -39,7 +39,7 @@ fn ten_http_self_calls_run_at_once() {
 #[test]
 fn one_worker_thread_still_runs_every_query_at_once() {
     let app = serve(|c| {
-        c.web.workers = 1;
+        c.web.threads = 1;
         c.web.fibers = 60;
         c.db_pool = 60;
     });
@@ -47,7 +47,7 @@ fn one_worker_thread_still_runs_every_query_at_once() {
     assert!(resps.iter().all(|r| r.status == 200));
     assert!(
         took < Duration::from_secs(5),
-        "60 x 1 s on one worker took {took:?}"
+        "60 x 1 s on one thread took {took:?}"
     );
 }
 

@@ -63,7 +63,7 @@ impl Serve {
         let mut child = runtime
             .serve_command()
             .args(["--bind", "127.0.0.1:0", "--fibers", "8"])
-            .args(["--db-pool", "4", "--workers", "2"])
+            .args(["--db-pool", "4", "--threads", "2"])
             .args(args)
             .env("DATABASE_URL", common::database_url())
             .env_remove("RUST_LOG")

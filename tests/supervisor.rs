@@ -40,7 +40,7 @@ fn serve_with(mut cmd: Command, args: &[&str]) -> Served {
         "120",
         "--db-pool",
         "60",
-        "--workers",
+        "--threads",
         "2",
         "--shutdown-grace",
         "10",

@@ -5,7 +5,7 @@
 //! a checkout that times out, an HTTP call, a scope child's join, a blocking call, a
 //! wait the route's deadline ends, a route's turn, the fiber queue, a client that
 //! leaves), and answers 500 when any of them was another thread's after the wait. Under
-//! `ab -c 64`, in the default configuration and with each `--workers` and
+//! `ab -c 64`, in the default configuration and with each `--threads` and
 //! `--processes` the docs allow, every answer is a 200.
 
 mod common;
@@ -128,10 +128,10 @@ fn a_request_whose_client_leaves_ends_on_its_own_thread() {
 }
 
 #[test]
-fn every_workers_and_processes_setting_keeps_each_request_on_its_thread() {
+fn every_threads_and_processes_setting_keeps_each_request_on_its_thread() {
     for processes in ["1", "2"] {
-        for workers in ["1", "2", "4"] {
-            let server = start(&["--workers", workers, "--processes", processes]);
+        for threads in ["1", "2", "4"] {
+            let server = start(&["--threads", threads, "--processes", processes]);
             for (path, n) in [
                 ("/hold?wait=sleep", 2000),
                 ("/hold?wait=query", 500),

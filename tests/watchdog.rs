@@ -1,4 +1,4 @@
-//! The stall watchdog on the real demo: a job that blocks its worker thread is a stall
+//! The stall watchdog on the real demo: a job that blocks its thread is a stall
 //! of its route (in /stats, and past --stall-limit a replacement request naming the
 //! route), while a request that waits in may (/widgets?sleep=1) is none.
 

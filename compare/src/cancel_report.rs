@@ -55,17 +55,15 @@ enum Server {
 }
 
 impl Server {
-    fn start(runtime: Runtime, cfg: &ServeConfig) -> Result<Server, String> {
+    fn start(runtime: Runtime, cfg: &ServeConfig) -> Result<Server, compare::Error> {
         match runtime {
             Runtime::Fibers => fiberstack::start::start(cfg).map(Server::Fibers),
             Runtime::Async => compare::twin::start(cfg).map(Server::Twin),
             other => {
-                return Err(format!(
-                    "cancel-report measures fibers and async, not {other}"
-                ))
+                return Err(format!("cancel-report measures fibers and async, not {other}").into())
             }
         }
-        .map_err(|e| e.to_string())
+        .map_err(compare::Error::from)
     }
 
     fn addr(&self) -> SocketAddr {
@@ -84,10 +82,10 @@ impl Server {
 }
 
 /// `compare cancel-report`: both runtimes, one after the other, then the tables.
-pub fn run(cfg: &ServeConfig, rounds: usize) -> Result<(), String> {
+pub fn run(cfg: &ServeConfig, rounds: usize) -> Result<(), compare::Error> {
     // Ctrl-C stops the report like a server: the private MariaDBs are cleaned up.
     let _stops = fiber_web::rig::stop_requests()
-        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+        .map_err(|e| fiberstack::Error::io("install signal handlers", e))?;
     let mut all = Vec::new();
     for runtime in [Runtime::Fibers, Runtime::Async] {
         let mut cfg = cfg.clone();
@@ -105,7 +103,7 @@ pub fn run(cfg: &ServeConfig, rounds: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn measure(server: &Server, runtime: Runtime, rounds: usize) -> Result<Figures, String> {
+fn measure(server: &Server, runtime: Runtime, rounds: usize) -> Result<Figures, compare::Error> {
     let addr = server.addr();
     let (storm, storm_back) = storm(addr)?;
     let mut times = Vec::with_capacity(rounds);
@@ -122,7 +120,7 @@ fn measure(server: &Server, runtime: Runtime, rounds: usize) -> Result<Figures, 
 }
 
 /// The storm: `db.in_use` at each sample time, and when it first read 0.
-fn storm(addr: SocketAddr) -> Result<(Vec<u64>, Option<Duration>), String> {
+fn storm(addr: SocketAddr) -> Result<(Vec<u64>, Option<Duration>), compare::Error> {
     let clients = (0..LEAVING)
         .map(|_| ask(addr, "/widgets?sleep=10"))
         .collect::<Result<Vec<_>, _>>()?;
@@ -150,7 +148,7 @@ fn storm(addr: SocketAddr) -> Result<(Vec<u64>, Option<Duration>), String> {
 }
 
 /// One round: the time from the client's close to its connection's return.
-fn round(addr: SocketAddr) -> Result<Duration, String> {
+fn round(addr: SocketAddr) -> Result<Duration, compare::Error> {
     let client = ask(addr, "/widgets?sleep=10")?;
     wait_for(addr, 1)?;
     drop(client);
@@ -160,13 +158,11 @@ fn round(addr: SocketAddr) -> Result<Duration, String> {
 }
 
 /// Poll `/stats` until `db.in_use` is `want`, for at most [`ROUND_TIMEOUT`].
-fn wait_for(addr: SocketAddr, want: u64) -> Result<(), String> {
+fn wait_for(addr: SocketAddr, want: u64) -> Result<(), compare::Error> {
     let started = Instant::now();
     while in_use(addr)? != want {
         if started.elapsed() > ROUND_TIMEOUT {
-            return Err(format!(
-                "db.in_use did not reach {want} within {ROUND_TIMEOUT:?}"
-            ));
+            return Err(format!("db.in_use did not reach {want} within {ROUND_TIMEOUT:?}").into());
         }
         std::thread::sleep(POLL_EVERY);
     }
@@ -174,34 +170,36 @@ fn wait_for(addr: SocketAddr, want: u64) -> Result<(), String> {
 }
 
 /// `GET path` sent on a new connection, left open.
-fn ask(addr: SocketAddr, path: &str) -> Result<TcpStream, String> {
-    let mut s = TcpStream::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))?;
+fn ask(addr: SocketAddr, path: &str) -> Result<TcpStream, compare::Error> {
+    let mut s = TcpStream::connect(addr)
+        .map_err(|e| fiberstack::Error::io(format!("connect to {addr}"), e))?;
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: report\r\n\r\n").as_bytes())
-        .map_err(|e| format!("send to {addr}: {e}"))?;
+        .map_err(|e| fiberstack::Error::io(format!("send to {addr}"), e))?;
     Ok(s)
 }
 
 /// `db.in_use` from `/stats`.
-fn in_use(addr: SocketAddr) -> Result<u64, String> {
+fn in_use(addr: SocketAddr) -> Result<u64, compare::Error> {
     let mut s = ask(addr, "/stats")?;
     s.set_read_timeout(Some(ROUND_TIMEOUT))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| fiberstack::Error::io("time out a read of /stats", e))?;
     let mut reply = Vec::new();
     // The server closes after a request that says nothing of keep-alive only on
     // HTTP/1.0; read up to the end of the body instead.
     let mut buf = [0u8; 8192];
     loop {
-        let n = s.read(&mut buf).map_err(|e| format!("/stats: {e}"))?;
+        let n = s
+            .read(&mut buf)
+            .map_err(|e| fiberstack::Error::io("read /stats", e))?;
         if n == 0 {
             break;
         }
         reply.extend_from_slice(&buf[..n]);
         if let Some(body) = complete_body(&reply) {
-            let stats: serde_json::Value =
-                serde_json::from_slice(body).map_err(|e| format!("/stats: {e}"))?;
+            let stats: serde_json::Value = serde_json::from_slice(body)?;
             return stats["db"]["in_use"]
                 .as_u64()
-                .ok_or_else(|| "/stats has no db.in_use".to_string());
+                .ok_or_else(|| "/stats has no db.in_use".into());
         }
     }
     Err("/stats: the connection closed before the body ended".into())

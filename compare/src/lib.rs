@@ -20,3 +20,7 @@ pub mod tfb;
 pub mod twin;
 
 pub use runtime::Runtime;
+
+/// The rig's error: whatever failed (the framework's, the demo's, MySQL's, an I/O
+/// error), kept with its `source()` chain until `main` prints it.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;

@@ -63,11 +63,11 @@ fn main() -> ExitCode {
         fiber_web::rig::set_app_name(fiberstack::config::APP_NAME);
         fiber_web::rig::init_logging();
         match cli.command {
-            Command::Bench(args) => bench::run(&args),
+            Command::Bench(args) => bench::run(&args).map_err(compare::Error::from),
             Command::CancelReport { rounds, serve } => fiberstack::flags::parse(serve)
-                .map_err(|e| e.to_string())
+                .map_err(compare::Error::from)
                 .and_then(|cfg| cancel_report::run(&cfg, rounds as usize)),
-            Command::Tfb(args) => tfb_cmd::run(&args),
+            Command::Tfb(args) => tfb_cmd::run(&args).map_err(compare::Error::from),
         }
     };
     match result {

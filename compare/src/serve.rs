@@ -23,7 +23,7 @@ fn flags() -> AppFlags {
 }
 
 /// Parse `args` (after `serve`) and serve until told to stop.
-pub fn run(args: Vec<String>) -> Result<(), String> {
+pub fn run(args: Vec<String>) -> Result<(), compare::Error> {
     let flags = flags();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!(
@@ -32,19 +32,18 @@ pub fn run(args: Vec<String>) -> Result<(), String> {
         );
         return Ok(());
     }
-    let (web, values) =
-        Options::parse(&flags, args, |name| std::env::var(name).ok()).map_err(|e| e.to_string())?;
+    let (web, values) = Options::parse(&flags, args, |name| std::env::var(name).ok())?;
     fiber_web::rig::set_app_name(&web.name);
     fiber_web::rig::init_logging();
-    let runtime: Runtime = values.get("runtime").map_err(|e| e.to_string())?;
-    let mut cfg = fiberstack::flags::config(web, &values).map_err(|e| e.to_string())?;
+    let runtime: Runtime = values.get("runtime")?;
+    let mut cfg = fiberstack::flags::config(web, &values)?;
     if fiber_web::worker::current().is_some() {
         cfg.beside_mariadb = std::env::var(BESIDE_MARIADB_VAR).ok();
     }
     serve(runtime, &cfg)
 }
 
-fn serve(runtime: Runtime, cfg: &ServeConfig) -> Result<(), String> {
+fn serve(runtime: Runtime, cfg: &ServeConfig) -> Result<(), compare::Error> {
     if runtime == Runtime::Fibers {
         return Err(
             "the fiber server is `fiberstack serve`: use --runtime async or minihttp".into(),
@@ -67,11 +66,12 @@ fn serve(runtime: Runtime, cfg: &ServeConfig) -> Result<(), String> {
             ),
         }
     }
-    let stops = rig::stop_requests().map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let stops =
+        rig::stop_requests().map_err(|e| fiberstack::Error::io("install signal handlers", e))?;
     let drained = match runtime {
         Runtime::Minihttp => return serve_minihttp(cfg, &stops),
         _ => {
-            let running = compare::twin::start(cfg).map_err(|e| e.to_string())?;
+            let running = compare::twin::start(cfg)?;
             fiber_web::rig::banner(&running.banner(cfg));
             rig::ready();
             stopping(&stops.wait(), running.server.stop_state().in_flight(), cfg);
@@ -103,7 +103,7 @@ fn unsupervised_why(runtime: Runtime, cfg: &ServeConfig) -> Option<&'static str>
 
 /// The supervisor: bind, start the one private MariaDB the workers share (sized for
 /// all their pools plus one replacement's), run the workers, and stop MariaDB last.
-fn supervise(cfg: &ServeConfig) -> Result<(), String> {
+fn supervise(cfg: &ServeConfig) -> Result<(), compare::Error> {
     let mut sup = Supervisor::bind(SupervisorConfig {
         processes: cfg.web.processes,
         bind: cfg.web.bind,
@@ -115,7 +115,7 @@ fn supervise(cfg: &ServeConfig) -> Result<(), String> {
         db_pool: cfg.db_pool * (cfg.web.processes + 1),
         ..cfg.clone()
     };
-    let db = fiberstack::setup::database(&all_pools).map_err(|e| e.to_string())?;
+    let db = fiberstack::setup::database(&all_pools)?;
     if let Some(mariadb) = &db.mariadb {
         // The environment, not argv: the URL holds the password.
         sup.env("DATABASE_URL", mariadb.url());
@@ -125,16 +125,16 @@ fn supervise(cfg: &ServeConfig) -> Result<(), String> {
     let result = sup.run();
     drop(db);
     log::info!(target: fiber_web::rig::app_name(), "stopped");
-    result
+    Ok(result?)
 }
 
 /// `serve --runtime minihttp`: say which flags it ignores, serve until told to stop,
 /// then stop MySQL. Open connections are cut: may_minihttp has no graceful shutdown.
-fn serve_minihttp(cfg: &ServeConfig, stops: &StopRequests) -> Result<(), String> {
+fn serve_minihttp(cfg: &ServeConfig, stops: &StopRequests) -> Result<(), compare::Error> {
     for line in compare::mini::ignored_flags(cfg) {
         log::warn!(target: fiber_web::rig::app_name(), "minihttp: {line}");
     }
-    let running = compare::mini::start(cfg).map_err(|e| e.to_string())?;
+    let running = compare::mini::start(cfg)?;
     fiber_web::rig::banner(&running.banner(cfg));
     let why = stops.wait();
     log::info!(

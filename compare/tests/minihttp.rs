@@ -41,7 +41,7 @@ impl Mini {
     fn start(extra: &[&str]) -> Mini {
         let mut child = Command::new(BIN)
             .args(["serve", "--runtime", "minihttp", "--bind", "127.0.0.1:0"])
-            .args(["--db-pool", "4", "--workers", "2"])
+            .args(["--db-pool", "4", "--threads", "2"])
             .args(extra)
             .env("DATABASE_URL", common::database_url())
             .stdout(Stdio::piped())

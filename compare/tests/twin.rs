@@ -23,7 +23,7 @@ fn config(tweak: impl FnOnce(&mut ServeConfig)) -> ServeConfig {
         web: Options {
             bind: "127.0.0.1:0".parse().unwrap(),
             fibers: 50,
-            workers: 2,
+            threads: 2,
             ..ServeConfig::default().web
         },
         ..ServeConfig::default()

@@ -267,7 +267,7 @@ impl<S: Send + Sync + 'static> App<S> {
             default_headers,
         } = self;
         let router = crate::builtin::add(routes.router, readiness, metrics, &fibers, &stats);
-        router.check().map_err(Error::Routes)?;
+        router.check().map_err(refused)?;
         stats.set_routes(router.routes().iter().map(|r| r.label));
         Ok(Routed::new(
             router,
@@ -297,11 +297,16 @@ impl<S: Send + Sync + 'static> App<S> {
         found
     }
 
-    /// Check the routes now, as building the app does: `Err` names every pattern that
-    /// does not parse and every pair of routes that clash.
-    pub fn check(&self) -> Result<(), Vec<PatternError>> {
-        self.routes.router.check()
+    /// Check the routes now, as building the app does: [`Error::Routes`] names every
+    /// pattern that does not parse and every pair of routes that clash.
+    pub fn check(&self) -> Result<(), Error> {
+        self.routes.router.check().map_err(refused)
     }
+}
+
+/// The router's refusals as the app's error: one [`Error::Route`] each.
+fn refused(patterns: Vec<PatternError>) -> Error {
+    Error::Routes(patterns.into_iter().map(Error::from).collect())
 }
 
 /// `METHOD pattern`, for as long as the process lives (labels are `&'static str`:

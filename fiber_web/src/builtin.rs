@@ -16,7 +16,7 @@ use crate::counters::HttpStats;
 use crate::dispatch::Endpoint;
 use crate::http::router::Router;
 use crate::http::{Request, Response};
-use crate::metrics::{self, Exposition, ServerSnapshot, Workers, HEALTHZ, METRICS, READYZ};
+use crate::metrics::{self, Exposition, HandlerPool, ServerSnapshot, HEALTHZ, METRICS, READYZ};
 
 /// `router` with the built-in routes it does not have.
 pub(crate) fn add<S: Send + Sync + 'static>(
@@ -34,11 +34,11 @@ pub(crate) fn add<S: Send + Sync + 'static>(
         METRICS,
         true,
         Endpoint::new(move |state: &S, _: &Request| {
-            let workers = Workers::of_fibers(&fibers);
+            let pool = HandlerPool::of_fibers(&fibers);
             let mut out = Exposition::new();
             out.server(&ServerSnapshot {
                 runtime: "fibers",
-                workers: &workers,
+                pool: &pool,
                 http: &stats,
             });
             if let Some(hook) = &hook {

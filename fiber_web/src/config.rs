@@ -27,10 +27,10 @@ pub const DEFAULT_SCOPE_CHILDREN: usize = 16;
 pub const DEFAULT_FIBER_WAIT: Duration = Duration::from_secs(30);
 /// `--max-connections`: open client connections (under `ulimit -n`, 20000 here).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 15_000;
-/// `--stall-warn`: a job that holds its worker thread (running its own code, not
+/// `--stall-warn`: a job that holds its thread (running its own code, not
 /// waiting in may) this long is logged and counted as a stall.
 pub const DEFAULT_STALL_WARN: Duration = Duration::from_millis(100);
-/// `--stall-limit`: a job that holds its worker thread this long makes the watchdog ask
+/// `--stall-limit`: a job that holds its thread this long makes the watchdog ask
 /// for this process to be replaced.
 pub const DEFAULT_STALL_LIMIT: Duration = Duration::from_secs(10);
 /// `--overflow-limit`: caught stack overflows after which the watchdog asks for this
@@ -63,9 +63,9 @@ pub const DEFAULT_WORKER_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// be replaced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WatchdogLimits {
-    /// A job holding its worker thread this long is a stall: logged, counted per route.
+    /// A job holding its thread this long is a stall: logged, counted per route.
     pub stall_warn: Duration,
-    /// A job holding its worker thread this long makes the watchdog ask for a
+    /// A job holding its thread this long makes the watchdog ask for a
     /// replacement process.
     pub stall_limit: Duration,
     /// After this many caught stack overflows (whose abandoned frames' heap is never
@@ -185,7 +185,7 @@ pub struct ClientLimits {
     /// looked up by every call meanwhile.
     pub dns_negative_ttl: Duration,
     /// OS threads that run lookups (`getaddrinfo` blocks and allocates inside libc:
-    /// never on a fiber or a may worker). Started when first needed.
+    /// never on a fiber or a scheduler thread). Started when first needed.
     pub dns_threads: usize,
     /// Lookups that may wait for a thread; more fail at once (a dead DNS server holds
     /// every thread for its timeout).
@@ -224,7 +224,7 @@ impl Default for ClientLimits {
 /// wait an app's own flags should accept).
 pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 
-/// The cores this process may run on: the default number of worker threads (may's or
+/// The cores this process may run on: the default number of scheduler threads (may's or
 /// tokio's), and of the bench's wrk threads. 1 when the system cannot say.
 pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -2,7 +2,7 @@
 //! rendered from typed snapshots, so that a renamed counter is a compile error here
 //! rather than a family that silently disappears.
 //!
-//! What is rendered: the workers that run handlers ([`Workers`]: the fiber pool, or
+//! What is rendered: what runs the handlers ([`HandlerPool`]: the fiber pool, or
 //! an async server's task slots) with their per-route runs, overflows, stalls and
 //! stack peaks; the per-route request counters and latency histograms of
 //! [`HttpStats`]; a few lines of /proc for the process; and whatever the app adds
@@ -41,7 +41,7 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// What runs the handlers, as `/stats` shows it and `/metrics` renders it: the fiber
 /// pool, or an async server's task slots (which have no stacks to measure).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct Workers {
+pub struct HandlerPool {
     /// Fibers in the pool (task slots).
     pub size: u64,
     /// Running a handler now.
@@ -56,7 +56,7 @@ pub struct Workers {
     pub timed_out: u64,
     /// Handlers that panicked (answered 500).
     pub panics: u64,
-    /// Handlers that held their worker thread past the watchdog's warning (0 where
+    /// Handlers that held their thread past the watchdog's warning (0 where
     /// nothing counts them).
     pub stalls: u64,
     /// What only fibers have: stacks, overflows, their aftermath.
@@ -66,7 +66,7 @@ pub struct Workers {
     pub routes: BTreeMap<String, RouteRuns>,
 }
 
-/// The fiber stacks of a [`Workers`].
+/// The fiber stacks of a [`HandlerPool`].
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct Stacks {
     /// Usable bytes of each fiber's stack (page-rounded).
@@ -103,14 +103,14 @@ pub struct Aftermath {
     pub retired: u64,
 }
 
-/// One route's runs on the workers.
+/// One route's runs on the handler pool.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct RouteRuns {
     /// Handlers that got a fiber (a task slot).
     pub runs: u64,
     /// Of those, panics.
     pub panics: u64,
-    /// Stalls of its worker thread.
+    /// Stalls of its thread.
     pub stalls: u64,
     /// What only fibers have.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -130,10 +130,10 @@ pub struct RouteStack {
     pub peak_stack_bytes: u64,
 }
 
-impl Workers {
+impl HandlerPool {
     /// The fiber pool's counters now, with the watchdog's stall counts per route and
     /// the process's overflow aftermath.
-    pub fn of_fibers(pool: &fiber_pool::FiberPool) -> Workers {
+    pub fn of_fibers(pool: &fiber_pool::FiberPool) -> HandlerPool {
         let s = pool.stats();
         let stalls = crate::watchdog::stalls();
         let mut routes: BTreeMap<String, RouteRuns> = s
@@ -164,7 +164,7 @@ impl Workers {
                 });
         }
         let a = fiber_pool::aftermath();
-        Workers {
+        HandlerPool {
             size: s.size as u64,
             busy: s.busy as u64,
             queued: s.queued as u64,
@@ -194,12 +194,13 @@ impl Workers {
     }
 }
 
-/// What the server renders of itself: which runtime, its workers and its counters.
+/// What the server renders of itself: which runtime, what runs its handlers, and its
+/// counters.
 pub struct ServerSnapshot<'a> {
     /// `fibers`, or the name of another runtime serving the same routes.
     pub runtime: &'a str,
     /// What runs the handlers.
-    pub workers: &'a Workers,
+    pub pool: &'a HandlerPool,
     /// The HTTP server's counters (uptime among them).
     pub http: &'a HttpStats,
 }
@@ -381,7 +382,7 @@ impl Exposition {
         }
     }
 
-    /// The server's own families: build info, uptime, the workers and their routes,
+    /// The server's own families: build info, uptime, the handler pool and its routes,
     /// the requests and their latency, connections and responses, and the process.
     pub fn server(&mut self, snap: &ServerSnapshot<'_>) {
         self.own_family(
@@ -403,12 +404,12 @@ impl Exposition {
             "Seconds since the server started.",
             snap.http.uptime_secs(),
         );
-        self.workers(snap.workers);
+        self.handler_pool(snap.pool);
         self.requests(snap.http);
         self.process();
     }
 
-    fn workers(&mut self, w: &Workers) {
+    fn handler_pool(&mut self, w: &HandlerPool) {
         let totals: [(&str, Kind, &str, u64); 6] = [
             (
                 "fibers",
@@ -483,7 +484,7 @@ impl Exposition {
             ("route_runs_total", Counter, "Handlers of the route that got a fiber (or a task slot).", |r| Some(r.runs), false),
             ("route_overflows_total", Counter, "Handlers of the route that overflowed their fiber stack (answered 500).", |r| r.stack.map(|s| s.overflows), true),
             ("route_unsafe_overflows_total", Counter, "Of the route's overflows, those that struck outside a safe point.", |r| r.stack.map(|s| s.unsafe_overflows), true),
-            ("route_stalls_total", Counter, "Handlers of the route that stalled their worker thread (0 where the server does not count stalls).", |r| Some(r.stalls), false),
+            ("route_stalls_total", Counter, "Handlers of the route that stalled their thread (0 where the server does not count stalls).", |r| Some(r.stalls), false),
             ("route_panics_total", Counter, "Handlers of the route that panicked (answered 500).", |r| Some(r.panics), false),
             ("route_stack_peak_bytes", Gauge, "The most fiber stack a measured handler of the route used.", |r| r.stack.map(|s| s.peak_stack_bytes), true),
             ("route_stack_measured_total", Counter, "Handlers of the route whose stack use was measured (every 64th run).", |r| r.stack.map(|s| s.measured), true),
@@ -668,7 +669,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn workers() -> Workers {
+    fn handler_pool() -> HandlerPool {
         let mut routes = BTreeMap::new();
         routes.insert(
             "hello".to_string(),
@@ -683,7 +684,7 @@ mod tests {
                 }),
             },
         );
-        Workers {
+        HandlerPool {
             size: 4,
             busy: 1,
             completed: 9,
@@ -693,15 +694,15 @@ mod tests {
                 ..Stacks::default()
             }),
             routes,
-            ..Workers::default()
+            ..HandlerPool::default()
         }
     }
 
-    fn render(runtime: &str, w: &Workers, http: &HttpStats) -> String {
+    fn render(runtime: &str, w: &HandlerPool, http: &HttpStats) -> String {
         let mut out = Exposition::for_app("fiberstack");
         out.server(&ServerSnapshot {
             runtime,
-            workers: w,
+            pool: w,
             http,
         });
         out.into_text()
@@ -714,7 +715,7 @@ mod tests {
         let mut out = Exposition::for_app("fiberstack");
         out.server(&ServerSnapshot {
             runtime: "fibers",
-            workers: &workers(),
+            pool: &handler_pool(),
             http: &http,
         });
         let text = out.into_text();
@@ -742,7 +743,7 @@ mod tests {
             }
         }
         // Task slots have no stacks: those families are left out, stalls still shown.
-        let mut slots = workers();
+        let mut slots = handler_pool();
         slots.stacks = None;
         for r in slots.routes.values_mut() {
             r.stack = None;
@@ -754,7 +755,7 @@ mod tests {
         assert!(text.contains("fiberstack_route_stalls_total{route=\"hello\"} 0\n"));
         assert!(text.contains("fiberstack_build_info{runtime=\"async\","));
         // Stalls, where they are counted, are shown as counted.
-        let mut stalled = workers();
+        let mut stalled = handler_pool();
         stalled.routes.get_mut("hello").unwrap().stalls = 3;
         let text = render("fibers", &stalled, &http);
         assert!(text.contains("fiberstack_route_stalls_total{route=\"hello\"} 3\n"));
@@ -762,7 +763,7 @@ mod tests {
 
     #[test]
     fn stats_json_keeps_its_keys() {
-        let json = serde_json::to_value(workers()).unwrap();
+        let json = serde_json::to_value(handler_pool()).unwrap();
         for key in [
             "size",
             "busy",
@@ -781,7 +782,7 @@ mod tests {
         }
         assert_eq!(json["aftermath"]["abandoned"], 0);
         assert_eq!(json["routes"]["hello"]["peak_stack_bytes"], 4096);
-        let mut slots = workers();
+        let mut slots = handler_pool();
         slots.stacks = None;
         slots.routes.get_mut("hello").unwrap().stack = None;
         let json = serde_json::to_value(slots).unwrap();

@@ -22,8 +22,8 @@ use crate::Error;
 
 /// Most `--fibers`: each reserves address space for its stack.
 pub(crate) const MAX_FIBERS: usize = 100_000;
-/// Most `--workers` threads.
-pub(crate) const MAX_WORKERS: usize = 1024;
+/// Most `--threads`.
+pub(crate) const MAX_THREADS: usize = 1024;
 /// Shortest `--stall-warn`: the stall clock ticks in milliseconds.
 pub(crate) const MIN_STALL_WARN: Duration = Duration::from_millis(10);
 
@@ -58,8 +58,9 @@ pub struct Options {
     pub child_reserve: usize,
     /// The threads [`fiber_pool::blocking()`] runs closures on, and how many may wait.
     pub blocking: fiber_pool::BlockingConfig,
-    /// may worker threads.
-    pub workers: usize,
+    /// The scheduler's threads (may's): every request's fiber runs on one of them,
+    /// from its first instruction to its last. (A worker is a process: `processes`.)
+    pub threads: usize,
     /// Worker processes the supervisor runs behind the port.
     pub processes: usize,
     /// Whether a supervisor runs the worker processes (the default): it replaces one
@@ -95,7 +96,7 @@ impl Default for Options {
             scope_children: DEFAULT_SCOPE_CHILDREN,
             child_reserve: fiber_pool::PoolConfig::default().child_reserve,
             blocking: fiber_pool::BlockingConfig::default(),
-            workers: cores(),
+            threads: cores(),
             processes: DEFAULT_PROCESSES,
             supervise: true,
             access_log: DEFAULT_ACCESS_LOG,
@@ -105,6 +106,12 @@ impl Default for Options {
             http: HttpLimits::default(),
         }
     }
+}
+
+/// What a flag that was renamed is called now, for the error that refuses the old name.
+fn renamed(flag: &str) -> Option<&'static str> {
+    (flag == "workers")
+        .then_some("is --threads now (the scheduler's threads); a worker is a process: --processes")
 }
 
 /// One flag: its name (without `--`), what its value looks like, what it means, and
@@ -201,11 +208,12 @@ const FLAGS: &[Flag] = &[
         set: |o, v| count(v, 0, fiber_pool::config::MAX_QUEUE).map(|n| o.blocking.queue = n),
     },
     Flag {
-        name: "workers",
+        name: "threads",
         value: "N",
-        help: "may worker threads (default: the number of cores)",
-        default: |o| o.workers.to_string(),
-        set: |o, v| count(v, 1, MAX_WORKERS).map(|n| o.workers = n),
+        help: "scheduler threads: a request's fiber runs on one of them (default: the \
+               number of cores)",
+        default: |o| o.threads.to_string(),
+        set: |o, v| count(v, 1, MAX_THREADS).map(|n| o.threads = n),
     },
     Flag {
         name: "processes",
@@ -253,14 +261,14 @@ const FLAGS: &[Flag] = &[
     Flag {
         name: "stall-warn",
         value: "SECS",
-        help: "seconds a handler may hold its worker thread before the stall is logged",
+        help: "seconds a handler may hold its thread before the stall is logged",
         default: |o| o.watchdog.stall_warn.as_secs_f64().to_string(),
         set: |o, v| seconds(v).map(|d| o.watchdog.stall_warn = d),
     },
     Flag {
         name: "stall-limit",
         value: "SECS",
-        help: "seconds a handler may hold its worker thread before the process is replaced",
+        help: "seconds a handler may hold its thread before the process is replaced",
         default: |o| o.watchdog.stall_limit.as_secs_f64().to_string(),
         set: |o, v| seconds(v).map(|d| o.watchdog.stall_limit = d),
     },
@@ -379,7 +387,9 @@ impl Options {
                 (None, None) => {
                     return Err(Error::Option {
                         name: format!("--{name}"),
-                        why: "unknown flag (--help lists them)".into(),
+                        why: renamed(name)
+                            .unwrap_or("unknown flag (--help lists them)")
+                            .into(),
                     })
                 }
             };
@@ -517,6 +527,7 @@ mod tests {
             "--colour: unknown flag (--help lists them)"
         );
         assert_eq!(e(&["--fibers"]), "--fibers: needs a value: --fibers N");
+        assert!(e(&["--workers", "2"]).contains("is --threads now"));
         assert!(e(&["--supervisor", "maybe"]).contains("write on or off"));
         assert!(e(&["--stall-warn", "5", "--stall-limit", "1"]).contains("--stall-limit at least"));
         assert!(e(&["serve"]).contains("not a flag"));
@@ -536,11 +547,11 @@ mod tests {
         let e = values.get::<usize>("db-pool").unwrap_err().to_string();
         assert!(e.starts_with("TODO_API_DB_POOL: 'many'"), "{e}");
         let e = Options::parse(&app, [], |n| {
-            (n == "TODO_API_WORKERS").then(|| "none".into())
+            (n == "TODO_API_THREADS").then(|| "none".into())
         })
         .unwrap_err()
         .to_string();
-        assert!(e.starts_with("TODO_API_WORKERS: 'none'"), "{e}");
+        assert!(e.starts_with("TODO_API_THREADS: 'none'"), "{e}");
         let (_, values) =
             Options::parse(&app, ["--db-pool=4"].map(String::from), |_| None).unwrap();
         assert_eq!(values.get::<usize>("db-pool").unwrap(), 4);

@@ -222,12 +222,12 @@ where
         build,
     )?;
     let mut line = format!(
-        "{}: listening on http://{} | {} fibers x {} stack, {} may workers",
+        "{}: listening on http://{} | {} fibers x {} stack, {} threads",
         options.name,
         serving.addr(),
         options.fibers,
         crate::config::ByteSize(options.stack_size),
-        options.workers,
+        options.threads,
     );
     for note in notes.iter().chain(&serving.notes) {
         line.push_str(" | ");
@@ -337,7 +337,7 @@ where
 {
     // may reads these once, when its first coroutine starts.
     may::config()
-        .set_workers(options.workers)
+        .set_workers(options.threads)
         .set_pool_capacity(COROUTINE_CACHE);
     let fibers = FiberPool::new(options.pool_config())?;
     size_blocking(&options.blocking)?;
@@ -394,8 +394,7 @@ where
         listen_backlog: options.http.listen_backlog,
         shutdown_grace: options.shutdown_grace,
         start_timeout: options.worker_start_timeout,
-    })
-    .map_err(Error::Supervisor)?;
+    })?;
     let Beside { vars, notes, kept } = beside(options).map_err(|e| Error::App(e.into()))?;
     for (name, value) in vars {
         sup.env(name, value);
@@ -403,7 +402,7 @@ where
     for note in notes {
         sup.note(note);
     }
-    let ran = sup.run().map_err(Error::Supervisor);
+    let ran = sup.run();
     drop(kept);
     ran
 }

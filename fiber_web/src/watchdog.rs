@@ -1,5 +1,5 @@
 //! The stall watchdog: one thread per worker process that notices a request holding
-//! its worker thread (running its own code instead of going back to may), logs it
+//! its thread (running its own code instead of going back to may), logs it
 //! once with its route, counts it per route for `/stats`, and asks for this process
 //! to be replaced when a stall passes `--stall-limit`, when any caught overflow
 //! struck outside a safe point (what it held is unknown: the replacement is asked for
@@ -7,7 +7,7 @@
 //! state, or when `--overflow-limit` overflows have abandoned their frames' heap
 //! (never freed: only a fresh process gives it back).
 //!
-//! A fiber holds its may worker thread from the moment it is resumed until it goes
+//! A fiber holds its scheduler thread from the moment it is resumed until it goes
 //! back to its carrier (every may call of ours does, through `fiber_pool::on_carrier`).
 //! While it holds it, every other coroutine of that thread waits. `fiber_pool`
 //! records, per thread, which job runs and since when
@@ -98,7 +98,7 @@ pub(crate) fn spawn(limits: WatchdogLimits, replace: ReplaceHook) -> io::Result<
 /// The log line for a stall: the route, how long, and the likely causes.
 fn stall_line(job: &RunningJob, warn: Duration, aftermath: Aftermath) -> String {
     format!(
-        "{}: stall: route {} has held its worker thread for {} ms without going \
+        "{}: stall: route {} has held its thread for {} ms without going \
          back to may (--stall-warn {} ms); every other request on that thread waits. \
          Likely causes: a blocking std call (std::thread::sleep, std::net, std::fs, a std \
          Mutex or Condvar wait), a CPU loop, or a lock left held by a fiber abandoned \
@@ -151,7 +151,7 @@ impl Watch {
                     self.ask(
                         "stall-after-overflow",
                         &format!(
-                            "route {} stalls its worker thread after {} stack overflow(s) \
+                            "route {} stalls its thread after {} stack overflow(s) \
                              outside a safe point: a lock or Once they held is likely left behind",
                             job.label, aftermath.outside_safe_point
                         ),
@@ -163,7 +163,7 @@ impl Watch {
                 self.ask(
                     "stall-limit",
                     &format!(
-                        "route {} has held a worker thread for {:.1} s (--stall-limit {:.1} s)",
+                        "route {} has held a thread for {:.1} s (--stall-limit {:.1} s)",
                         job.label,
                         job.running_for.as_secs_f64(),
                         self.limits.stall_limit.as_secs_f64()

@@ -1,5 +1,5 @@
 //! Host names resolved at call time: on the resolver's own threads (never the fiber's
-//! or a may worker's), cached for the TTL (a failure for the negative TTL), one lookup
+//! or a scheduler thread's), cached for the TTL (a failure for the negative TTL), one lookup
 //! for every call that wants the same name at once, a moved name followed once its
 //! answer expires, a lookup that hangs bounded by the DNS timeout without holding the
 //! worker, and a full queue refused at once. IP-literal hosts do no lookup at all.
@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fiber_web::client::{phase, ClientError, HttpClient, Method, Url};
+use fiber_web::client::{phase, HttpClient, Method, Url};
 use fiber_web::config::ClientLimits;
+use fiber_web::Error;
 use upstream::{fibers, on_fiber, respond, Upstream};
 
 #[global_allocator]
@@ -122,7 +123,7 @@ fn names_are_looked_up_on_the_resolver_threads_cached_for_the_ttl_and_followed_w
         > Duration::from_millis(450)));
     let e = call().unwrap_err();
     assert!(
-        matches!(&e, ClientError::Connect { addr, .. } if addr.ip().to_string() == "127.0.0.2"),
+        matches!(&e, Error::Connect { addr, .. } if addr.ip().to_string() == "127.0.0.2"),
         "{e:?}"
     );
     assert_eq!(
@@ -145,10 +146,10 @@ fn a_name_that_does_not_resolve_is_a_502_and_is_not_looked_up_again_at_once() {
         let (h, u) = (Arc::clone(&http), url.clone());
         let e = on_fiber(&pool, "client", move || h.get(&u)).unwrap_err();
         assert!(
-            matches!(&e, ClientError::Resolve { host, .. } if host == "nowhere.test"),
+            matches!(&e, Error::Resolve { host, .. } if host == "nowhere.test"),
             "{e:?}"
         );
-        assert_eq!((e.gateway_status(), e.phase()), (502, phase::DNS));
+        assert_eq!((e.gateway_status(), e.phase()), (502, Some(phase::DNS)));
         assert!(e.to_string().contains("no such name"), "{e}");
     }
     assert_eq!(
@@ -210,8 +211,8 @@ fn a_lookup_that_hangs_is_a_dns_timeout_and_holds_no_worker() {
             release.store(true, Ordering::SeqCst);
         })
     };
-    // Every may worker has a fiber waiting for DNS, and a coroutine that only needs
-    // its worker still runs meanwhile: the waits park carriers, not threads.
+    // Every scheduler thread has a fiber waiting for DNS, and a coroutine that only
+    // needs its thread still runs meanwhile: the waits park carriers, not threads.
     let workers = may::config().get_workers().max(1);
     let waiting: Vec<_> = (0..workers * 2)
         .map(|i| {
@@ -246,7 +247,7 @@ fn a_lookup_that_hangs_is_a_dns_timeout_and_holds_no_worker() {
     for w in waiting {
         let (e, took) = w.join().unwrap();
         assert!(
-            matches!(&e, ClientError::Timeout { phase: phase::DNS, limit } if *limit == Duration::from_millis(300)),
+            matches!(&e, Error::Timeout { phase: phase::DNS, limit } if *limit == Duration::from_millis(300)),
             "{e:?}"
         );
         assert_eq!(e.gateway_status(), 504);
@@ -306,7 +307,7 @@ fn one_lookup_serves_every_call_for_the_name_and_a_full_queue_is_refused() {
         Url::parse("http://refused.test/").unwrap(),
     );
     let e = on_fiber(&pool, "client", move || h.get(&url)).unwrap_err();
-    assert!(matches!(&e, ClientError::Resolve { .. }), "{e:?}");
+    assert!(matches!(&e, Error::Resolve { .. }), "{e:?}");
     assert!(e.to_string().contains("queue is full"), "{e}");
     release.store(true, Ordering::SeqCst);
     for s in same {

@@ -11,8 +11,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fiber_web::client::{phase, ClientError, HttpClient, Method, Url};
+use fiber_web::client::{phase, HttpClient, Method, Url};
 use fiber_web::config::ClientLimits;
+use fiber_web::Error;
 use upstream::tls::{self, Cert};
 use upstream::{fibers, hold_until_closed, on_fiber, respond, Next, Upstream};
 
@@ -79,12 +80,12 @@ fn requests_round_trip_over_tls_on_one_kept_alive_session() {
 }
 
 /// Assert `e` is rustls refusing the certificate in the handshake, as `says`.
-fn refused_certificate(e: &ClientError, host: &str, says: &str) {
+fn refused_certificate(e: &Error, host: &str, says: &str) {
     assert!(
-        matches!(e, ClientError::Tls { host: h, phase: phase::TLS, source: rustls::Error::InvalidCertificate(_) } if h == host),
+        matches!(e, Error::Tls { host: h, phase: phase::TLS, source: rustls::Error::InvalidCertificate(_) } if h == host),
         "{e:?}"
     );
-    assert_eq!((e.phase(), e.gateway_status()), (phase::TLS, 502));
+    assert_eq!((e.phase(), e.gateway_status()), (Some(phase::TLS), 502));
     let text = e.to_string();
     assert!(
         text.contains(&format!("TLS handshake with '{host}' failed")),
@@ -133,7 +134,7 @@ fn a_server_that_is_not_tls_fails_the_handshake() {
     assert!(
         matches!(
             &e,
-            ClientError::Tls {
+            Error::Tls {
                 phase: phase::TLS,
                 ..
             }
@@ -158,7 +159,7 @@ fn a_server_that_never_answers_the_handshake_times_out_in_the_tls_phase() {
     let e = on_fiber(&pool, "client", move || h.get(&url)).unwrap_err();
     let took = start.elapsed();
     assert!(
-        matches!(&e, ClientError::Timeout { phase: phase::TLS, limit } if *limit == Duration::from_millis(300)),
+        matches!(&e, Error::Timeout { phase: phase::TLS, limit } if *limit == Duration::from_millis(300)),
         "{e:?}"
     );
     assert_eq!(e.gateway_status(), 504);
@@ -190,7 +191,7 @@ fn a_close_delimited_body_over_tls_ends_with_close_notify_or_is_an_error() {
     assert_eq!(ok.unwrap().text(), "all of it");
     let e = cut.unwrap_err();
     assert!(
-        matches!(&e, ClientError::BadResponse(m) if m.contains("without close_notify")),
+        matches!(&e, Error::BadResponse(m) if m.contains("without close_notify")),
         "{e:?}"
     );
 }

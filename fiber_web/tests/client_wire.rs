@@ -11,8 +11,9 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fiber_web::client::{ClientError, HttpClient, Method, Url};
+use fiber_web::client::{HttpClient, Method, Url};
 use fiber_web::config::ClientLimits;
+use fiber_web::Error;
 use upstream::{fibers, on_fiber, respond, Next, Upstream};
 
 #[global_allocator]
@@ -275,7 +276,7 @@ fn a_kept_alive_connection_the_server_closed_is_sent_again_for_get_but_never_for
     // POST: the same happens on connection 1's second request, and it is not resent.
     let e = send(Method::Post).unwrap_err();
     assert!(
-        matches!(&e, ClientError::BadResponse(m) if m.contains("closed before any response")),
+        matches!(&e, Error::BadResponse(m) if m.contains("closed before any response")),
         "{e:?}"
     );
     let posts = up.requests().iter().filter(|r| r.method == "POST").count();

@@ -38,7 +38,7 @@ fn status_lines_and_bodiless_statuses_go_out_as_rfc_9110_says() {
     let options = Options {
         bind: "127.0.0.1:0".parse().unwrap(),
         fibers: 4,
-        workers: 2,
+        threads: 2,
         access_log: false,
         http: fiber_web::config::HttpLimits {
             max_body_bytes: 64,
@@ -118,7 +118,7 @@ fn default_headers_are_on_every_answer_and_pipelined_requests_are_answered_in_or
     let options = Options {
         bind: "127.0.0.1:0".parse().unwrap(),
         fibers: 4,
-        workers: 1,
+        threads: 1,
         access_log: false,
         ..Options::default()
     };

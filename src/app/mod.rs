@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fiber_pool::FiberPool;
-use fiber_web::client::{ClientError, HttpClient, Url};
+use fiber_web::client::{HttpClient, Url};
 use fiber_web::metrics::HttpStats;
 use fiber_web::{App, Response};
 
@@ -101,6 +101,6 @@ pub fn db_error(e: &fiber_mysql::Error) -> Response {
 }
 
 /// The response for an upstream HTTP failure: 504 on a timeout, else 502.
-pub fn upstream_error(url: &Url, e: &ClientError) -> Response {
+pub fn upstream_error(url: &Url, e: &fiber_web::Error) -> Response {
     Response::error(e.gateway_status(), format!("GET {url} failed: {e}"))
 }

@@ -2,14 +2,14 @@
 //! which process answered (its pid; its worker id and generation under a supervisor).
 //!
 //! The snapshot is typed: the fiber pool's part is the framework's
-//! [`fiber_web::metrics::Workers`], the same value `/metrics` renders, so the
+//! [`fiber_web::metrics::HandlerPool`], the same value `/metrics` renders, so the
 //! two cannot disagree and a renamed counter is a compile error.
 
 use serde::Serialize;
 
 use crate::app::AppState;
 use fiber_web::client::ClientStats;
-use fiber_web::metrics::Workers;
+use fiber_web::metrics::HandlerPool;
 use fiber_web::{Request, Response};
 
 /// `GET /stats` as JSON. The snapshot (every pool's counters, under their locks) is
@@ -28,7 +28,7 @@ pub struct Snapshot {
     /// Which process answered.
     pub worker: serde_json::Value,
     /// The fiber pool, per route too.
-    pub fibers: Workers,
+    pub fibers: HandlerPool,
     /// The MySQL pool.
     pub db: DbStats,
     /// The outgoing HTTP client.
@@ -75,7 +75,7 @@ pub fn snapshot(state: &AppState) -> Snapshot {
     Snapshot {
         uptime_secs: state.http_stats.uptime_secs(),
         worker: fiber_web::worker::describe(),
-        fibers: Workers::of_fibers(&state.fibers),
+        fibers: HandlerPool::of_fibers(&state.fibers),
         db: DbStats::from(&state.db.stats()),
         http_client: state.http.stats(),
         http_server: state.http_stats.to_json(),

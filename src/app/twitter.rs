@@ -3,7 +3,7 @@
 //! `</br>`, as the original demo did with the Twitter search API.
 
 use crate::app::{upstream_error, AppState};
-use fiber_web::client::{ClientError, ClientResponse, Url};
+use fiber_web::client::{ClientResponse, Url};
 use fiber_web::html::escape_html;
 use fiber_web::{Request, Response, Routes};
 
@@ -19,7 +19,7 @@ pub fn index(state: &AppState, _req: &Request) -> Response {
 
 /// What `/twitter` answers for the outcome of its upstream call (shared with the
 /// twin): the rendered texts, or a 502 (504 on a timeout) naming the upstream.
-pub fn page(url: &Url, got: Result<ClientResponse, ClientError>) -> Response {
+pub fn page(url: &Url, got: Result<ClientResponse, fiber_web::Error>) -> Response {
     let resp = match got {
         Ok(resp) => resp,
         Err(e) => return upstream_error(url, &e),

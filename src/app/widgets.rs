@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::app::{db_error, upstream_error, AppState};
 use fiber_pool::{RunError, Scope};
-use fiber_web::client::{ClientError, ClientResponse, Url};
+use fiber_web::client::{ClientResponse, Url};
 use fiber_web::{Request, Response};
 
 /// The body of `/widgets`, as in the original.
@@ -160,7 +160,7 @@ pub fn widgets_http(state: &AppState, _req: &Request) -> Response {
 
 /// What `/widgets/http` answers for the outcome of its call (shared with the twin):
 /// the body on a 200, else a 502 (504 on a timeout) naming the URL.
-pub fn self_call_response(url: &Url, got: Result<ClientResponse, ClientError>) -> Response {
+pub fn self_call_response(url: &Url, got: Result<ClientResponse, fiber_web::Error>) -> Response {
     match got {
         Ok(resp) if resp.status == 200 => {
             Response::text(200, String::from_utf8_lossy(&resp.body).into_owned())

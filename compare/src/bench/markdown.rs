@@ -19,7 +19,7 @@ use crate::bench::{bounds, load, RUNTIMES};
 pub struct Context<'a> {
     pub title: &'a str,
     pub split: &'a Split,
-    pub workers: usize,
+    pub threads: usize,
     /// The quota line (`quota: ...`).
     pub quota: &'a str,
     /// What the preflight printed.
@@ -35,7 +35,7 @@ pub fn markdown(
     samples: &HashMap<(&'static str, Runtime), Vec<Sample>>,
     banners: &[String],
 ) -> String {
-    let (split, workers) = (cx.split, cx.workers);
+    let (split, threads) = (cx.split, cx.threads);
     let mut md = format!("# {}\n\n", cx.title);
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -54,7 +54,7 @@ pub fn markdown(
         .unwrap_or_else(|| "unknown (not run in a git checkout)".into());
     let _ = writeln!(
         md,
-        "Machine: {} cores ({cpu}). {split}. Server workers: {workers}. Commit: {commit}. \
+        "Machine: {} cores ({cpu}). {split}. Server threads: {threads}. Commit: {commit}. \
          Took {:.0} s.\n\n\
          Served counts 2xx answers only. `of ceiling C/S` is the true ceiling of a \
          sleeping route (C clients, S seconds); `of expected` is what the load tool lets \

@@ -79,9 +79,9 @@ pub struct BenchArgs {
     /// idle-200).
     #[arg(long)]
     pub only: Option<String>,
-    /// Worker threads of each server (may or tokio); default: the server cpus.
+    /// Threads of each server (may's or tokio's: `--threads`); default: the server cpus.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub workers: Option<u64>,
+    pub threads: Option<u64>,
     /// Cpus of the servers and their MariaDB, like `1` or `0-1` (default: the upper
     /// half of the usable cpus, or those --load-cpus leaves).
     #[arg(long)]
@@ -187,9 +187,9 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
     eprintln!("bench: {split}");
     let decision = quota::decide(args.server_quota, &split);
     scenario::hold_cpu_bound(&mut scenarios, decision.percent);
-    let workers = args
-        .workers
-        .map_or(split.server.len(), |w| w as usize)
+    let threads = args
+        .threads
+        .map_or(split.server.len(), |t| t as usize)
         .max(1);
     preflight::check_tools(&scenarios)?;
     // Raised first, so that the check below sees what the children will have.
@@ -299,7 +299,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                     runtime,
                     &db.url(),
                     *settings,
-                    workers,
+                    threads,
                     &split,
                     &log,
                 )?;
@@ -411,7 +411,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
         &markdown::Context {
             title: &title,
             split: &split,
-            workers,
+            threads,
             quota: &quota_line,
             preflight: &pre.lines,
             took: started.elapsed(),

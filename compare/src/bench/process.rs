@@ -60,7 +60,7 @@ impl ServerProcess {
         runtime: Runtime,
         database_url: &str,
         settings: Settings,
-        workers: usize,
+        threads: usize,
         split: &Split,
         log: &Path,
     ) -> Result<ServerProcess, String> {
@@ -80,7 +80,7 @@ impl ServerProcess {
             .args(["--db-pool", &settings.db_pool.to_string()])
             .args(["--queue", &settings.queue.to_string()])
             .args(["--max-connections", &settings.max_connections.to_string()])
-            .args(["--workers", &workers.to_string()])
+            .args(["--threads", &threads.to_string()])
             // One process with no supervisor, whatever FIBERSTACK_PROCESSES or
             // FIBERSTACK_SUPERVISOR say: its /proc is then all the server's CPU and memory
             // (a supervisor's would leave out its worker's).

@@ -136,7 +136,7 @@ impl Server {
                     "off",
                     "--db-pool",
                     &pool,
-                    "--workers",
+                    "--threads",
                     &threads,
                     "--fibers",
                     &room,
@@ -203,8 +203,8 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     )?;
     eprintln!("bench --tfb: {split}");
     let threads = args
-        .workers
-        .map_or(split.server.len(), |w| w as usize)
+        .threads
+        .map_or(split.server.len(), |t| t as usize)
         .max(1);
     let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 5 }) as usize;
     let duration = Duration::from_secs(if args.quick { 2 } else { args.duration });

@@ -92,7 +92,7 @@ pub fn ignored_flags(cfg: &ServeConfig) -> Vec<String> {
 
 /// Start MySQL (private or external), the schema and may_minihttp on `cfg.web.bind`.
 pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
-    may::config().set_workers(cfg.web.workers);
+    may::config().set_workers(cfg.web.threads);
     let (db, mariadb, db_where) = fiber_mysql_pool(cfg)?;
     let state = Arc::new(MiniState::new(db, cfg.db_wait_timeout));
     let (addr, accept) = listen(cfg.web.bind, MiniService::new(Arc::clone(&state)))?;
@@ -142,10 +142,10 @@ impl Running {
     pub fn banner(&self, cfg: &ServeConfig) -> String {
         format!(
             "fiberstack: listening on http://{} | runtime minihttp (stock may_minihttp 0.1.11: \
-             no fiber pool, no guard pages, no HTTP care), {} may workers x {} coroutine stack \
+             no fiber pool, no guard pages, no HTTP care), {} may threads x {} coroutine stack \
              | MySQL: {} pool of {} via {}",
             self.addr,
-            cfg.web.workers,
+            cfg.web.threads,
             ByteSize(may::config().get_stack_size() * std::mem::size_of::<usize>()),
             cfg.db_driver,
             cfg.db_pool,

@@ -1,7 +1,7 @@
 //! The twin's outgoing HTTP client: hyper-util's pooled client (keep-alive, at most
 //! `max_idle_per_host` idle connections per upstream), with the fiber client's limits:
 //! a connect timeout, a timeout for the response head, one for the whole exchange,
-//! and a cap on the body. Failures are [`ClientError`]s, so `/widgets/http` and
+//! and a cap on the body. Failures are [`Error`]s, so `/widgets/http` and
 //! `/twitter` answer 502/504 with the same messages on both runtimes.
 
 use std::error::Error as _;
@@ -15,7 +15,8 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::twin::gauge::Held;
 use fiber_web::client::ClientStats;
-use fiber_web::client::{ClientError, ClientResponse, Url};
+use fiber_web::client::{ClientResponse, Url};
+use fiber_web::Error;
 use fiberstack::config::ClientLimits;
 
 /// The client: one per server, shared by every handler.
@@ -45,14 +46,14 @@ impl Client {
     }
 
     /// GET `url` and read the whole response, within every limit.
-    pub async fn get(&self, url: &Url) -> Result<ClientResponse, ClientError> {
+    pub async fn get(&self, url: &Url) -> Result<ClientResponse, Error> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         // Given back even if this future is dropped mid-exchange.
         let (_in_flight, _) = Held::enter(&self.in_flight);
         let total = self.limits.total_timeout;
         let result = match tokio::time::timeout(total, self.exchange(url)).await {
             Ok(result) => result,
-            Err(_) => Err(ClientError::Timeout {
+            Err(_) => Err(Error::Timeout {
                 phase: "total",
                 limit: total,
             }),
@@ -63,16 +64,16 @@ impl Client {
         result
     }
 
-    async fn exchange(&self, url: &Url) -> Result<ClientResponse, ClientError> {
+    async fn exchange(&self, url: &Url) -> Result<ClientResponse, Error> {
         // The URL's address was resolved at start-up; the Host header keeps its name.
         let req = hyper::Request::get(format!("http://{}{}", url.addr, url.target))
             .header(hyper::header::HOST, &url.host)
             .body(Empty::new())
-            .map_err(|e| ClientError::BadUrl(format!("'{url}': {e}")))?;
+            .map_err(|e| Error::BadUrl(format!("'{url}': {e}")))?;
         let read = self.limits.read_timeout;
         let resp = match tokio::time::timeout(read, self.client.request(req)).await {
             Err(_) => {
-                return Err(ClientError::Timeout {
+                return Err(Error::Timeout {
                     phase: "response",
                     limit: read,
                 })
@@ -87,9 +88,12 @@ impl Client {
             .await
             .map_err(|e| {
                 if e.is::<http_body_util::LengthLimitError>() {
-                    ClientError::TooLarge { limit }
+                    Error::TooLarge { limit }
                 } else {
-                    ClientError::Io(io::Error::other(e.to_string()))
+                    Error::Broken {
+                        phase: "exchange",
+                        source: io::Error::other(e.to_string()),
+                    }
                 }
             })?
             .to_bytes();
@@ -111,27 +115,30 @@ impl Client {
     }
 
     /// hyper-util's error as the fiber client's: connect failures and timeouts by name.
-    fn request_error(&self, url: &Url, e: hyper_util::client::legacy::Error) -> ClientError {
+    fn request_error(&self, url: &Url, e: hyper_util::client::legacy::Error) -> Error {
         let io = io_source(&e);
         if e.is_connect() {
             return match io {
-                Some(io) if io.kind() == io::ErrorKind::TimedOut => ClientError::Timeout {
+                Some(io) if io.kind() == io::ErrorKind::TimedOut => Error::Timeout {
                     phase: "connect",
                     limit: self.limits.connect_timeout,
                 },
-                Some(io) => ClientError::Connect {
+                Some(io) => Error::Connect {
                     addr: url.addr,
                     source: io::Error::new(io.kind(), io.to_string()),
                 },
-                None => ClientError::Connect {
+                None => Error::Connect {
                     addr: url.addr,
                     source: io::Error::other(e.to_string()),
                 },
             };
         }
         match io {
-            Some(io) => ClientError::Io(io::Error::new(io.kind(), io.to_string())),
-            None => ClientError::BadResponse(match e.source() {
+            Some(io) => Error::Broken {
+                phase: "exchange",
+                source: io::Error::new(io.kind(), io.to_string()),
+            },
+            None => Error::BadResponse(match e.source() {
                 Some(source) => source.to_string(),
                 None => e.to_string(),
             }),

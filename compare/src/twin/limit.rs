@@ -20,7 +20,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::twin::gauge::Held;
 use crate::twin::{Reply, Shared};
-use fiber_web::metrics::{RouteRuns, Workers};
+use fiber_web::metrics::{HandlerPool, RouteRuns};
 use fiber_web::rig::{queue_full, wait_timed_out};
 use fiber_web::Response;
 
@@ -124,9 +124,9 @@ impl Limit {
         }
     }
 
-    /// The limit's counters, as the framework's [`Workers`] (with no stacks): the
+    /// The limit's counters, as the framework's [`HandlerPool`] (with no stacks): the
     /// same shape `/stats` and `/metrics` show for the fiber pool.
-    pub fn workers(&self) -> Workers {
+    pub fn handler_pool(&self) -> HandlerPool {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let routes = self
             .routes
@@ -143,7 +143,7 @@ impl Limit {
                 (r.label.to_string(), runs)
             })
             .collect();
-        Workers {
+        HandlerPool {
             size: self.size as u64,
             busy: (self.size - self.slots.available_permits()) as u64,
             queued: self.waiting.load(Ordering::Relaxed) as u64,
@@ -250,7 +250,7 @@ mod tests {
         assert_eq!(second.unwrap_err(), Refused::Busy { size: 1, queue: 1 });
         drop(held);
         assert!(limit.acquire().await.is_ok());
-        let counts = limit.workers();
+        let counts = limit.handler_pool();
         assert_eq!(counts.rejected, 1);
         assert_eq!(counts.timed_out, 2);
     }
@@ -262,7 +262,7 @@ mod tests {
         // The client goes while its request waits: hyper drops the future.
         let gone = tokio::time::timeout(Duration::from_millis(5), limit.acquire()).await;
         assert!(gone.is_err(), "the wait must still be pending");
-        assert_eq!(limit.workers().queued, 0, "{:?}", limit.workers());
+        assert_eq!(limit.handler_pool().queued, 0, "{:?}", limit.handler_pool());
         drop(held);
         // The place it held is free: the next waiter is admitted, not refused.
         assert!(limit.acquire().await.is_ok());

@@ -11,11 +11,11 @@ use fiber_web::metrics::{response, Exposition, ServerSnapshot};
 
 /// `GET /metrics` in the text exposition format, labelled `metrics` for the counters.
 pub async fn metrics(State(state): State<Shared>) -> axum::response::Response {
-    let workers = state.limit.workers();
+    let pool = state.limit.handler_pool();
     let mut out = Exposition::new();
     out.server(&ServerSnapshot {
         runtime: "async",
-        workers: &workers,
+        pool: &pool,
         http: &state.http_stats,
     });
     out.db_pool(&state.db.stats());

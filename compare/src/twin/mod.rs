@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Route labels, status codes, bodies and error messages are the fiber server's; where
-//! a message names a runtime part (a fiber, a task) it says which. `--workers` is the
+//! a message names a runtime part (a fiber, a task) it says which. `--threads` is the
 //! number of tokio worker threads.
 
 pub mod client;

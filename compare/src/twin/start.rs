@@ -33,16 +33,16 @@ pub struct Running {
     runtime: tokio::runtime::Runtime,
 }
 
-/// Start everything `cfg` describes, on a runtime of `cfg.web.workers` tokio workers.
+/// Start everything `cfg` describes, on a runtime of `cfg.web.threads` tokio worker threads.
 pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
     // Its metrics and log lines carry the demo's name, as the fiber server's do.
     fiber_web::rig::set_app_name(&cfg.web.name);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cfg.web.workers)
+        .worker_threads(cfg.web.threads)
         .thread_name("fiberstack-async")
         .enable_all()
         .build()
-        .map_err(|e| Error::io("start the tokio runtime (--workers)", e))?;
+        .map_err(|e| Error::io("start the tokio runtime (--threads)", e))?;
 
     let inherited = fiber_web::rig::take_listener()
         .map_err(|e| Error::io("take the inherited listening socket", e))?;
@@ -117,11 +117,11 @@ impl Running {
     pub fn banner(&self, cfg: &ServeConfig) -> String {
         format!(
             "fiberstack: listening on http://{} | runtime async, {} tasks at once (--fibers), \
-             queue {}, {} tokio workers | MySQL: mysql_async pool of {} via {}",
+             queue {}, {} tokio threads | MySQL: mysql_async pool of {} via {}",
             self.addr(),
             cfg.web.fibers,
             cfg.web.queue,
-            cfg.web.workers,
+            cfg.web.threads,
             cfg.db_pool,
             self.db_where,
         )

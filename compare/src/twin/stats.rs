@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::twin::{Reply, Shared};
 use fiber_web::client::ClientStats;
-use fiber_web::metrics::Workers;
+use fiber_web::metrics::HandlerPool;
 use fiber_web::Response;
 use fiberstack::app::stats::DbStats;
 
@@ -25,7 +25,7 @@ pub struct Snapshot {
     /// Which process answered.
     pub worker: serde_json::Value,
     /// The task-slot limit, per route too.
-    pub tasks: Workers,
+    pub tasks: HandlerPool,
     /// The MySQL pool.
     pub db: DbStats,
     /// The outgoing HTTP client.
@@ -40,7 +40,7 @@ pub fn snapshot(state: &Shared) -> Snapshot {
         runtime: "async",
         uptime_secs: state.http_stats.uptime_secs(),
         worker: fiber_web::worker::describe(),
-        tasks: state.limit.workers(),
+        tasks: state.limit.handler_pool(),
         db: DbStats::from(&state.db.stats()),
         http_client: state.http.stats(),
         http_server: state.http_stats.to_json(),

@@ -23,7 +23,7 @@ use crate::http::{IntoResponse, Request, Response};
 /// figures):
 /// - It may call blocking-looking may I/O (`fiber_mysql`, [`crate::client`]):
 ///   the waits yield to the scheduler. It must not call blocking std I/O or
-///   `std::thread::sleep` (they stall a whole worker thread; the watchdog names the
+///   `std::thread::sleep` (they stall a whole scheduler thread; the watchdog names the
 ///   route).
 /// - It may hold anything across a wait, thread-bound values included: a fiber runs
 ///   from its first instruction to its last on the OS thread it started on (the

@@ -19,7 +19,6 @@
 //! comparing the whole path, its first word before its bytes: the common case costs no
 //! segment walk.
 
-use std::fmt;
 use std::sync::Arc;
 
 use crate::http::{target, Response};
@@ -66,22 +65,24 @@ fn head(path: &str) -> u64 {
     u64::from_le_bytes(word)
 }
 
-/// Why a route pattern was refused.
+/// Why a route pattern was refused (the app reports it as
+/// [`Error::Route`](crate::Error::Route)).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PatternError {
+pub(crate) struct PatternError {
     /// The pattern as written.
     pub(crate) pattern: String,
     /// What is wrong with it, and what to write instead.
     pub(crate) why: String,
 }
 
-impl fmt::Display for PatternError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "route pattern '{}': {}", self.pattern, self.why)
+impl From<PatternError> for crate::Error {
+    fn from(e: PatternError) -> crate::Error {
+        crate::Error::Route {
+            pattern: e.pattern,
+            why: e.why,
+        }
     }
 }
-
-impl std::error::Error for PatternError {}
 
 impl Pattern {
     fn parse(text: &str) -> Result<Pattern, String> {
@@ -580,8 +581,8 @@ mod tests {
         let errors = |r: Router<i32>| -> Vec<String> {
             r.check()
                 .unwrap_err()
-                .iter()
-                .map(ToString::to_string)
+                .into_iter()
+                .map(|e| crate::Error::from(e).to_string())
                 .collect()
         };
         for (pattern, says) in [

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::inherit::{self, SUPERVISOR_PID_ENV, WORKER_ENV};
 use crate::http::listener::bind_error;
+use crate::Error;
 
 /// Most `--processes`: each worker is a whole server with its own pools.
 pub(crate) const MAX_PROCESSES: usize = 64;
@@ -83,15 +84,15 @@ pub struct Supervisor {
 
 impl Supervisor {
     /// Check the settings and bind the port: the errors name the flag to change.
-    pub fn bind(cfg: SupervisorConfig) -> Result<Supervisor, String> {
+    pub fn bind(cfg: SupervisorConfig) -> Result<Supervisor, Error> {
         if !(1..=MAX_PROCESSES).contains(&cfg.processes) {
-            return Err(format!(
-                "--processes must be from 1 to {MAX_PROCESSES}, got {}",
-                cfg.processes
-            ));
+            return Err(Error::Option {
+                name: "--processes".into(),
+                why: format!("must be from 1 to {MAX_PROCESSES}, got {}", cfg.processes),
+            });
         }
         let listener = match inherit::take_listener()
-            .map_err(|e| format!("cannot take the inherited listening socket: {e}"))?
+            .map_err(|e| Error::io("take the inherited listening socket", e))?
         {
             // systemd's socket activation: the socket is bound (and listening) already;
             // the workers get it from this process, as they would a bound one.
@@ -99,20 +100,21 @@ impl Supervisor {
             None => {
                 // std binds without SO_REUSEPORT: a port another server listens on is
                 // refused.
-                let listener =
-                    TcpListener::bind(cfg.bind).map_err(|e| bind_error(cfg.bind, e).to_string())?;
+                let listen = || format!("listen on {} (--bind)", cfg.bind);
+                let listener = TcpListener::bind(cfg.bind)
+                    .map_err(|e| Error::io(listen(), bind_error(cfg.bind, e)))?;
                 socket2::SockRef::from(&listener)
                     .listen(cfg.listen_backlog)
-                    .map_err(|e| format!("cannot listen on {}: {e}", cfg.bind))?;
+                    .map_err(|e| Error::io(listen(), e))?;
                 listener
             }
         };
         // Resolved now: after a new binary is installed at this path, SIGHUP runs it.
         let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot find this program to start workers: {e}"))?;
+            .map_err(|e| Error::io("find this program to start workers", e))?;
         let addr = listener
             .local_addr()
-            .map_err(|e| format!("cannot read the bound address: {e}"))?;
+            .map_err(|e| Error::io("read the bound address", e))?;
         Ok(Supervisor {
             cfg,
             listener: Some(listener),
@@ -143,14 +145,14 @@ impl Supervisor {
     /// Start the workers, keep them running until SIGTERM or SIGINT, then stop them all
     /// (each finishes its requests up to the grace period) and return. Errors: a worker
     /// of the first generation could not start.
-    pub fn run(self) -> Result<(), String> {
+    pub fn run(self) -> Result<(), Error> {
         let (tx, rx) = mpsc::channel();
         forward_signals(tx.clone())?;
         self.run_on(tx, rx)
     }
 
     /// [`Supervisor::run`] on a channel of events (a test sends its own signals).
-    fn run_on(self, tx: mpsc::Sender<Event>, rx: mpsc::Receiver<Event>) -> Result<(), String> {
+    fn run_on(self, tx: mpsc::Sender<Event>, rx: mpsc::Receiver<Event>) -> Result<(), Error> {
         let mut state = State {
             sup: self,
             tx,
@@ -261,18 +263,18 @@ impl State {
     }
 
     /// Start a worker for slot `id`.
-    fn spawn(&mut self, id: usize, why: String) -> Result<(), String> {
+    fn spawn(&mut self, id: usize, why: String) -> Result<(), Error> {
         let generation = self.next_generation[id];
         self.next_generation[id] += 1;
         let (ours, theirs) =
-            UnixStream::pair().map_err(|e| format!("cannot start worker {id}: {e}"))?;
+            UnixStream::pair().map_err(|e| Error::io(format!("start worker {id}"), e))?;
         let Some(listener) = &self.sup.listener else {
-            return Err(format!(
-                "worker {id} not started: the supervisor is stopping"
-            ));
+            // The listener goes when every worker is told to stop.
+            let stopping = io::Error::other("the supervisor is stopping");
+            return Err(Error::io(format!("start worker {id}"), stopping));
         };
         let (copy, listen_env) = inherit::for_child(listener)
-            .map_err(|e| format!("cannot pass the listening socket to worker {id}: {e}"))?;
+            .map_err(|e| Error::io(format!("pass the listening socket to worker {id}"), e))?;
         let mut cmd = Command::new(&self.sup.exe);
         cmd.args(&self.sup.args)
             .env_remove("LISTEN_PID")
@@ -284,7 +286,7 @@ impl State {
         let child = cmd.spawn();
         drop(copy);
         let child = child
-            .map_err(|e| format!("cannot start worker {id} ({}): {e}", self.sup.exe.display()))?;
+            .map_err(|e| Error::io(format!("start worker {id} ({})", self.sup.exe.display()), e))?;
         let proc = Proc {
             id,
             generation,
@@ -317,7 +319,7 @@ impl State {
 
     /// Wait until every first worker accepts; any of them dying first is an error
     /// (its own message is on stderr already), and the others are stopped.
-    fn wait_first_generation(&mut self, rx: &mpsc::Receiver<Event>) -> Result<(), String> {
+    fn wait_first_generation(&mut self, rx: &mpsc::Receiver<Event>) -> Result<(), Error> {
         loop {
             if self.workers.iter().all(|p| p.phase == Phase::Serving) {
                 // The start-up line, on stdout like a single server's.
@@ -325,7 +327,9 @@ impl State {
                     "{}: listening on http://{} | supervisor pid {}, {} worker \
                      processes (SIGHUP restarts them one by one){}",
                     crate::logging::app_name(),
-                    self.sup.addr().map_err(|e| e.to_string())?,
+                    self.sup
+                        .addr()
+                        .map_err(|e| Error::io("read the bound address", e))?,
                     std::process::id(),
                     self.workers.len(),
                     if self.sup.note.is_empty() {
@@ -349,12 +353,12 @@ impl State {
                     status,
                 }) => {
                     self.find(id, generation).map(|i| self.workers.remove(i));
-                    Some(format!(
-                        "worker {id} {} before it accepted (see its message above)",
-                        describe(&status)
-                    ))
+                    Some(match status {
+                        Ok(status) => Error::WorkerExited { id, status },
+                        Err(e) => Error::io(format!("wait for worker {id}"), e),
+                    })
                 }
-                Ok(Event::Signal(_)) => Some("stopped during start-up".to_string()),
+                Ok(Event::Signal(_)) => Some(Error::StoppedDuringStartup),
                 Ok(Event::Replace {
                     id,
                     generation,
@@ -365,7 +369,9 @@ impl State {
                     None
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => Some("lost its workers".into()),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    unreachable!("the supervisor's state holds a sender of its own channel")
+                }
             };
             let late = self
                 .workers
@@ -373,12 +379,9 @@ impl State {
                 .find(|p| {
                     p.phase == Phase::Starting && p.since.elapsed() > self.sup.cfg.start_timeout
                 })
-                .map(|p| {
-                    format!(
-                        "{} did not accept within {:?}",
-                        p.name(),
-                        self.sup.cfg.start_timeout
-                    )
+                .map(|p| Error::WorkerStartTimeout {
+                    id: p.id,
+                    limit: self.sup.cfg.start_timeout,
                 });
             if let Some(why) = failure.or(late) {
                 self.stop_all(rx, "another worker failed to start");
@@ -475,7 +478,7 @@ impl State {
         let why = format!("{} asked to be replaced: {reason}", self.workers[i].name());
         self.log(&why);
         if let Err(e) = self.spawn(id, why) {
-            self.log(e);
+            self.log(e.to_string());
         }
     }
 
@@ -559,7 +562,7 @@ impl State {
                 return; // that slot is being replaced already; go on when it is done
             }
             if let Err(e) = self.spawn(id, "SIGHUP: rolling restart".into()) {
-                self.log(e);
+                self.log(e.to_string());
                 self.rolling.pop_front();
                 continue;
             }
@@ -581,7 +584,7 @@ impl State {
         while self.restarts.front().is_some_and(|(at, _, _)| *at <= now) {
             let (_, id, why) = self.restarts.pop_front().expect("checked just above");
             if let Err(e) = self.spawn(id, why) {
-                self.log(e);
+                self.log(e.to_string());
             }
         }
         let start_timeout = self.sup.cfg.start_timeout;
@@ -665,10 +668,10 @@ fn describe(status: &io::Result<ExitStatus>) -> String {
 }
 
 /// SIGHUP, SIGTERM and SIGINT become events.
-fn forward_signals(tx: mpsc::Sender<Event>) -> Result<(), String> {
+fn forward_signals(tx: mpsc::Sender<Event>) -> Result<(), Error> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM])
-        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+        .map_err(|e| Error::io("install signal handlers", e))?;
     std::thread::Builder::new()
         .name("supervisor-signals".into())
         .spawn(move || {
@@ -679,7 +682,7 @@ fn forward_signals(tx: mpsc::Sender<Event>) -> Result<(), String> {
             }
         })
         .map(drop)
-        .map_err(|e| format!("cannot start the signal thread: {e}"))
+        .map_err(|e| Error::io("start the signal thread", e))
 }
 
 /// A thread that reports the worker's exit, and kills it when `kill` is set.
@@ -795,7 +798,9 @@ mod tests {
         signal
             .send(Event::Signal(signal_hook::consts::SIGTERM))
             .unwrap();
-        assert_eq!(run.join().unwrap(), Ok(()));
+        if let Err(e) = run.join().unwrap() {
+            panic!("the supervisor failed: {e}");
+        }
         let lines = read().lines().map(str::to_string).collect();
         let _ = std::fs::remove_file(&log);
         lines

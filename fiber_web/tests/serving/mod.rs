@@ -13,12 +13,12 @@ use fiber_web::{App, Options, Serving};
 /// How long a test waits for an answer or a state before it fails.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
-/// A test server's options: port 0, a few fibers on two workers, no access log.
+/// A test server's options: port 0, a few fibers on two threads, no access log.
 pub fn options() -> Options {
     Options {
         bind: "127.0.0.1:0".parse().unwrap(),
         fibers: 8,
-        workers: 2,
+        threads: 2,
         access_log: false,
         ..Options::default()
     }

@@ -54,7 +54,7 @@ fn main() -> ExitCode {
             .and_then(fiberstack::start::serve),
         "stack-report" => fiberstack::flags::parse(args)
             .map_err(Error::from)
-            .and_then(|cfg| stack_report::run(&cfg).map_err(Error::Report)),
+            .and_then(|cfg| stack_report::run(&cfg)),
         "mariadb" => mariadb(&args),
         "--version" | "-V" => {
             println!("fiberstack {}", env!("CARGO_PKG_VERSION"));

@@ -7,24 +7,25 @@ use std::time::Duration;
 
 use fiberstack::config::{ByteSize, ServeConfig, DEFAULT_STACK_SIZE};
 use fiberstack::stack_use::Row;
+use fiberstack::Error;
 
 /// Time the report's own requests get to finish when it stops the demo (none should
 /// be left: the report waits for each).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// `fiberstack stack-report`: start the demo, measure every route, print the table.
-pub fn run(cfg: &ServeConfig) -> Result<(), String> {
+pub fn run(cfg: &ServeConfig) -> Result<(), Error> {
     let mut cfg = cfg.clone();
     cfg.web.bind = "127.0.0.1:0".parse().expect("a literal address");
     // Ctrl-C stops the report like the server: the private MariaDB is cleaned up.
-    let _stops = fiber_web::rig::stop_requests()
-        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
-    let running = fiberstack::start::start(&cfg).map_err(|e| e.to_string())?;
+    let _stops =
+        fiber_web::rig::stop_requests().map_err(|e| Error::io("install signal handlers", e))?;
+    let running = fiberstack::start::start(&cfg)?;
     let state = std::sync::Arc::clone(&running.state);
     let measure = move || fiberstack::stack_use::measure(&state, fiberstack::stack_use::PROBES);
     let rows = fiber_pool::carrier::go(measure)
         .join()
-        .map_err(|_| "the stack report panicked".to_string())??;
+        .map_err(|_| Error::Report("the stack report panicked".into()))??;
     println!("{}", render(&rows, build_kind()));
     running.shutdown(SHUTDOWN_GRACE);
     Ok(())

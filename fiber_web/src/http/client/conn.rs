@@ -7,7 +7,7 @@
 //! overflow is caught, and with its buffers on the heap); whenever it wants bytes moved
 //! ([`rustls::ClientConnection::read_tls`] / `write_tls`) they go through the
 //! `CarrierStream`, so a wait parks the carrier in may like any socket wait and never
-//! blocks the worker thread. A `Conn` always lives in a [`fiber_pool::Lent`] while a
+//! blocks the scheduler thread. A `Conn` always lives in a [`fiber_pool::Lent`] while a
 //! fiber uses it, so an overflow mid-exchange closes it instead of leaking it.
 
 use std::io::{self, Read, Write};

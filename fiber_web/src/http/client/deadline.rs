@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::error::ClientError;
+use crate::Error;
 
 /// When a wait must end, and which limit ends it then.
 #[derive(Clone, Copy, Debug)]
@@ -56,8 +56,8 @@ impl Deadline {
     }
 
     /// The error for this deadline having passed.
-    pub(crate) fn expired(&self) -> ClientError {
-        ClientError::Timeout {
+    pub(crate) fn expired(&self) -> Error {
+        Error::Timeout {
             phase: self.phase,
             limit: self.limit,
         }

@@ -7,10 +7,11 @@
 
 use super::conn::{Conn, Failure};
 use super::deadline::Deadline;
-use super::error::{phase, ClientError};
+use super::phase;
 use super::request::Method;
 use super::response::ClientResponse;
 use crate::config::ClientLimits;
+use crate::Error;
 
 /// What one exchange needs besides the connection.
 pub(crate) struct Exchange<'a> {
@@ -29,13 +30,13 @@ pub(crate) enum Failed {
     /// The connection turned out closed before a single response byte arrived: a
     /// kept-alive connection the server had closed meanwhile. What to tell the caller
     /// if the request is not sent again.
-    Closed(ClientError),
+    Closed(Error),
     /// Anything else.
-    Error(ClientError),
+    Error(Error),
 }
 
-impl From<ClientError> for Failed {
-    fn from(e: ClientError) -> Failed {
+impl From<Error> for Failed {
+    fn from(e: Error) -> Failed {
         Failed::Error(e)
     }
 }
@@ -50,11 +51,11 @@ enum Framing {
 
 impl Exchange<'_> {
     /// The error for `failure` in `phase`, whose wait ended at `deadline`.
-    fn error(&self, failure: Failure, phase: &'static str, deadline: &Deadline) -> ClientError {
+    fn error(&self, failure: Failure, phase: &'static str, deadline: &Deadline) -> Error {
         match failure {
             Failure::TimedOut => deadline.expired(),
-            Failure::Io(source) => ClientError::Broken { phase, source },
-            Failure::Tls(source) => ClientError::Tls {
+            Failure::Io(source) => Error::Broken { phase, source },
+            Failure::Tls(source) => Error::Tls {
                 host: self.host.to_string(),
                 phase,
                 source,
@@ -111,7 +112,7 @@ impl Exchange<'_> {
         let first = self.read_deadline(phase::FIRST_BYTE, self.call);
         let received = match conn.fill(first) {
             Ok(0) => {
-                return Err(Failed::Closed(ClientError::BadResponse(
+                return Err(Failed::Closed(Error::BadResponse(
                     "the connection closed before any response".into(),
                 )))
             }
@@ -126,10 +127,10 @@ impl Exchange<'_> {
         Ok(received)
     }
 
-    fn within_cap(&self, received: usize) -> Result<(), ClientError> {
+    fn within_cap(&self, received: usize) -> Result<(), Error> {
         let limit = self.limits.max_response_bytes;
         if received > limit {
-            return Err(ClientError::TooLarge { limit });
+            return Err(Error::TooLarge { limit });
         }
         Ok(())
     }
@@ -141,7 +142,7 @@ impl Exchange<'_> {
         received: &mut usize,
         phase: &'static str,
         deadline: Deadline,
-    ) -> Result<usize, ClientError> {
+    ) -> Result<usize, Error> {
         let n = conn
             .fill(deadline)
             .map_err(|f| self.error(f, phase, &deadline))?;
@@ -151,10 +152,10 @@ impl Exchange<'_> {
     }
 
     /// The final response's head (interim 1xx responses skipped), consumed.
-    fn head(&self, conn: &mut Conn, received: &mut usize) -> Result<Head, ClientError> {
+    fn head(&self, conn: &mut Conn, received: &mut usize) -> Result<Head, Error> {
         let limits = self.limits;
         let too_large = || {
-            ClientError::BadResponse(format!(
+            Error::BadResponse(format!(
                 "the response head is larger than the {}-byte limit",
                 limits.max_head_bytes
             ))
@@ -176,14 +177,14 @@ impl Exchange<'_> {
             }
             let d = self.read_deadline(phase::HEAD, self.call);
             if self.more(conn, received, phase::HEAD, d)? == 0 {
-                return Err(ClientError::BadResponse(
+                return Err(Error::BadResponse(
                     "the connection closed inside the response head".into(),
                 ));
             }
         };
         conn.consume(head.len);
         if head.status == 101 {
-            return Err(ClientError::BadResponse(
+            return Err(Error::BadResponse(
                 "101 Switching Protocols, but no upgrade was asked for".into(),
             ));
         }
@@ -192,12 +193,7 @@ impl Exchange<'_> {
 
     /// The body into `conn.body`, as the head frames it; whether it was framed (a
     /// body read to the close leaves no connection to reuse).
-    fn body(
-        &self,
-        conn: &mut Conn,
-        head: &Head,
-        received: &mut usize,
-    ) -> Result<bool, ClientError> {
+    fn body(&self, conn: &mut Conn, head: &Head, received: &mut usize) -> Result<bool, Error> {
         let body = self.call.phase(phase::BODY, self.limits.body_timeout);
         let mut read = |conn: &mut Conn| {
             let d = self.read_deadline(phase::BODY, body);
@@ -227,8 +223,8 @@ impl Exchange<'_> {
 fn length(
     conn: &mut Conn,
     len: usize,
-    read: &mut dyn FnMut(&mut Conn) -> Result<usize, ClientError>,
-) -> Result<(), ClientError> {
+    read: &mut dyn FnMut(&mut Conn) -> Result<usize, Error>,
+) -> Result<(), Error> {
     conn.body.reserve_exact(len);
     loop {
         let take = conn.filled().len().min(len - conn.body.len());
@@ -237,7 +233,7 @@ fn length(
             return Ok(());
         }
         if read(conn)? == 0 {
-            return Err(ClientError::BadResponse(format!(
+            return Err(Error::BadResponse(format!(
                 "the body ended after {} of its {len} bytes",
                 conn.body.len()
             )));
@@ -248,18 +244,18 @@ fn length(
 /// A body that ends when the connection does.
 fn until_close(
     conn: &mut Conn,
-    read: &mut dyn FnMut(&mut Conn) -> Result<usize, ClientError>,
-) -> Result<(), ClientError> {
+    read: &mut dyn FnMut(&mut Conn) -> Result<usize, Error>,
+) -> Result<(), Error> {
     loop {
         let n = conn.filled().len();
         conn.consume_into_body(n);
         match read(conn) {
             Ok(0) => return Ok(()),
             Ok(_) => {}
-            Err(ClientError::Broken { source, .. })
+            Err(Error::Broken { source, .. })
                 if conn.is_tls() && source.kind() == std::io::ErrorKind::UnexpectedEof =>
             {
-                return Err(ClientError::BadResponse(
+                return Err(Error::BadResponse(
                     "the TLS connection ended without close_notify, so the body \
                      (delimited by the close) may be cut short"
                         .into(),
@@ -285,7 +281,7 @@ struct Head {
 }
 
 /// The head at the start of `buf`, if complete.
-fn parse_head(buf: &[u8], limits: &ClientLimits) -> Result<Option<Head>, ClientError> {
+fn parse_head(buf: &[u8], limits: &ClientLimits) -> Result<Option<Head>, Error> {
     // On the heap: a fiber's stack is small, and the limit is the caller's.
     let mut slots = vec![httparse::EMPTY_HEADER; limits.max_headers];
     let mut resp = httparse::Response::new(&mut slots);
@@ -293,13 +289,13 @@ fn parse_head(buf: &[u8], limits: &ClientLimits) -> Result<Option<Head>, ClientE
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => {
-            return Err(ClientError::BadResponse(format!(
+            return Err(Error::BadResponse(format!(
                 "more than {} headers",
                 limits.max_headers
             )))
         }
         Err(e) => {
-            return Err(ClientError::BadResponse(format!(
+            return Err(Error::BadResponse(format!(
                 "the head is not HTTP/1.x ({e})"
             )))
         }
@@ -337,7 +333,7 @@ fn parse_head(buf: &[u8], limits: &ClientLimits) -> Result<Option<Head>, ClientE
 }
 
 impl Head {
-    fn framing(&self, method: Method) -> Result<Framing, ClientError> {
+    fn framing(&self, method: Method) -> Result<Framing, Error> {
         if method == Method::Head || matches!(self.status, 204 | 304) {
             return Ok(Framing::Empty);
         }
@@ -367,10 +363,10 @@ impl Head {
                 .ok()
                 .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
                 .ok_or_else(|| {
-                    ClientError::BadResponse(format!("Content-Length '{v}' is not a number"))
+                    Error::BadResponse(format!("Content-Length '{v}' is not a number"))
                 })?;
             if length.is_some_and(|l| l != n) {
-                return Err(ClientError::BadResponse(
+                return Err(Error::BadResponse(
                     "two different Content-Length values".into(),
                 ));
             }
@@ -384,9 +380,9 @@ impl Head {
 fn chunked(
     conn: &mut Conn,
     limit: usize,
-    read: &mut dyn FnMut(&mut Conn) -> Result<usize, ClientError>,
-) -> Result<(), ClientError> {
-    let ended = || ClientError::BadResponse("the chunked body ended early".into());
+    read: &mut dyn FnMut(&mut Conn) -> Result<usize, Error>,
+) -> Result<(), Error> {
+    let ended = || Error::BadResponse("the chunked body ended early".into());
     loop {
         let (size_len, size) = loop {
             match httparse::parse_chunk_size(conn.filled()) {
@@ -396,13 +392,13 @@ fn chunked(
                         return Err(ended());
                     }
                 }
-                Err(_) => return Err(ClientError::BadResponse("bad chunk size".into())),
+                Err(_) => return Err(Error::BadResponse("bad chunk size".into())),
             }
         };
         let size = usize::try_from(size)
             .ok()
             .filter(|s| conn.body.len().saturating_add(*s) <= limit)
-            .ok_or(ClientError::TooLarge { limit })?;
+            .ok_or(Error::TooLarge { limit })?;
         conn.consume(size_len);
         if size == 0 {
             // Trailers, if any, end with an empty line; only that line matters.
@@ -434,9 +430,7 @@ fn chunked(
             }
         }
         if &conn.filled()[..2] != b"\r\n" {
-            return Err(ClientError::BadResponse(
-                "a chunk does not end with CRLF".into(),
-            ));
+            return Err(Error::BadResponse("a chunk does not end with CRLF".into()));
         }
         conn.consume(2);
     }

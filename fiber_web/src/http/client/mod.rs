@@ -7,7 +7,7 @@
 //! may call (connect, read, write, a socket's drop, a wait for DNS) runs on the
 //! carrier's stack through [`fiber_pool::on_carrier`] (sockets are
 //! [`fiber_pool::net::CarrierStream`]s); DNS runs on a few OS threads of its own
-//! (`resolve.rs`), never on a fiber or a may worker; rustls runs on the fiber and
+//! (`resolve.rs`), never on a fiber or a scheduler thread; rustls runs on the fiber and
 //! moves its bytes through the carrier (`conn.rs`). A connection, with its buffers
 //! and TLS state, lives in a [`fiber_pool::Lent`] while a call uses it, so a stack
 //! overflow mid-call closes it instead of leaking it, and the in-flight count is
@@ -49,7 +49,8 @@
 //! ```
 //!
 //! Layout: `url.rs` ([`Url`]), `request.rs` ([`Method`], [`RequestBuilder`]),
-//! `response.rs` ([`ClientResponse`]), `error.rs` ([`ClientError`], [`phase`]),
+//! `response.rs` ([`ClientResponse`]), `phase.rs` ([`phase`]: what a failed call's
+//! [`Error`] names),
 //! `deadline.rs` (a phase's deadline within the call's), `resolve.rs` (the DNS threads
 //! and cache), `pool.rs` (idle connections), `conn.rs` (one connection, plain or TLS),
 //! `tls.rs` (rustls' configuration), `exchange.rs` (one request and its response),
@@ -58,9 +59,9 @@
 
 mod conn;
 mod deadline;
-mod error;
 mod exchange;
 mod follow;
+pub mod phase;
 mod pool;
 mod request;
 mod resolve;
@@ -78,7 +79,6 @@ use fiber_pool::{CancelReason, Context};
 
 use fiber_pool::Lent;
 
-pub use error::{phase, ClientError};
 pub use request::{Method, RequestBuilder};
 pub use resolve::{system_lookup, LookupFn};
 pub use response::ClientResponse;
@@ -86,6 +86,7 @@ pub use tls::webpki_roots;
 pub use url::{Scheme, Url};
 
 use crate::config::ClientLimits;
+use crate::Error;
 use conn::{Conn, Failure};
 use deadline::Deadline;
 use exchange::{Exchange, Failed};
@@ -212,7 +213,7 @@ impl HttpClient {
     }
 
     /// GET `url` and read the whole response, within the limits.
-    pub fn get(&self, url: &Url) -> Result<ClientResponse, ClientError> {
+    pub fn get(&self, url: &Url) -> Result<ClientResponse, Error> {
         self.request(Method::Get, url).send()
     }
 
@@ -228,7 +229,7 @@ impl HttpClient {
     }
 
     /// [`RequestBuilder::send`]: count the call, run it, count how it ended.
-    fn send(&self, mut req: RequestBuilder<'_>) -> Result<ClientResponse, ClientError> {
+    fn send(&self, mut req: RequestBuilder<'_>) -> Result<ClientResponse, Error> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         // Made before the count is taken (making it can overflow: it checks its stack
         // margin); from then on an overflow inside leaks it, and its owner takes the
@@ -249,7 +250,7 @@ impl HttpClient {
     /// One call under the calling job's context, if it has one: the context's deadline
     /// bounds the call as its own deadline does, and its cancellation abandons the
     /// call (see [`follow`]).
-    fn execute(&self, req: &mut RequestBuilder<'_>) -> Result<ClientResponse, ClientError> {
+    fn execute(&self, req: &mut RequestBuilder<'_>) -> Result<ClientResponse, Error> {
         let ctx = fiber_pool::current();
         let deadline = match (req.deadline, ctx.as_ref().and_then(|c| c.deadline())) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -258,7 +259,7 @@ impl HttpClient {
         let result = self.execute_until(req, deadline, ctx.as_ref());
         match ctx.and_then(|c| c.reason()) {
             Some(reason) if result.is_err() && reason != CancelReason::DeadlinePassed => {
-                Err(ClientError::Cancelled { reason })
+                Err(Error::Cancelled { reason })
             }
             _ => result,
         }
@@ -269,7 +270,7 @@ impl HttpClient {
         req: &mut RequestBuilder<'_>,
         deadline: Option<Instant>,
         ctx: Option<&Context>,
-    ) -> Result<ClientResponse, ClientError> {
+    ) -> Result<ClientResponse, Error> {
         let start = Instant::now();
         let url = req.url;
         let mut call = Deadline::after(
@@ -285,7 +286,7 @@ impl HttpClient {
             ));
         }
         if let Some(reason) = ctx.and_then(Context::reason) {
-            return Err(ClientError::Cancelled { reason });
+            return Err(Error::Cancelled { reason });
         }
         let wire = req.encode()?;
         let idempotent = req.method.is_idempotent();
@@ -355,7 +356,7 @@ impl HttpClient {
 
     /// A new connection to `url`: resolve (unless the host is an IP literal), connect
     /// to each address in turn until one answers, and for `https://` the handshake.
-    fn open(&self, url: &Url, call: Deadline) -> Result<Lent<Conn>, ClientError> {
+    fn open(&self, url: &Url, call: Deadline) -> Result<Lent<Conn>, Error> {
         let literal = url.ip();
         let resolved;
         let ips: &[IpAddr] = match &literal {
@@ -392,27 +393,27 @@ impl HttpClient {
                 {
                     return Err(connect.expired())
                 }
-                Err(source) => refused = Some(ClientError::Connect { addr, source }),
+                Err(source) => refused = Some(Error::Connect { addr, source }),
             }
         }
-        Err(refused.unwrap_or_else(|| ClientError::Resolve {
+        Err(refused.unwrap_or_else(|| Error::Resolve {
             host: url.host_name().to_string(),
             source: io::Error::new(io::ErrorKind::NotFound, "the name has no address"),
         }))
     }
 
-    fn handshake(&self, conn: &mut Conn, url: &Url, call: Deadline) -> Result<(), ClientError> {
-        let name = tls::server_name(url.host_name()).map_err(ClientError::BadUrl)?;
+    fn handshake(&self, conn: &mut Conn, url: &Url, call: Deadline) -> Result<(), Error> {
+        let name = tls::server_name(url.host_name()).map_err(Error::BadUrl)?;
         let deadline = call.phase(phase::TLS, self.limits.tls_handshake_timeout);
         self.counters.tls_handshakes.fetch_add(1, Ordering::Relaxed);
         conn.handshake(Arc::clone(&self.tls), name, deadline)
             .map_err(|f| match f {
                 Failure::TimedOut => deadline.expired(),
-                Failure::Io(source) => ClientError::Broken {
+                Failure::Io(source) => Error::Broken {
                     phase: phase::TLS,
                     source,
                 },
-                Failure::Tls(source) => ClientError::Tls {
+                Failure::Tls(source) => Error::Tls {
                     host: url.host_name().to_string(),
                     phase: phase::TLS,
                     source,

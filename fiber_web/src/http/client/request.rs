@@ -5,10 +5,10 @@
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use super::error::ClientError;
 use super::response::ClientResponse;
 use super::url::Url;
 use super::HttpClient;
+use crate::Error;
 
 /// A request method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -69,7 +69,7 @@ pub struct RequestBuilder<'a> {
     pub(crate) timeout: Option<Duration>,
     pub(crate) deadline: Option<Instant>,
     /// The first thing that was wrong, reported by `send`.
-    error: Option<ClientError>,
+    error: Option<Error>,
     /// The caller asked for `Connection: close`.
     pub(crate) close: bool,
 }
@@ -97,17 +97,17 @@ impl<'a> RequestBuilder<'a> {
             return self;
         }
         if name.is_empty() || !name.bytes().all(is_token_byte) {
-            self.error = Some(ClientError::InvalidRequest(format!(
+            self.error = Some(Error::InvalidRequest(format!(
                 "'{name}' is not a header name"
             )));
         } else if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-            self.error = Some(ClientError::InvalidRequest(format!(
+            self.error = Some(Error::InvalidRequest(format!(
                 "the value of {name} holds a line break or NUL"
             )));
         } else if name.eq_ignore_ascii_case("content-length")
             || name.eq_ignore_ascii_case("transfer-encoding")
         {
-            self.error = Some(ClientError::InvalidRequest(format!(
+            self.error = Some(Error::InvalidRequest(format!(
                 "{name} is set by the client from the body"
             )));
         } else {
@@ -137,7 +137,7 @@ impl<'a> RequestBuilder<'a> {
             Ok(body) => self.body = body,
             Err(e) => {
                 if self.error.is_none() {
-                    self.error = Some(ClientError::InvalidRequest(format!(
+                    self.error = Some(Error::InvalidRequest(format!(
                         "the body cannot be JSON: {e}"
                     )));
                 }
@@ -165,7 +165,7 @@ impl<'a> RequestBuilder<'a> {
     }
 
     /// Send it and read the whole response, within every limit.
-    pub fn send(self) -> Result<ClientResponse, ClientError> {
+    pub fn send(self) -> Result<ClientResponse, Error> {
         self.client.send(self)
     }
 
@@ -176,7 +176,7 @@ impl<'a> RequestBuilder<'a> {
     }
 
     /// The whole request: head, then body.
-    pub(crate) fn encode(&mut self) -> Result<Vec<u8>, ClientError> {
+    pub(crate) fn encode(&mut self) -> Result<Vec<u8>, Error> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
@@ -253,7 +253,7 @@ mod tests {
         ] {
             let mut r = client.request(Method::Get, &url).header(name, value);
             let e = r.encode().unwrap_err();
-            assert!(matches!(e, ClientError::InvalidRequest(_)), "{e:?}");
+            assert!(matches!(e, Error::InvalidRequest(_)), "{e:?}");
             assert!(e.to_string().contains(says), "{e}");
         }
         assert!(

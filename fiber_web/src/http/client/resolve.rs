@@ -1,9 +1,9 @@
-//! Host names resolved at call time, off the fibers and off may's workers: a small pool
+//! Host names resolved at call time, off the fibers and off the scheduler's threads: a small pool
 //! of OS threads runs the lookups, a TTL cache answers most calls without one.
 //!
 //! `getaddrinfo` blocks (it waits for DNS servers) and allocates inside libc, where the
 //! fiber allocator's stack check cannot reach (fiber_pool's docs: an overflow there
-//! abandons malloc mid-update). So it never runs on a fiber, nor on a may worker, whose
+//! abandons malloc mid-update). So it never runs on a fiber, nor on a scheduler thread, whose
 //! other coroutines it would stall: a lookup is queued to one of
 //! `ClientLimits::dns_threads` plain threads, and the calling fiber waits for the
 //! answer on a may channel through [`fiber_pool::on_carrier`], which parks only its
@@ -43,8 +43,8 @@ use std::time::{Duration, Instant};
 use may::sync::mpsc;
 
 use super::deadline::Deadline;
-use super::error::ClientError;
 use crate::config::ClientLimits;
+use crate::Error;
 
 /// A lookup function: a host name to its addresses (the port is the caller's). The
 /// default is the system resolver (`getaddrinfo`); it runs on the resolver's threads.
@@ -147,17 +147,13 @@ impl Resolver {
 
     /// The addresses of `name` (lower-case), from the cache or a lookup, within
     /// `deadline`. On a fiber, every step runs on the carrier's stack.
-    pub(crate) fn resolve(
-        &self,
-        name: &str,
-        deadline: Deadline,
-    ) -> Result<Arc<[IpAddr]>, ClientError> {
+    pub(crate) fn resolve(&self, name: &str, deadline: Deadline) -> Result<Arc<[IpAddr]>, Error> {
         let shared = &self.shared;
         let step = fiber_pool::on_carrier(|| shared.step(name));
         let answer = match step {
             Step::Hit(answer) => answer,
             Step::Busy(queued) => {
-                return Err(ClientError::Resolve {
+                return Err(Error::Resolve {
                     host: name.to_string(),
                     source: io::Error::other(format!(
                         "the resolver's queue is full ({queued} lookups waiting): \
@@ -182,11 +178,11 @@ impl Resolver {
         };
         match answer {
             Ok(ips) if !ips.is_empty() => Ok(ips),
-            Ok(_) => Err(ClientError::Resolve {
+            Ok(_) => Err(Error::Resolve {
                 host: name.to_string(),
                 source: io::Error::new(io::ErrorKind::NotFound, "the name has no address"),
             }),
-            Err(f) => Err(ClientError::Resolve {
+            Err(f) => Err(Error::Resolve {
                 host: name.to_string(),
                 source: f.to_io(),
             }),

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 
-use super::error::ClientError;
+use crate::Error;
 
 /// The two schemes the client speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,7 +62,7 @@ pub struct Url {
 impl Url {
     /// Parse without any DNS. A host name is kept as a name and resolved by the fiber
     /// client at each call.
-    pub fn parse(s: &str) -> Result<Url, ClientError> {
+    pub fn parse(s: &str) -> Result<Url, Error> {
         Self::parse_with(s, |name, port| {
             Ok(if name.eq_ignore_ascii_case("localhost") {
                 SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port)
@@ -75,7 +75,7 @@ impl Url {
     /// Parse, and check that a host name resolves now with the system resolver, keeping
     /// its first address in [`Url::addr`]. This blocks the thread: call it at start-up,
     /// never from a fiber. The fiber client still resolves the name at each call.
-    pub fn parse_resolving(s: &str) -> Result<Url, ClientError> {
+    pub fn parse_resolving(s: &str) -> Result<Url, Error> {
         Self::parse_with(s, |name, port| {
             (name, port)
                 .to_socket_addrs()
@@ -88,8 +88,8 @@ impl Url {
     fn parse_with(
         s: &str,
         addr_of_name: impl FnOnce(&str, u16) -> Result<SocketAddr, String>,
-    ) -> Result<Url, ClientError> {
-        let bad = |why: String| ClientError::BadUrl(format!("'{s}': {why}"));
+    ) -> Result<Url, Error> {
+        let bad = |why: String| Error::BadUrl(format!("'{s}': {why}"));
         let shape = || bad("expected http[s]://host[:port]/path".into());
         // The `url` crate (WHATWG) parses; what it accepts beyond what an upstream
         // address should be (another scheme, credentials, `http:///x` read as host `x`)
