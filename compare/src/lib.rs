@@ -4,10 +4,12 @@
 //!
 //! Layout, each layer using only those below it:
 //! ```text
-//! binary: src/main.rs    serve --runtime async|minihttp, bench/, cancel_report.rs
+//! binary: src/main.rs    serve.rs (serve --runtime async|minihttp), tfb_cmd.rs (tfb),
+//!                        bench/, cancel_report.rs
 //!   -> twin/ (tokio + axum + mysql_async: server, limit, db, client, one file per
 //!            route group, beside the demo's fiberstack::app file by file)
 //!   -> mini/ (stock may_minihttp on may: the bench's raw baseline)
+//!   -> tfb/ (TechEmpower's six tests on axum and on raw may_minihttp)
 //!   -> runtime.rs (which server)
 //!   -> fiberstack (the demo: its config, flags, app's pure pieces, set-up)
 //! ```

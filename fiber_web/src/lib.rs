@@ -45,6 +45,8 @@
 //!   -> config.rs (every limit, named), shutdown.rs, counters.rs (per-route counters)
 //!   -> mysql.rs (MySQL errors as responses, the pool in /metrics: the `mysql` feature)
 //!   -> fiber_mysql (MySQL on fibers)  ->  fiber_pool (guarded fibers)  ->  may
+//! flags.rs               an app's own flags, in the framework's table and parser
+//! error.rs               the crate's one error type
 //! rig.rs                 re-exports for the comparison rig and the demo's tools
 //! ```
 

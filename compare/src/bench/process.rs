@@ -1,10 +1,10 @@
-//! The servers under test as child processes of this same binary, and what /proc says
-//! about them: resident memory (VmRSS) and CPU time (utime and stime), and the CPU
-//! time of the load tools (this process's children, once reaped).
+//! The servers under test as child processes, and what /proc says about them:
+//! resident memory (VmRSS) and CPU time (utime and stime), and the CPU time of the load
+//! tools (this process's children, once reaped).
 //!
-//! Each server is `taskset -c S fiberstack serve --runtime X --bind 127.0.0.1:0 ...`
-//! (S: the server cpus); its one
-//! start-up line on stdout says where it listens. Its stderr goes to a log file in the
+//! Each server is `taskset -c S fiberstack serve --bind 127.0.0.1:0 ...` (the demo's
+//! binary, beside this one) or `taskset -c S compare serve --runtime X ...` (S: the
+//! server cpus); its one start-up line on stdout says where it listens. Its stderr goes to a log file in the
 //! results directory. It is stopped with SIGTERM (a graceful shutdown), and killed if
 //! it has not exited after [`STOP_TIMEOUT`].
 
