@@ -301,6 +301,26 @@ impl Context {
         }
     }
 
+    /// A live context without a deadline, made of this one in place when nobody else
+    /// holds it (no clone, no registration, no armed deadline): then no allocation,
+    /// which lets a server keep one context per connection for its requests in turn.
+    /// Otherwise a new one, and this one is left to its other holders as it was.
+    ///
+    /// ```
+    /// let ctx = fiber_pool::Context::new();
+    /// ctx.cancel(fiber_pool::CancelReason::Requested);
+    /// assert!(!ctx.renewed().is_cancelled());
+    /// ```
+    pub fn renewed(mut self) -> Context {
+        match Arc::get_mut(&mut self.shared) {
+            Some(shared) => {
+                *shared = Shared::live(None, None);
+                self
+            }
+            None => Context::new(),
+        }
+    }
+
     /// This context with a deadline: cancelled by itself, with
     /// [`CancelReason::DeadlinePassed`], at `at` or at its own deadline if that is
     /// earlier. A context nobody else holds yet gets it in place; one already shared

@@ -1,5 +1,5 @@
 //! Test support (feature `testing`): which function an overflow's faulting
-//! instruction was in, the heap in use, the signals the crate blocks, and ways to
+//! instruction was in, the heap in use, allocations counted, the signals the crate blocks, and ways to
 //! run code with little stack left.
 //!
 //! [`RunError::StackOverflow`] carries the
@@ -10,9 +10,11 @@
 //! needs the binary's symbols (test and debug builds have them; release builds
 //! of this workspace keep line tables, `debug = 1`).
 
+use std::alloc::{GlobalAlloc, Layout};
 use std::io::{self, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Where one faulting instruction was: the functions it is in, innermost first
 /// (more than one when code was inlined into its caller).
@@ -196,6 +198,53 @@ pub fn heap_in_use() -> usize {
     // only reads the allocator's statistics (under its own locks).
     let info = unsafe { libc::mallinfo2() };
     info.uordblks + info.hblkhd
+}
+
+/// [`FiberSafeAlloc`](crate::FiberSafeAlloc), counting the allocations it hands out
+/// (`alloc`, `alloc_zeroed`, `realloc`): for a test that a path allocates nothing, as
+/// its binary's global allocator. The count is the process's ([`allocations`]).
+///
+/// ```no_run
+/// #[global_allocator]
+/// static ALLOC: fiber_pool::testing::CountingAlloc = fiber_pool::testing::CountingAlloc;
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CountingAlloc;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Allocations [`CountingAlloc`] has handed out in this process so far.
+pub fn allocations() -> usize {
+    ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+// SAFETY: every method forwards its arguments unchanged to `FiberSafeAlloc`, which
+// implements the `GlobalAlloc` contract; the count before it is one atomic add, which
+// neither allocates, unwinds, nor touches the memory involved.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract for `alloc`, forwarded.
+        unsafe { crate::FiberSafeAlloc.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract for `alloc_zeroed`, forwarded.
+        unsafe { crate::FiberSafeAlloc.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract for `dealloc`, forwarded (`ptr` came from
+        // `FiberSafeAlloc`).
+        unsafe { crate::FiberSafeAlloc.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract for `realloc`, forwarded.
+        unsafe { crate::FiberSafeAlloc.realloc(ptr, layout, new_size) }
+    }
 }
 
 /// Gives the memory the allocator keeps free back to the kernel (glibc's

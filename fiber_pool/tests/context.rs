@@ -1,8 +1,9 @@
 //! A job's context: a cancel from another thread wakes a sleeping job within
 //! milliseconds, a deadline cancels by itself (with or without a hook waiting for it),
 //! hooks run once and never on the fiber, a dropped registration never runs, a job
-//! waiting for a fiber stops waiting when cancelled, and `current()` finds the
-//! running job's context by its stack (none outside a job).
+//! waiting for a fiber stops waiting when cancelled, `current()` finds the
+//! running job's context by its stack (none outside a job), and a renewed context is
+//! live again without touching another holder's.
 
 /// Required by `FiberPool::new`: overflows never strike inside malloc.
 #[global_allocator]
@@ -292,4 +293,39 @@ fn a_child_context_follows_its_parent_but_not_the_other_way() {
     assert_eq!(sibling.reason(), Some(CancelReason::Requested));
     // A child made from a cancelled parent is born cancelled.
     assert_eq!(parent.child().reason(), Some(CancelReason::Shutdown));
+}
+
+#[test]
+fn a_renewed_context_is_live_and_leaves_other_holders_theirs() {
+    // Alone: renewed in place, cancel and deadline gone.
+    let ctx = Context::new().with_deadline(Instant::now());
+    ctx.cancel(CancelReason::Requested);
+    let renewed = ctx.renewed();
+    assert_eq!(renewed.reason(), None);
+    assert_eq!(renewed.deadline(), None);
+
+    // Held elsewhere (a clone, a hook armed for its deadline): a new one, and the
+    // other holder still sees the cancel and has its hook run by it.
+    for armed in [false, true] {
+        let ctx = Context::new().with_deadline(Instant::now() + LONG);
+        let fired = Arc::new(AtomicUsize::new(0));
+        let f = Arc::clone(&fired);
+        let _hook = armed.then(|| {
+            ctx.on_cancel(move |_| {
+                f.fetch_add(1, Ordering::SeqCst);
+            })
+        });
+        let other = ctx.clone();
+        let renewed = ctx.renewed();
+        assert_eq!((renewed.reason(), renewed.deadline()), (None, None));
+        renewed.cancel(CancelReason::ClientGone);
+        assert_eq!(
+            other.reason(),
+            None,
+            "renewing cancelled another holder's context"
+        );
+        other.cancel(CancelReason::Requested);
+        assert_eq!(other.reason(), Some(CancelReason::Requested));
+        assert_eq!(fired.load(Ordering::SeqCst), usize::from(armed));
+    }
 }

@@ -189,6 +189,24 @@ impl<S: Send + Sync + 'static> Routed<S> {
         peer: Option<&Peer<'_>>,
         asked: Instant,
     ) -> Option<Outcome> {
+        let ctx = req
+            .context
+            .take()
+            .map_or_else(Context::new, Context::renewed);
+        let (outcome, ctx) = self.route_in(ctx, req, peer, asked);
+        req.context = Some(ctx);
+        outcome
+    }
+
+    /// [`route`](Self::route) in `ctx`, a live context without a deadline, given
+    /// back (with the deadline it got) for the connection's next request.
+    fn route_in(
+        &self,
+        ctx: Context,
+        req: &mut Request,
+        peer: Option<&Peer<'_>>,
+        asked: Instant,
+    ) -> (Option<Outcome>, Context) {
         let mut params = std::mem::take(&mut req.params);
         let found = self.router.resolve(&req.method, req.path(), &mut params);
         req.params = params;
@@ -198,7 +216,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
                 JobEnd::Handler(Arc::clone(&route.handler.handler)),
             ),
             // With no layer to see it, a refusal needs no fiber.
-            Err(refused) if self.layers.is_empty() => return Some((refused, None, None)),
+            Err(refused) if self.layers.is_empty() => return (Some((refused, None, None)), ctx),
             Err(refused) => (None, JobEnd::Refused(refused)),
         };
         let label = route.map(|r| r.label);
@@ -213,20 +231,20 @@ impl<S: Send + Sync + 'static> Routed<S> {
             (a, b) => a.or(b),
         };
         let ctx = match timeout {
-            Some(t) => Context::new().with_deadline(asked + t),
-            None => Context::new(),
+            Some(t) => ctx.with_deadline(asked + t),
+            None => ctx,
         };
         let turn = match ep.and_then(|ep| ep.limit.as_ref()) {
             Some(limit) => match limit.enter(label.unwrap_or(UNMATCHED), ctx.deadline()) {
                 Ok(turn) => Some(turn),
-                Err(refused) => return Some((refused, label, None)),
+                Err(refused) => return (Some((refused, label, None)), ctx),
             },
             None => None,
         };
         if ep.is_some_and(|ep| ep.on_carrier) {
-            return Some((end.run(&[], &self.state, req), label, None));
+            return (Some((end.run(&[], &self.state, req), label, None)), ctx);
         }
-        let _watched = peer.map(|p| p.watch(&ctx));
+        let watched = peer.map(|p| p.watch(&ctx));
         // A request that waited for its turn or its fiber may have lost its client
         // meanwhile: then it is not run (the check costs a system call, so a request
         // that did not wait skips it, and one that could not have waited, on an
@@ -240,9 +258,9 @@ impl<S: Send + Sync + 'static> Routed<S> {
         // The job owns what it uses (an overflow abandons its frames, and what they
         // borrowed could still be in use after `run` returns): the request moves in
         // and comes back with the response. A job that does not come back (refused,
-        // overflowed, panicked) takes it along, so its head is copied first for the
+        // overflowed, panicked) takes it along, so its line is copied first for the
         // error and the log line.
-        let head = req.head();
+        let line = req.line();
         let (state, layers) = (Arc::clone(&self.state), Arc::clone(&self.layers));
         let mut owned = std::mem::take(req);
         let job = move || {
@@ -261,8 +279,9 @@ impl<S: Send + Sync + 'static> Routed<S> {
             })
         });
         if !matches!(ran, Ok(Some(_))) {
-            *req = head;
+            *req = line.into_request();
         }
+        drop(watched);
         // A client gone: nobody reads the answer, so nothing is sent and the
         // connection closes. Counted as abandoned when no handler ran (its client
         // left while it waited for a fiber), as cancelled when one was stopped.
@@ -270,20 +289,20 @@ impl<S: Send + Sync + 'static> Routed<S> {
         let resp = match ran {
             Ok(None) => {
                 self.stats.abandoned();
-                return None;
+                None
             }
             Err(RunError::Cancelled { .. }) if gone => {
                 self.stats.abandoned();
-                return None;
+                None
             }
             _ if gone => {
                 self.stats.cancelled();
-                return None;
+                None
             }
-            Ok(Some(resp)) => resp,
-            Err(e) => fiber_error(fiber_label, req, e, self.fibers.config()),
+            Ok(Some(resp)) => Some(resp),
+            Err(e) => Some(fiber_error(fiber_label, req, e, self.fibers.config())),
         };
-        Some((resp, label, stack_used))
+        (resp.map(|resp| (resp, label, stack_used)), ctx)
     }
 }
 

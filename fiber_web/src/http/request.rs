@@ -25,6 +25,43 @@ use crate::config::HttpLimits;
 use crate::http::router::Params;
 use crate::http::{form, target, HttpError, Response};
 
+/// Bytes of a target that [`Request::line`] copies in place, not to the heap: most
+/// targets are shorter (TechEmpower's longest, `/queries?queries=500`, is 21).
+pub(crate) const LINE_INLINE: usize = 128;
+
+/// A request's line, copied out of it ([`Request::line`]) on the connection's stack.
+pub(crate) struct RequestLine {
+    method: Cow<'static, str>,
+    minor_version: u8,
+    path_len: usize,
+    target: LineTarget,
+}
+
+enum LineTarget {
+    Inline(u8, [u8; LINE_INLINE]),
+    Heap(String),
+}
+
+impl RequestLine {
+    /// A request of this line alone (no headers, no body).
+    pub(crate) fn into_request(self) -> Request {
+        let target = match self.target {
+            // Bytes copied whole from a `String`: valid UTF-8, so nothing is replaced.
+            LineTarget::Inline(len, bytes) => {
+                String::from_utf8_lossy(&bytes[..usize::from(len)]).into_owned()
+            }
+            LineTarget::Heap(target) => target,
+        };
+        Request {
+            method: self.method,
+            minor_version: self.minor_version,
+            target,
+            path_len: self.path_len,
+            ..Request::default()
+        }
+    }
+}
+
 /// One request, fully read (head and body).
 #[derive(Clone, Debug, Default)]
 pub struct Request {
@@ -42,6 +79,11 @@ pub struct Request {
     path_len: usize,
     /// The matched route's parameters (set by the router).
     pub(crate) params: Params,
+    /// The context of the connection's last request, for its next one
+    /// ([`Context::renewed`](fiber_pool::Context::renewed)): kept with the buffers a
+    /// connection reuses, so a request's context costs no allocation while nobody
+    /// else holds the last one.
+    pub(crate) context: Option<fiber_pool::Context>,
 }
 
 impl Request {
@@ -65,14 +107,22 @@ impl Request {
 
     /// The request line alone (method, version, target), for what must still name
     /// the request after the request itself is gone (moved into a job that did not
-    /// give it back).
-    pub(crate) fn head(&self) -> Request {
-        Request {
+    /// give it back). Made for every request that runs on a fiber, so it allocates
+    /// nothing for a common method and a target of up to [`LINE_INLINE`] bytes.
+    pub(crate) fn line(&self) -> RequestLine {
+        let target = match u8::try_from(self.target.len()) {
+            Ok(len) if usize::from(len) <= LINE_INLINE => {
+                let mut bytes = [0; LINE_INLINE];
+                bytes[..self.target.len()].copy_from_slice(self.target.as_bytes());
+                LineTarget::Inline(len, bytes)
+            }
+            _ => LineTarget::Heap(self.target.clone()),
+        };
+        RequestLine {
             method: self.method.clone(),
             minor_version: self.minor_version,
-            target: self.target.clone(),
             path_len: self.path_len,
-            ..Request::default()
+            target,
         }
     }
 
@@ -91,7 +141,8 @@ impl Request {
             return Err(Response::error(
                 500,
                 format!(
-                    "the route for {} has no path parameter '{name}': its pattern and                      handler disagree",
+                    "the route for {} has no path parameter '{name}': its pattern and \
+                     handler disagree",
                     self.path()
                 ),
             ));
