@@ -183,19 +183,22 @@ impl<S: Send + Sync + 'static> Routed<S> {
 
     /// The response to `req`, or `None` when its client (`peer`, when there is one)
     /// left while it waited for its turn or fiber since `asked` (then it is not run).
+    ///
+    /// The request comes back with the outcome: the same box, or, when its job did
+    /// not give it back, a new one holding its line.
     pub(crate) fn route(
         &self,
-        req: &mut Request,
+        mut req: Box<Request>,
         peer: Option<&Peer<'_>>,
         asked: Instant,
-    ) -> Option<Outcome> {
+    ) -> (Option<Outcome>, Box<Request>) {
         let ctx = req
             .context
             .take()
             .map_or_else(Context::new, Context::renewed);
-        let (outcome, ctx) = self.route_in(ctx, req, peer, asked);
+        let (outcome, mut req, ctx) = self.route_in(ctx, req, peer, asked);
         req.context = Some(ctx);
-        outcome
+        (outcome, req)
     }
 
     /// [`route`](Self::route) in `ctx`, a live context without a deadline, given
@@ -203,10 +206,10 @@ impl<S: Send + Sync + 'static> Routed<S> {
     fn route_in(
         &self,
         ctx: Context,
-        req: &mut Request,
+        mut req: Box<Request>,
         peer: Option<&Peer<'_>>,
         asked: Instant,
-    ) -> (Option<Outcome>, Context) {
+    ) -> (Option<Outcome>, Box<Request>, Context) {
         let mut params = std::mem::take(&mut req.params);
         let found = self.router.resolve(&req.method, req.path(), &mut params);
         req.params = params;
@@ -216,7 +219,9 @@ impl<S: Send + Sync + 'static> Routed<S> {
                 JobEnd::Handler(Arc::clone(&route.handler.handler)),
             ),
             // With no layer to see it, a refusal needs no fiber.
-            Err(refused) if self.layers.is_empty() => return (Some((refused, None, None)), ctx),
+            Err(refused) if self.layers.is_empty() => {
+                return (Some((refused, None, None)), req, ctx)
+            }
             Err(refused) => (None, JobEnd::Refused(refused)),
         };
         let label = route.map(|r| r.label);
@@ -237,12 +242,13 @@ impl<S: Send + Sync + 'static> Routed<S> {
         let turn = match ep.and_then(|ep| ep.limit.as_ref()) {
             Some(limit) => match limit.enter(label.unwrap_or(UNMATCHED), ctx.deadline()) {
                 Ok(turn) => Some(turn),
-                Err(refused) => return (Some((refused, label, None)), ctx),
+                Err(refused) => return (Some((refused, label, None)), req, ctx),
             },
             None => None,
         };
         if ep.is_some_and(|ep| ep.on_carrier) {
-            return (Some((end.run(&[], &self.state, req), label, None)), ctx);
+            let resp = end.run(&[], &self.state, &mut req);
+            return (Some((resp, label, None)), req, ctx);
         }
         let watched = peer.map(|p| p.watch(&ctx));
         // A request that waited for its turn or its fiber may have lost its client
@@ -256,13 +262,13 @@ impl<S: Send + Sync + 'static> Routed<S> {
             !(could_wait && asked.elapsed() >= WAITED && peer.is_some_and(Peer::gone))
         };
         // The job owns what it uses (an overflow abandons its frames, and what they
-        // borrowed could still be in use after `run` returns): the request moves in
-        // and comes back with the response. A job that does not come back (refused,
-        // overflowed, panicked) takes it along, so its line is copied first for the
-        // error and the log line.
+        // borrowed could still be in use after `run` returns): the request's box
+        // moves in and comes back with the response, a pointer each way. A job that
+        // does not come back (refused, overflowed, panicked) takes it along, so its
+        // line is copied first for the error and the log line.
         let line = req.line();
         let (state, layers) = (Arc::clone(&self.state), Arc::clone(&self.layers));
-        let mut owned = std::mem::take(req);
+        let mut owned = req;
         let job = move || {
             let layers: &[Arc<dyn Layer<S>>] = if with_layers { &layers } else { &[] };
             let resp = end.run(layers, &state, &mut owned);
@@ -272,16 +278,12 @@ impl<S: Send + Sync + 'static> Routed<S> {
             .fibers
             .run_admitted_in(fiber_label, Some(&ctx), start, job);
         drop(turn);
-        let ran = ran.map(|ran| {
-            ran.map(|(resp, back)| {
-                *req = back;
-                resp
-            })
-        });
-        if !matches!(ran, Ok(Some(_))) {
-            *req = line.into_request();
-        }
         drop(watched);
+        let (ran, req) = match ran {
+            Ok(Some((resp, back))) => (Ok(Some(resp)), back),
+            Ok(None) => (Ok(None), Box::new(line.into_request())),
+            Err(e) => (Err(e), Box::new(line.into_request())),
+        };
         // A client gone: nobody reads the answer, so nothing is sent and the
         // connection closes. Counted as abandoned when no handler ran (its client
         // left while it waited for a fiber), as cancelled when one was stopped.
@@ -300,9 +302,9 @@ impl<S: Send + Sync + 'static> Routed<S> {
                 None
             }
             Ok(Some(resp)) => Some(resp),
-            Err(e) => Some(fiber_error(fiber_label, req, e, self.fibers.config())),
+            Err(e) => Some(fiber_error(fiber_label, &req, e, self.fibers.config())),
         };
-        (resp.map(|resp| (resp, label, stack_used)), ctx)
+        (resp.map(|resp| (resp, label, stack_used)), req, ctx)
     }
 }
 
@@ -321,11 +323,14 @@ impl<S: Send + Sync + 'static> Service for Routed<S> {
             .err()
     }
 
-    fn call(&self, req: &mut Request, peer: &Peer<'_>) -> Option<Response> {
+    fn call(&self, req: Box<Request>, peer: &Peer<'_>) -> (Option<Response>, Box<Request>) {
         // One clock read starts the request: its latency, and the wait that decides
         // whether its client is checked before it runs (`route`).
         let started = Instant::now();
-        let (resp, label, stack_used) = self.route(req, Some(peer), started)?;
+        let (outcome, req) = self.route(req, Some(peer), started);
+        let Some((resp, label, stack_used)) = outcome else {
+            return (None, req);
+        };
         let took = started.elapsed();
         // Recorded and logged here, on the carrier's stack, never on a fiber.
         self.stats.request(label, resp.status, took);
@@ -343,7 +348,7 @@ impl<S: Send + Sync + 'static> Service for Routed<S> {
                 stack_used,
             );
         }
-        Some(resp)
+        (Some(resp), req)
     }
 }
 

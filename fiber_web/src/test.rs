@@ -140,13 +140,13 @@ impl<S: Send + Sync + 'static> TestRequest<'_, S> {
     /// Run the request through the app on a fiber and return what a client would
     /// receive (a HEAD, 204 or 304 without a body).
     pub fn send(self) -> TestResponse {
-        let TestRequest { client, mut req } = self;
+        let TestRequest { client, req } = self;
         let routed = Arc::clone(&client.routed);
         let head = req.method == "HEAD";
         // The server calls the app from a may coroutine (a connection's); so do we.
         let run = move || {
             let started = Instant::now();
-            let outcome = routed.route(&mut req, None, started);
+            let (outcome, _) = routed.route(Box::new(req), None, started);
             let (resp, label, _) = outcome.expect("with no peer, a request always runs");
             routed
                 .stats()

@@ -45,10 +45,11 @@ use crate::shutdown::Stop;
 pub(crate) trait Service: Send + Sync + 'static {
     /// The response to `req`, or `None` when `peer` has gone: before anything ran
     /// ([`Peer::gone`]) or while it ran (the sweeper saw it leave). Nothing is sent,
-    /// and the connection closes; the service counts it. The
-    /// request is the connection's, lent for the call: a service may change it (the
-    /// router stores the path's parameters in it, layers add headers).
-    fn call(&self, req: &mut Request, peer: &Peer<'_>) -> Option<Response>;
+    /// and the connection closes; the service counts it. The request is the
+    /// connection's, given for the call and given back (a box, so that a job can own
+    /// it by a pointer): a service may change it (the router stores the path's
+    /// parameters in it, layers add headers), or give back another.
+    fn call(&self, req: Box<Request>, peer: &Peer<'_>) -> (Option<Response>, Box<Request>);
 
     /// The answer `call` would give without running a handler (404, 405), asked
     /// before the body of an `Expect: 100-continue` request is read; `None` if the
@@ -136,7 +137,7 @@ pub(crate) fn serve<S: Service + ?Sized>(
     let mut buf: Vec<u8> = Vec::new();
     // Each request's head is parsed into this one, whose buffers are reused by the
     // next request and released with `buf`.
-    let mut req = Request::default();
+    let mut req = Box::<Request>::default();
     let mut first = true;
     loop {
         let head = match read_head(&mut stream, &mut buf, &mut req, limits, stop, first) {
@@ -205,8 +206,10 @@ pub(crate) fn serve<S: Service + ?Sized>(
             watch: &stream.watch,
             minor_version: req.minor_version,
         };
+        let (answer, back) = service.call(req, &peer);
+        req = back;
         // No answer: the client has gone (the service counted it).
-        let Some(resp) = service.call(&mut req, &peer) else {
+        let Some(resp) = answer else {
             return;
         };
         stats.response(resp.status);
