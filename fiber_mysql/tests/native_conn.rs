@@ -140,18 +140,24 @@ fn query_timeout_kills_the_query_and_keeps_the_connection() {
 
 #[test]
 fn connect_to_a_closed_port_is_unavailable() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let opts = Opts::new("127.0.0.1", port, "app");
-    let err = Conn::connect(&opts).unwrap_err();
-    assert!(
-        matches!(&err, Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused),
-        "{err}"
-    );
-    assert!(err.is_unavailable());
+    // A port just freed; another test's server (this process runs them side by side
+    // under `cargo test`) may take it meanwhile, so a few are tried until one refuses.
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let opts = Opts::new("127.0.0.1", port, "app");
+        let err = Conn::connect(&opts).unwrap_err();
+        if matches!(&err, Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused) {
+            assert!(err.is_unavailable(), "{err}");
+            return;
+        }
+        seen.push(err.to_string());
+    }
+    panic!("no freed port refused a connect: {seen:?}");
 }
 
 /// The statement cache, when full, closes the statement used longest ago: one used
