@@ -1,6 +1,7 @@
 //! The binary as a user runs it: the start-up line, flags refused by name, a taken
 //! port, a MySQL error turned into a logged 500, and graceful shutdown on SIGTERM with
-//! requests in flight (also under plain ab), the private MariaDB stopped with it.
+//! requests in flight (also under plain ab), the private MariaDB stopped with it; and
+//! the README's flag table is exactly what `serve` accepts.
 
 mod common;
 
@@ -113,6 +114,57 @@ fn ab_across_a_shutdown_sees_no_failed_accepted_request() {
     } else {
         assert!(text.contains("Connection refused"), "{text}");
     }
+}
+
+/// The long flags (`--name`) in `text`, in order of first appearance.
+fn long_flags(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in text.match_indices("--") {
+        let name: String = text[at + 2..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '-')
+            .collect();
+        let flag = format!("--{}", name.trim_end_matches('-'));
+        if name.starts_with(|c: char| c.is_ascii_lowercase()) && !found.contains(&flag) {
+            found.push(flag);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_readme_flag_table_is_what_serve_accepts() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("\n## Flags\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the README has a Flags section");
+    // The table's rows: the flags in their first column.
+    let table: Vec<String> = section
+        .lines()
+        .filter(|l| l.starts_with("| `--"))
+        .flat_map(|l| long_flags(l.split(" | ").next().unwrap()))
+        .collect();
+    assert!(table.len() >= 20, "the scan found the table: {table:?}");
+    let out = Command::new(BIN)
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let accepted: Vec<String> = long_flags(&help)
+        .into_iter()
+        .filter(|f| f != "--help")
+        .collect();
+    let unknown: Vec<&String> = table.iter().filter(|f| !accepted.contains(f)).collect();
+    let undocumented: Vec<&String> = accepted.iter().filter(|f| !table.contains(f)).collect();
+    assert!(
+        unknown.is_empty() && undocumented.is_empty(),
+        "README flags serve does not accept: {unknown:?}; serve flags the README's table \
+         lacks: {undocumented:?}"
+    );
 }
 
 #[test]
