@@ -1,7 +1,8 @@
 //! What an app's answers look like on the wire, from a real server on port 0 read with
 //! a plain std socket: status lines with their reason phrases, 204 and 304 with neither
 //! body nor Content-Length (RFC 9110 section 8.6), HEAD with the length and no body,
-//! and a body over the limit refused with 413 before the handler runs.
+//! a body over the limit refused with 413 before the handler runs, and a chunk
+//! extension left open refused before it can hide a request.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -109,6 +110,21 @@ fn status_lines_and_bodiless_statuses_go_out_as_rfc_9110_says() {
         "{refused}"
     );
     assert!(refused.contains("at most 64 bytes"), "{refused}");
+    assert_eq!(ran.load(Ordering::Relaxed), before);
+
+    // A chunk extension whose quoted string never closes (RFC 9112 7.1.1): a 400, and
+    // what follows is read neither as body nor as a next request.
+    let smuggled = exchange(
+        addr,
+        b"POST /todos HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+          3;a=\"open\r\nabc\r\n0\r\n\r\nDELETE /todos/1 HTTP/1.1\r\nHost: t\r\n\r\n",
+    );
+    assert!(
+        smuggled.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+        "{smuggled}"
+    );
+    assert_eq!(smuggled.matches("HTTP/1.1 ").count(), 1, "{smuggled}");
+    assert!(smuggled.contains("closed quoted string"), "{smuggled}");
     assert_eq!(ran.load(Ordering::Relaxed), before);
     serving.shutdown(Duration::from_secs(5));
 }

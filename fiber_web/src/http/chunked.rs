@@ -167,8 +167,67 @@ fn crlf_line(rest: &[u8], max: usize, what: &str) -> Result<Option<usize>, HttpE
     }
 }
 
-/// `chunk-size [ chunk-ext ]`: hex digits, then nothing or `;` and extensions made of
-/// visible characters, spaces and tabs.
+/// Whether `ext` is a `chunk-ext` (RFC 9112 7.1.1):
+/// `*( BWS ";" BWS token [ BWS "=" BWS ( token / quoted-string ) ] )`. A quoted string
+/// must close on its line and holds no CR, LF or control byte (section 5.6.4): a
+/// recipient that read an unclosed one differently from a proxy in front would see
+/// another request in the body.
+fn chunk_ext_ok(ext: &[u8]) -> bool {
+    fn is_tchar(b: u8) -> bool {
+        b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    }
+    fn skip_ws(ext: &[u8], mut at: usize) -> usize {
+        while at < ext.len() && (ext[at] == b' ' || ext[at] == b'\t') {
+            at += 1;
+        }
+        at
+    }
+    fn token_end(ext: &[u8], at: usize) -> usize {
+        at + ext[at..].iter().take_while(|&&b| is_tchar(b)).count()
+    }
+    let mut at = skip_ws(ext, 0);
+    while at < ext.len() {
+        if ext[at] != b';' {
+            return false;
+        }
+        at = skip_ws(ext, at + 1);
+        let name_end = token_end(ext, at);
+        if name_end == at {
+            return false;
+        }
+        at = skip_ws(ext, name_end);
+        if at < ext.len() && ext[at] == b'=' {
+            at = skip_ws(ext, at + 1);
+            if at < ext.len() && ext[at] == b'"' {
+                at += 1;
+                loop {
+                    match ext.get(at) {
+                        None => return false, // never closed
+                        Some(b'"') => break,
+                        Some(b'\\') => match ext.get(at + 1) {
+                            Some(&b) if b == b'\t' || (b' '..0x7f).contains(&b) => at += 2,
+                            _ => return false,
+                        },
+                        Some(&b) if b == b'\t' || (b' '..0x7f).contains(&b) => at += 1,
+                        Some(_) => return false,
+                    }
+                }
+                at += 1;
+            } else {
+                let value_end = token_end(ext, at);
+                if value_end == at {
+                    return false;
+                }
+                at = value_end;
+            }
+            at = skip_ws(ext, at);
+        }
+    }
+    true
+}
+
+/// `chunk-size [ chunk-ext ]`: hex digits, then extensions as RFC 9112 7.1.1 writes
+/// them ([`chunk_ext_ok`]).
 fn chunk_size(line: &[u8]) -> Result<usize, HttpError> {
     let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
     if digits == 0 {
@@ -177,12 +236,10 @@ fn chunk_size(line: &[u8]) -> Result<usize, HttpError> {
             String::from_utf8_lossy(line)
         )));
     }
-    let ext = line[digits..].trim_ascii_start();
-    let ext_ok = ext.is_empty()
-        || (ext[0] == b';' && ext.iter().all(|&b| b == b'\t' || (b' '..0x7f).contains(&b)));
-    if !ext_ok {
+    if !chunk_ext_ok(&line[digits..]) {
         return Err(HttpError::Malformed(format!(
-            "chunk size line '{}' is not 'HEX[;extension]'",
+            "chunk size line '{}' is not 'HEX[;name[=value]]...' (a value a token or a \
+             closed quoted string)",
             String::from_utf8_lossy(line)
         )));
     }
@@ -219,7 +276,7 @@ mod tests {
     #[test]
     fn bodies_decode_whole_or_a_byte_at_a_time() {
         let l = HttpLimits::default();
-        let input = b"3;name=val\r\nabc\r\nA\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\nGET";
+        let input = b"3;name=val\r\nabc\r\nA ; a ; q = \"s; \\\"t\\\" \" ;z\r\n0123456789\r\n0;end\r\nX-T: 1\r\n\r\nGET";
         for step in [1, 2, 7, input.len()] {
             let (body, _) = decode(input, step, &l).unwrap();
             assert_eq!(body, b"abc0123456789", "step {step}");
@@ -237,6 +294,14 @@ mod tests {
             (b"3\nabc\r\n0\r\n\r\n", 400),
             (b"3\r\nabcd\r\n0\r\n\r\n", 400),
             (b"3 junk\r\nabc\r\n", 400),
+            // A quoted extension value that never closes: what follows must not be
+            // read as body (or as the next request).
+            (b"3;a=\"open\r\nabc\r\n0\r\n\r\n", 400),
+            (b"3;a=\"x\\\"\r\nabc\r\n0\r\n\r\n", 400),
+            (b"3;=v\r\nabc\r\n0\r\n\r\n", 400),
+            (b"3;a=\r\nabc\r\n0\r\n\r\n", 400),
+            (b"3;a b\r\nabc\r\n0\r\n\r\n", 400),
+            (b"3;a=\"x\"y\r\nabc\r\n0\r\n\r\n", 400),
             (b"10000000000000000\r\n", 400),
             (b"fffffffffffffff\r\n", 413),
         ] {
