@@ -236,8 +236,8 @@ pub fn access(
     );
 }
 
-/// The line logged for every 5xx (the body says what happened):
-/// `NAME: GET widgets -> 503: database unavailable: ...`. A 500 (an overflow,
+/// The line logged for every 5xx (the body says what happened, on one line and cut
+/// at 512 bytes): `NAME: GET widgets -> 503: database unavailable: ...`. A 500 (an overflow,
 /// a panic, a query that failed) is an error, a refusal or a gateway failure
 /// (502, 503, 504) a warning.
 pub fn server_error(method: &str, route: &str, status: u16, body: &[u8]) {
@@ -255,8 +255,38 @@ pub fn server_error(method: &str, route: &str, status: u16, body: &[u8]) {
         target: app_name(),
         level,
         "{method} {route} -> {status}: {}",
-        String::from_utf8_lossy(body).trim_end()
+        one_line(body)
     );
+}
+
+/// Bytes of a 5xx body that its log line keeps: the start says what happened; a longer
+/// body (a page, a dump) is cut, and its length said.
+const LOGGED_BODY: usize = 512;
+
+/// `body` as the tail of one log line: each run of whitespace (a pretty-printed JSON
+/// body's newlines and indentation) one space, any other control character `?`, and
+/// at most [`LOGGED_BODY`] bytes of it.
+fn one_line(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let mut out = String::with_capacity(text.len().min(LOGGED_BODY + 32));
+    for word in text.split_whitespace() {
+        if out.len() > LOGGED_BODY {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.extend(word.chars().map(|c| if c.is_control() { '?' } else { c }));
+    }
+    if out.len() > LOGGED_BODY {
+        let mut cut = LOGGED_BODY;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push_str(&format!("... ({} bytes)", body.len()));
+    }
+    out
 }
 
 /// Text from a client, with every byte outside printable ASCII percent-escaped, so a
@@ -322,6 +352,20 @@ mod tests {
             ts(UNIX_EPOCH + Duration::from_millis(951_868_799_999)),
             "2000-02-29T23:59:59.999Z"
         );
+    }
+
+    #[test]
+    fn a_5xx_body_is_logged_on_one_line_and_cut() {
+        let pretty = b"{\n  \"error\": \"no fiber\",\n  \"status\": 503\n}\n";
+        assert_eq!(
+            one_line(pretty),
+            r#"{ "error": "no fiber", "status": 503 }"#
+        );
+        assert_eq!(one_line(b"a\x1b[31m b\r\n"), "a?[31m b");
+        let long = "\u{e9}".repeat(400); // 800 bytes, two to a character
+        let cut = one_line(long.as_bytes());
+        assert!(cut.ends_with("... (800 bytes)"), "{cut}");
+        assert_eq!(cut.len(), LOGGED_BODY + "... (800 bytes)".len());
     }
 
     #[test]
