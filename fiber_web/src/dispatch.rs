@@ -196,8 +196,12 @@ impl<S: Send + Sync + 'static> Routed<S> {
             .context
             .take()
             .map_or_else(Context::new, Context::renewed);
-        let (outcome, mut req, ctx) = self.route_in(ctx, req, peer, asked);
+        let (mut outcome, mut req, ctx) = self.route_in(ctx, req, peer, asked);
         req.context = Some(ctx);
+        // Counted, logged and sent (or seen by the test client) as it goes out.
+        if let Some((resp, _, _)) = &mut outcome {
+            resp.status = crate::http::status::on_the_wire(resp.status);
+        }
         (outcome, req)
     }
 

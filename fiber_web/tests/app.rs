@@ -384,3 +384,17 @@ fn tools_find_the_handler_a_request_reaches() {
     assert_eq!(handler.call(&(), &req).status, 503);
     assert!(app.handler_for(&mut Request::get("/nope")).is_none());
 }
+
+#[test]
+fn a_status_that_is_no_code_is_a_500_in_the_test_client_as_on_the_wire() {
+    let c = App::new(())
+        .get("/typo", |_: &(), _: &Request| {
+            Response::text(2001, "created?")
+        })
+        .get("/teapot", |_: &(), _: &Request| {
+            Response::text(418, "short")
+        })
+        .test_client();
+    assert_eq!(c.get("/typo").send().status, 500);
+    assert_eq!(c.get("/teapot").send().status, 418);
+}

@@ -65,7 +65,10 @@ fn status_lines_and_bodiless_statuses_go_out_as_rfc_9110_says() {
                     .get("/teapot", |_: &(), _: &Request| {
                         Response::text(418, "short and stout")
                     })
-                    .get("/hello", |_: &(), _: &Request| "hello"),
+                    .get("/hello", |_: &(), _: &Request| "hello")
+                    .get("/typo", |_: &(), _: &Request| {
+                        Response::text(2001, "created?")
+                    }),
             )
         },
     )
@@ -94,6 +97,13 @@ fn status_lines_and_bodiless_statuses_go_out_as_rfc_9110_says() {
     }
     let teapot = get(addr, "GET", "/teapot");
     assert!(teapot.starts_with("HTTP/1.1 418 \r\n"), "{teapot}");
+    // A status that is no three-digit code goes out as the 500 it is, on the wire and
+    // in the test client alike.
+    let typo = get(addr, "GET", "/typo");
+    assert!(
+        typo.starts_with("HTTP/1.1 500 Internal Server Error\r\n"),
+        "{typo}"
+    );
     let head = get(addr, "HEAD", "/hello");
     assert!(head.contains("\r\nContent-Length: 5\r\n"), "{head}");
     assert!(head.ends_with("\r\n\r\n"), "{head:?}");

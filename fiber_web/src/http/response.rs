@@ -138,13 +138,7 @@ impl Response {
         head_only: bool,
         defaults: &[(&'static str, Cow<'static, str>)],
     ) {
-        // A status code is three digits (RFC 9110 section 15): any other number a
-        // handler set goes out as the 500 it is.
-        let status = if (100..1000).contains(&self.status) {
-            self.status
-        } else {
-            500
-        };
+        let status = crate::http::status::on_the_wire(self.status);
         match status_line(status) {
             Some(line) => out.extend_from_slice(line.as_bytes()),
             None => {

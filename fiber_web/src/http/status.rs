@@ -81,6 +81,16 @@ pub(crate) fn reason(status: u16) -> &'static str {
         .unwrap_or("")
 }
 
+/// The status a response goes out with: its own when it is a three-digit code (RFC 9110
+/// section 15), else the 500 it is (a handler's bug: `Response::text(2001, ..)`).
+pub(crate) fn on_the_wire(status: u16) -> u16 {
+    if (100..1000).contains(&status) {
+        status
+    } else {
+        500
+    }
+}
+
 /// Whether a response with `status` has no body and no `Content-Length` (RFC 9110
 /// section 8.6: a server MUST NOT send Content-Length in a 1xx or 204 response; a 304
 /// has no body, and here no Content-Length either, since the length of the
