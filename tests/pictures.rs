@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+#[path = "common/files.rs"]
+mod files;
+use files::{rust_files, workspace};
 
 /// A picture: the file holding it, the folders its names are relative to (besides
 /// every folder it has already named), and the folders whose every module it draws.
@@ -114,10 +114,7 @@ fn modules(root: &Path, dir: &str) -> Vec<String> {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         if path.is_dir() {
-            let holds_rust = walk(&path)
-                .iter()
-                .any(|p| p.extension() == Some("rs".as_ref()));
-            if holds_rust {
+            if !rust_files(&path).is_empty() {
                 found.push(format!("{name}/"));
             }
         } else if name.ends_with(".rs") && !["lib.rs", "main.rs", "mod.rs"].contains(&&*name) {
@@ -126,19 +123,6 @@ fn modules(root: &Path, dir: &str) -> Vec<String> {
     }
     found.sort();
     found
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
 
 /// What is wrong with one picture: names that exist under none of its folders, and
