@@ -1,6 +1,6 @@
 //! Test support (feature `testing`): which function an overflow's faulting
-//! instruction was in, the heap in use, allocations counted, the signals the crate blocks, and ways to
-//! run code with little stack left.
+//! instruction was in, the heap in use, allocations counted, the signals the crate
+//! blocks, and ways to run code with little stack left.
 //!
 //! [`RunError::StackOverflow`] carries the
 //! address of the instruction that touched the guard page. Tests that overflow

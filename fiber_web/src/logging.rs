@@ -237,9 +237,9 @@ pub fn access(
 }
 
 /// The line logged for every 5xx (the body says what happened, on one line and cut
-/// at 512 bytes): `NAME: GET widgets -> 503: database unavailable: ...`. A 500 (an overflow,
-/// a panic, a query that failed) is an error, a refusal or a gateway failure
-/// (502, 503, 504) a warning.
+/// at 512 bytes): `NAME: GET widgets -> 503: database unavailable: ...`. A 500 (an
+/// overflow, a panic, a query that failed) is an error, a refusal or a gateway
+/// failure (502, 503, 504) a warning.
 pub fn server_error(method: &str, route: &str, status: u16, body: &[u8]) {
     let level = if status == 500 {
         Level::Error

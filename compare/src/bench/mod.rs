@@ -10,7 +10,8 @@
 //!   for each settings group (scenario.rs; a quota is a setting):
 //!     for each runtime: a fresh MariaDB (max_connections for the group's pool),
 //!       pinned to the server cpus, `taskset -c S` the runtime's server
-//!       (`fiberstack serve` or `compare serve --runtime X`: process.rs), moved into the quota's cgroup if the group has one, idle RSS,
+//!       (`fiberstack serve` or `compare serve --runtime X`: process.rs), moved
+//!       into the quota's cgroup if the group has one, idle RSS,
 //!       for each scenario it runs: its route probed if the demo may lack it, warm
 //!       up, then `taskset -c L` ab or wrk (load.rs) while sampling RSS, and reading
 //!       the server's and the tool's CPU time and the quota's periods

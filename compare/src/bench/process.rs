@@ -4,9 +4,9 @@
 //!
 //! Each server is `taskset -c S fiberstack serve --bind 127.0.0.1:0 ...` (the demo's
 //! binary, beside this one) or `taskset -c S compare serve --runtime X ...` (S: the
-//! server cpus); its one start-up line on stdout says where it listens. Its stderr goes to a log file in the
-//! results directory. It is stopped with SIGTERM (a graceful shutdown), and killed if
-//! it has not exited after [`STOP_TIMEOUT`].
+//! server cpus); its one start-up line on stdout says where it listens. Its stderr
+//! goes to a log file in the results directory. It is stopped with SIGTERM (a graceful
+//! shutdown), and killed if it has not exited after [`STOP_TIMEOUT`].
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};

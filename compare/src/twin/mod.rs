@@ -12,7 +12,8 @@
 //! fiber_web/src/http/client/ <->  twin/client.rs  hyper-util client, per-phase timeouts, size cap
 //! app/mod.rs                <->  twin/mod.rs      shared state, the route table (axum), error responses
 //! app/widgets.rs            <->  twin/widgets.rs  ... and one file per route group, name for name:
-//!                                twin/sleep.rs, deep.rs, stats.rs, health.rs, twitter.rs, upstream.rs
+//!                                twin/sleep.rs, deep.rs, stats.rs, health.rs,
+//!                                twitter.rs, upstream.rs
 //! fiber_web/src/http/target.rs <-> twin/conformance.rs  HTTP/1.1 rules hyper leaves to the app
 //! fiber_pool's counters      <->  twin/gauge.rs    a gauge's unit held in a guard (futures drop)
 //! fiber_web/src/metrics.rs  <->  twin/metrics.rs  one renderer (the framework's), the twin's snapshot

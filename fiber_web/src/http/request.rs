@@ -27,7 +27,7 @@ use crate::http::{form, target, HttpError, Response};
 
 /// Bytes of a target that [`Request::line`] copies in place, not to the heap: most
 /// targets are shorter (TechEmpower's longest, `/queries?queries=500`, is 21).
-pub(crate) const LINE_INLINE: usize = 128;
+const LINE_INLINE: usize = 128;
 
 /// A request's line, copied out of it ([`Request::line`]) on the connection's stack.
 pub(crate) struct RequestLine {
