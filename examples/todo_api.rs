@@ -10,7 +10,7 @@
 
 use fiber_mysql::{Pool, PoolConfig, Row};
 use fiber_web::client::{HttpClient, Url};
-use fiber_web::layers::RequestId;
+use fiber_web::RequestId;
 use fiber_web::{App, Json, Options, Request, Response};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -155,7 +155,7 @@ fn main() -> Result<(), fiber_web::Error> {
                 .get("/summary", summary)
                 .limit(8, Duration::from_secs(5), "it calls back into this server")
                 .post("/backup", backup)
-                .layer(RequestId::default())
+                .request_ids(RequestId::default())
                 .readiness(|app| app.db.ping().map_err(|e| e.to_string())),
         )
     })

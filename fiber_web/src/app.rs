@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use crate::dispatch::{Endpoint, RouteLimit, Routed};
 use crate::http::router::{PatternError, Router};
-use crate::http::{Handler, Request, Response};
+use crate::http::{Handler, Problem, Request, Response};
 use crate::layer::{FnLayer, Layer, Next};
 use crate::metrics::Exposition;
+use crate::problems::Answers;
+use crate::request_id::RequestId;
 use crate::Error;
 
 /// A readiness check: `Err` with the reason while the app cannot serve.
@@ -171,7 +173,7 @@ pub struct App<S> {
     layers: Vec<Arc<dyn Layer<S>>>,
     readiness: Option<Readiness<S>>,
     metrics: Option<MetricsHook<S>>,
-    default_headers: Vec<(&'static str, Cow<'static, str>)>,
+    answers: Answers,
 }
 
 impl<S: Send + Sync + 'static> App<S> {
@@ -188,7 +190,7 @@ impl<S: Send + Sync + 'static> App<S> {
             layers: Vec::new(),
             readiness: None,
             metrics: None,
-            default_headers: Vec::new(),
+            answers: Answers::default(),
         }
     }
 
@@ -223,7 +225,32 @@ impl<S: Send + Sync + 'static> App<S> {
         name: &'static str,
         value: impl Into<Cow<'static, str>>,
     ) -> Self {
-        self.default_headers.push((name, value.into()));
+        self.answers.default_headers.push((name, value.into()));
+        self
+    }
+
+    /// Give every request an id ([`RequestId`]): the client's own in that header when
+    /// it sent a usable one, else one made here. The handler reads it
+    /// ([`Request::request_id`]); the response carries it in the same header, every
+    /// problem the framework answers carries it (the early refusals and a handler's
+    /// overflow included), and the access and 5xx log lines print it.
+    pub fn request_ids(mut self, ids: RequestId) -> Self {
+        self.answers.ids = Some(Arc::new(ids));
+        self
+    }
+
+    /// Render the framework's own answers ([`Problem`]: a 404, a 413, a bad
+    /// parameter, a full pool, a deadline, a panic) the app's way. By default they are
+    /// `application/problem+json` (RFC 9457) when the request's `Accept` asks for JSON
+    /// and text otherwise ([`Problem::to_response`], which a renderer may call for the
+    /// cases it leaves alone). The headers the framework set (`Allow`, `Retry-After`,
+    /// the request id) are added to what `render` returns unless it set them. It runs on
+    /// the connection's coroutine, not on a fiber: keep it to formatting.
+    pub fn render_problems<F>(mut self, render: F) -> Self
+    where
+        F: Fn(&Problem) -> Response + Send + Sync + 'static,
+    {
+        self.answers.render = Some(Arc::new(render));
         self
     }
 
@@ -264,7 +291,7 @@ impl<S: Send + Sync + 'static> App<S> {
             layers,
             readiness,
             metrics,
-            default_headers,
+            answers,
         } = self;
         let router = crate::builtin::add(routes.router, readiness, metrics, &fibers, &stats);
         router.check().map_err(refused)?;
@@ -276,7 +303,7 @@ impl<S: Send + Sync + 'static> App<S> {
             fibers,
             stats,
             request_timeout,
-            default_headers,
+            answers,
         ))
     }
 

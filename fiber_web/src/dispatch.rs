@@ -22,8 +22,9 @@ use crate::counters::{HttpStats, UNMATCHED};
 use crate::http::conn::{Peer, Service};
 use crate::http::refusal::{queue_full, wait_timed_out};
 use crate::http::router::Router;
-use crate::http::{Handler, Request, Response};
+use crate::http::{Handler, Problem, Request, Response};
 use crate::layer::{End, Layer, Next};
+use crate::problems::Answers;
 
 /// What a route runs, and how.
 pub(crate) struct Endpoint<S> {
@@ -97,17 +98,20 @@ impl RouteLimit {
         if self.permits.wait_timeout(wait) {
             Ok(Turn(Arc::clone(self)))
         } else if wait < self.wait {
-            Err(Response::error(
+            Err(Problem::new(
                 504,
+                "deadline-exceeded",
                 format!(
                     "the request's deadline passed while it waited for a turn of route \
                      {label} ({} at once: {})",
                     self.max, self.why
                 ),
-            ))
+            )
+            .into())
         } else {
-            Err(Response::error(
+            Err(Response::from(Problem::new(
                 503,
+                "route-busy",
                 format!(
                     "{} requests of route {label} are already running, its limit ({}); \
                      waited {} ms for a turn; try again shortly",
@@ -115,7 +119,7 @@ impl RouteLimit {
                     self.why,
                     self.wait.as_millis()
                 ),
-            )
+            ))
             .header("Retry-After", "1"))
         }
     }
@@ -148,8 +152,8 @@ pub(crate) struct Routed<S> {
     stats: Arc<HttpStats>,
     /// Every request's deadline, from its arrival (`--request-timeout`).
     request_timeout: Option<Duration>,
-    /// Headers on every response (`App::default_header`).
-    default_headers: Vec<(&'static str, Cow<'static, str>)>,
+    /// Problems rendered, request ids given (`App::render_problems`, `App::request_ids`).
+    answers: Answers,
 }
 
 impl<S: Send + Sync + 'static> Routed<S> {
@@ -160,7 +164,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
         fibers: FiberPool,
         stats: Arc<HttpStats>,
         request_timeout: Option<Duration>,
-        default_headers: Vec<(&'static str, Cow<'static, str>)>,
+        answers: Answers,
     ) -> Self {
         Routed {
             router,
@@ -169,7 +173,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
             fibers,
             stats,
             request_timeout,
-            default_headers,
+            answers,
         }
     }
 
@@ -196,11 +200,13 @@ impl<S: Send + Sync + 'static> Routed<S> {
             .context
             .take()
             .map_or_else(Context::new, Context::renewed);
+        self.answers.begin(&mut req);
         let (mut outcome, mut req, ctx) = self.route_in(ctx, req, peer, asked);
         req.context = Some(ctx);
         // Counted, logged and sent (or seen by the test client) as it goes out.
         if let Some((resp, _, _)) = &mut outcome {
             resp.status = crate::http::status::on_the_wire(resp.status);
+            self.answers.finish(resp, &req);
         }
         (outcome, req)
     }
@@ -314,7 +320,15 @@ impl<S: Send + Sync + 'static> Routed<S> {
 
 impl<S: Send + Sync + 'static> Service for Routed<S> {
     fn default_headers(&self) -> &[(&'static str, Cow<'static, str>)] {
-        &self.default_headers
+        &self.answers.default_headers
+    }
+
+    fn request_id_header(&self) -> Option<&'static str> {
+        self.answers.id_header()
+    }
+
+    fn refusal(&self, resp: Response, sent_id: Option<&str>, wants_json: bool) -> Response {
+        self.answers.refusal(resp, sent_id, wants_json)
     }
 
     fn refuses(&self, req: &Request) -> Option<Response> {
@@ -332,15 +346,27 @@ impl<S: Send + Sync + 'static> Service for Routed<S> {
         // whether its client is checked before it runs (`route`).
         let started = Instant::now();
         let (outcome, req) = self.route(req, Some(peer), started);
+        let took = started.elapsed();
         let Some((resp, label, stack_used)) = outcome else {
+            // Its client left: no answer, but an access line, so a log shows every
+            // request.
+            if self.stats.access_log() {
+                let status = crate::logging::CLIENT_GONE;
+                let id = req.request_id();
+                crate::logging::access(&req.method, req.path(), status, took, None, None, id);
+            }
             return (None, req);
         };
-        let took = started.elapsed();
         // Recorded and logged here, on the carrier's stack, never on a fiber.
         self.stats.request(label, resp.status, took);
+        let id = req.request_id();
         if resp.status >= 500 {
             let label = label.unwrap_or(UNMATCHED);
-            crate::logging::server_error(&req.method, label, resp.status, &resp.body);
+            let said = resp
+                .problem()
+                .and_then(|p| p.internal())
+                .map_or(&resp.body[..], str::as_bytes);
+            crate::logging::server_error(&req.method, label, resp.status, said, id);
         }
         if self.stats.access_log() {
             crate::logging::access(
@@ -350,6 +376,7 @@ impl<S: Send + Sync + 'static> Service for Routed<S> {
                 took,
                 label,
                 stack_used,
+                id,
             );
         }
         (Some(resp), req)
@@ -385,14 +412,17 @@ fn fiber_error(
         RunError::Timeout { .. } => {
             wait_timed_out("fiber", fibers.wait_timeout.unwrap_or_default())
         }
-        RunError::Cancelled { reason } => Response::error(
+        RunError::Cancelled { reason } => Problem::new(
             504,
-            format!(
-                "route {label} ({} {}): {reason} while the request waited for a fiber",
-                req.method,
-                target(req)
-            ),
-        ),
+            "deadline-exceeded",
+            format!("the request was {reason} while it waited for a fiber"),
+        )
+        .with_internal(format!(
+            "route {label} ({} {}): {reason} while the request waited for a fiber",
+            req.method,
+            target(req)
+        ))
+        .into(),
         RunError::StackOverflow {
             stack_size,
             at_safe_point,
@@ -409,18 +439,27 @@ fn fiber_error(
                  asks to be replaced, and the stall watchdog reports any thread that hangs \
                  on it meanwhile"
             };
-            Response::error(
+            Problem::new(
                 500,
-                format!(
-                    "fiber stack overflow in route {label} ({} {}): its {stack_size}-byte stack \
-                     was too small. {aftermath}. Restart with a larger --stack-size (see \
-                     STACK_SIZES.md)",
-                    req.method,
-                    target(req),
-                ),
+                "handler-failed",
+                format!("fiber stack overflow in route {label}: the request could not be handled"),
             )
+            .with_internal(format!(
+                "fiber stack overflow in route {label} ({} {}): its {stack_size}-byte stack \
+                 was too small. {aftermath}. Restart with a larger --stack-size (see \
+                 STACK_SIZES.md)",
+                req.method,
+                target(req),
+            ))
+            .into()
         }
-        other => Response::error(500, format!("route {label} failed: {other}")),
+        other => Problem::new(
+            500,
+            "handler-failed",
+            format!("route {label} failed: the request could not be handled"),
+        )
+        .with_internal(format!("route {label} failed: {other}"))
+        .into(),
     }
 }
 

@@ -21,7 +21,8 @@
 //! fiber_pool::FiberSafeAlloc;` (an overflow then never strikes inside malloc).
 //!
 //! What an app uses is at the root ([`App`], [`Routes`], [`Request`], [`Response`],
-//! [`Json`], [`IntoResponse`], [`serve`], [`Options`], [`Error`], ...) and in a few
+//! [`Json`], [`IntoResponse`], [`Problem`], [`Extensions`], [`RequestId`], [`serve`],
+//! [`Options`], [`Error`], ...) and in a few
 //! modules: [`client`] (outgoing HTTP), [`layers`] ([`layers::Layer`] and the ones that
 //! ship), [`config`] (every limit, named), [`metrics`] (what `/metrics` and a `/stats`
 //! route show, and an app's own families), [`test`](mod@test) (requests without a socket) and
@@ -32,9 +33,11 @@
 //! ```text
 //! serve.rs, options.rs   one call: logging, supervisor, watchdog, signals, drain
 //! app.rs, layer.rs       the app builder: routes, layers, readiness, metrics
-//!   layers/              CORS, request ids, bearer tokens
+//!   layers/              CORS, bearer tokens
 //!   test.rs              an app's requests on real fibers, without a socket
 //! dispatch.rs            a request: router, route limit, layers + handler on a fiber
+//! problems.rs            the app's answers: problems rendered, request ids, default headers
+//!   -> request_id.rs (ids kept from the client or made here)
 //! builtin.rs             /healthz, /readyz, /metrics
 //! server.rs              accept loop, one coroutine per connection
 //!   -> supervisor/ (worker processes behind one port; worker.rs is this one's face),
@@ -73,6 +76,8 @@ pub mod metrics;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod options;
+mod problems;
+mod request_id;
 #[doc(hidden)]
 pub mod rig;
 mod serve;
@@ -88,7 +93,10 @@ pub use error::Error;
 pub use flags::{AppArgs, AppFlags};
 pub use http::client;
 pub use http::html;
-pub use http::{Handler, Headers, IntoResponse, Json, Request, Response};
+pub use http::{
+    Extensions, Handler, Headers, IntoResponse, Json, Location, Problem, Request, Response,
+};
 pub use options::Options;
+pub use request_id::RequestId;
 pub use serve::{serve, serve_with, start, Beside, Serving, Started};
 pub use shutdown::Drained;

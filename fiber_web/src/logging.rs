@@ -212,9 +212,11 @@ pub fn banner(line: &str) {
 }
 
 /// The access line of one request, at info under `access_target()` (`NAME::access`):
-/// `GET /widgets 200 51.234ms route=widgets stack=3312B`. The path is the request's
-/// (no query string: it may carry a user's tokens); `route=-` when no route matched;
-/// `stack=` only when this request's fiber stack was measured (every 64th).
+/// `GET /widgets 200 51.234ms route=widgets id=5f0c3a9e12b4d7e8-2a stack=3312B`. The
+/// path is the request's (no query string: it may carry a user's tokens); `route=-`
+/// when no route matched; `id=` when the app gives request ids; `stack=` only when
+/// this request's fiber stack was measured (every 64th). A request whose client left
+/// before its answer has status 499, as nginx writes it: nothing was sent.
 pub fn access(
     method: &str,
     path: &str,
@@ -222,25 +224,43 @@ pub fn access(
     took: Duration,
     route: Option<&str>,
     stack_used: Option<usize>,
+    id: Option<&str>,
 ) {
     let micros = took.as_micros();
     log::info!(
         target: access_target(),
-        "{} {} {status} {}.{:03}ms route={}{}",
+        "{} {} {status} {}.{:03}ms route={}{}{}",
         Printable(method),
         Printable(path),
         micros / 1000,
         micros % 1000,
         route.unwrap_or("-"),
+        Id(id),
         StackUsed(stack_used),
     );
 }
 
-/// The line logged for every 5xx (the body says what happened, on one line and cut
-/// at 512 bytes): `NAME: GET widgets -> 503: database unavailable: ...`. A 500 (an
-/// overflow, a panic, a query that failed) is an error, a refusal or a gateway
-/// failure (502, 503, 504) a warning.
-pub fn server_error(method: &str, route: &str, status: u16, body: &[u8]) {
+/// The status an access line gives a request whose client left before its answer.
+pub const CLIENT_GONE: u16 = 499;
+
+/// ` id=ID`, or nothing. An id is printable ASCII without spaces (`request_id.rs`).
+struct Id<'a>(Option<&'a str>);
+
+impl std::fmt::Display for Id<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(id) => write!(f, " id={}", Printable(id)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The line logged for every 5xx (`said` is what happened: a problem's internal
+/// text, else the body; on one line and cut at 512 bytes):
+/// `NAME: GET widgets -> 503 id=...: database unavailable: ...`. A 500 (an overflow, a
+/// panic, a query that failed) is an error, a refusal or a gateway failure (502, 503,
+/// 504) a warning.
+pub fn server_error(method: &str, route: &str, status: u16, said: &[u8], id: Option<&str>) {
     let level = if status == 500 {
         Level::Error
     } else {
@@ -254,8 +274,9 @@ pub fn server_error(method: &str, route: &str, status: u16, body: &[u8]) {
     log::log!(
         target: app_name(),
         level,
-        "{method} {route} -> {status}: {}",
-        one_line(body)
+        "{method} {route} -> {status}{}: {}",
+        Id(id),
+        one_line(said)
     );
 }
 

@@ -207,11 +207,7 @@ pub struct ServerSnapshot<'a> {
 
 /// A 200 with rendered exposition `text`.
 pub fn response(text: String) -> Response {
-    Response {
-        status: 200,
-        headers: vec![("Content-Type", CONTENT_TYPE.into())].into(),
-        body: text.into_bytes().into(),
-    }
+    Response::text(200, text).with_headers(vec![("Content-Type", CONTENT_TYPE.into())])
 }
 
 /// A metric's type.

@@ -5,15 +5,17 @@
 //! that talks to no MySQL, or to it otherwise, depends on
 //! `fiber_web = { default-features = false }`).
 
-use crate::http::{IntoResponse, Response};
+use crate::http::{IntoResponse, Problem, Response};
 use crate::metrics::Exposition;
 use crate::metrics::Kind::{self, Counter, Gauge};
 
 /// A MySQL failure as the client sees it: 504 when the request's deadline passed
 /// (naming the phase), 503 with `Retry-After` when the database is unavailable (down,
-/// refusing, its pool exhausted), else 500 with the server's message. Handlers do not
-/// log (a fiber near its stack limit is no place for stderr's lock): the server logs
-/// every 5xx with its body, after the fiber has finished.
+/// refusing, its pool exhausted), else 500. The client reads a generic sentence and
+/// the request id; the database's own text (a table's name, a column's, a value) and
+/// the operator's advice (a pool size to raise) are the problem's `internal` part,
+/// which the 5xx log line prints. Handlers do not log (a fiber near its stack limit is
+/// no place for stderr's lock): the server logs every 5xx after the fiber has finished.
 impl From<fiber_mysql::Error> for Response {
     fn from(e: fiber_mysql::Error) -> Response {
         Response::from(&e)
@@ -25,16 +27,35 @@ impl From<&fiber_mysql::Error> for Response {
         if let fiber_mysql::Error::DeadlineExceeded { phase } = e {
             // The request's deadline (or the checkout's): a gateway timeout, naming
             // what was being waited for; a query is killed by then.
-            return Response::error(504, format!("the request's deadline passed while {phase}"));
+            return Problem::new(
+                504,
+                "deadline-exceeded",
+                format!("the request's deadline passed while {phase}"),
+            )
+            .into();
         }
         if matches!(e, fiber_mysql::Error::Cancelled) {
             // The request was cancelled (its client left: nobody reads this).
-            return Response::error(503, format!("database: {e}"));
+            return Problem::new(503, "cancelled", "the request was cancelled").into();
         }
         if e.is_unavailable() {
-            Response::error(503, format!("database unavailable: {e}")).header("Retry-After", "1")
+            Response::from(
+                Problem::new(
+                    503,
+                    "database-unavailable",
+                    "database unavailable: try again shortly",
+                )
+                .with_internal(e.to_string()),
+            )
+            .header("Retry-After", "1")
         } else {
-            Response::error(500, format!("database error: {e}"))
+            Problem::new(
+                500,
+                "database-error",
+                "the request failed on a database error",
+            )
+            .with_internal(e.to_string())
+            .into()
         }
     }
 }

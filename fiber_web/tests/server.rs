@@ -251,10 +251,9 @@ fn an_extractors_rejection_says_what_was_wrong() {
     );
 
     let r = post(addr, "/todos", "application/json", r#"{"name":"milk"}"#);
-    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.status, 422, "{r:?}");
     assert!(
-        r.body.contains("does not have the fields this route takes")
-            && r.body.contains("missing field `title`"),
+        r.body.contains("does not fit this route") && r.body.contains("field 'title' is missing"),
         "{r:?}"
     );
 

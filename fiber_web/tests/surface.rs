@@ -20,11 +20,15 @@ use std::path::{Path, PathBuf};
 /// declared too. axum and axum-core together have about 440 public items for routing,
 /// extractors and a tower stack; ours also holds the HTTP client, the layers, the test
 /// client, the metrics snapshot and every limit as a named field. A little room above
-/// what is there: raise it only for an item a user needs, and say which.
-const MAX_PUB_ITEMS: usize = 540;
+/// what is there: raise it only for an item a user needs, and say which. Raised to 580
+/// for the app's error format (`Problem` and its `Location`, `App::render_problems`),
+/// request extensions (`Extensions`) and request ids as the app's (`RequestId`,
+/// `Request::request_id`).
+const MAX_PUB_ITEMS: usize = 580;
 
-/// Most names at the crate root: about 25 is the aim, axum's root has 22.
-const MAX_ROOT_NAMES: usize = 30;
+/// Most names at the crate root: about 25 is the aim, axum's root has 22. 32 with
+/// `Problem`, `Location` and `Extensions`, which every app's handlers and layers name.
+const MAX_ROOT_NAMES: usize = 32;
 
 /// Every `.rs` file under `dir`, recursively, sorted.
 fn rust_files(dir: &Path) -> Vec<PathBuf> {

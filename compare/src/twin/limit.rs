@@ -206,7 +206,11 @@ pub async fn run(
         let bytes = axum::body::to_bytes(body, MAX_LOGGED_BODY)
             .await
             .unwrap_or_default();
-        log_5xx(&method, route.label, parts.status.as_u16(), &bytes);
+        let said = match parts.extensions.get::<super::Internal>() {
+            Some(super::Internal(text)) => text.as_bytes(),
+            None => &bytes[..],
+        };
+        log_5xx(&method, route.label, parts.status.as_u16(), said);
         let resp = axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
         return labelled(resp, route.label);
     }
@@ -227,7 +231,7 @@ const MAX_LOGGED_BODY: usize = 64 * 1024;
 
 /// `fiberstack: GET widgets -> 503: database unavailable: ...`, the fiber server's line.
 fn log_5xx(method: &axum::http::Method, label: &str, status: u16, body: &[u8]) {
-    fiber_web::rig::server_error(method.as_str(), label, status, body);
+    fiber_web::rig::server_error(method.as_str(), label, status, body, None);
 }
 
 #[cfg(test)]

@@ -139,6 +139,10 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Reply {
     .into()
 }
 
+/// A problem's text for the operator, carried from a [`Reply`] to the 5xx log line.
+#[derive(Clone)]
+pub struct Internal(pub String);
+
 /// Handlers build the fiber server's [`Response`], so bodies, content types and error
 /// texts are the same by construction; a `Reply` is one on its way to axum.
 pub struct Reply(pub Response);
@@ -152,7 +156,16 @@ impl From<Response> for Reply {
 impl axum::response::IntoResponse for Reply {
     fn into_response(self) -> axum::response::Response {
         let Reply(ours) = self;
+        // What the fiber server's 5xx line prints (a problem's internal text) rides
+        // along for this server's own (`limit.rs`).
+        let internal = ours
+            .problem()
+            .and_then(|p| p.internal())
+            .map(|text| Internal(text.to_string()));
         let mut resp = axum::response::Response::new(axum::body::Body::from(ours.body));
+        if let Some(internal) = internal {
+            resp.extensions_mut().insert(internal);
+        }
         *resp.status_mut() =
             StatusCode::from_u16(ours.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let headers = resp.headers_mut();

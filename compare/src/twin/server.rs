@@ -278,7 +278,7 @@ fn observe(
     let took = started.elapsed();
     stats.request(route, status, took);
     if let Some((method, path)) = logged {
-        fiber_web::rig::access(method.as_str(), &path, status, took, route, None);
+        fiber_web::rig::access(method.as_str(), &path, status, took, route, None, None);
     }
 }
 

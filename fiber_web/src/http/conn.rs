@@ -58,11 +58,24 @@ pub(crate) trait Service: Send + Sync + 'static {
         None
     }
 
+    /// `resp`, a problem answered to a request the connection refused before the
+    /// service routed it (a malformed head, a 413, [`refuses`](Self::refuses)'s
+    /// answer), rendered as the service renders its problems: `sent_id` and
+    /// `wants_json` are what the request's head said.
+    fn refusal(&self, resp: Response, _sent_id: Option<&str>, _wants_json: bool) -> Response {
+        resp
+    }
+
     /// Headers every response of this service carries (a `Server` header), written
     /// after the response's own unless it set one of the same name: the list is the
     /// service's, so no response copies it.
     fn default_headers(&self) -> &[(&'static str, Cow<'static, str>)] {
         &[]
+    }
+
+    /// The header a request's id is sent in, when the service gives ids.
+    fn request_id_header(&self) -> Option<&'static str> {
+        None
     }
 }
 
@@ -146,7 +159,8 @@ pub(crate) fn serve<S: Service + ?Sized>(
             Err(ReadError::Http(e)) => {
                 stats.protocol_error();
                 if stream.write_held().is_ok() {
-                    send_error_and_close(&mut stream.stream, &e, stats, service);
+                    let head = RawHead(&buf);
+                    send_error_and_close(&mut stream.stream, &e, stats, service, &head);
                 }
                 return;
             }
@@ -160,6 +174,8 @@ pub(crate) fn serve<S: Service + ?Sized>(
         }
         if head.framing != Framing::Length(0) && req.expects_continue() && buf.is_empty() {
             if let Some(refused) = service.refuses(&req) {
+                let sent_id = service.request_id_header().and_then(|h| req.header(h));
+                let refused = service.refusal(refused, sent_id, req.wants_json());
                 stats.response(refused.status);
                 let mut out = Vec::new();
                 let defaults = service.default_headers();
@@ -192,7 +208,7 @@ pub(crate) fn serve<S: Service + ?Sized>(
             Err(ReadError::Http(e)) => {
                 stats.protocol_error();
                 if stream.write_held().is_ok() {
-                    send_error_and_close(&mut stream.stream, &e, stats, service);
+                    send_error_and_close(&mut stream.stream, &e, stats, service, &*req);
                 }
                 return;
             }
@@ -509,12 +525,59 @@ fn send_error_and_close<S: Service + ?Sized>(
     e: &HttpError,
     stats: &HttpStats,
     service: &S,
+    head: &dyn SentHead,
 ) {
-    let resp = Response::error(e.status(), e);
+    let sent_id = service.request_id_header().and_then(|h| head.header(h));
+    let wants_json = head.wants_json();
+    let resp = service.refusal(Response::from(e.problem()), sent_id, wants_json);
     stats.response(resp.status);
     let mut out = Vec::new();
     resp.write_with(&mut out, 1, false, false, service.default_headers());
     send_and_close(stream, &out);
+}
+
+/// What a refused request's head said, parsed or not: the two things its answer
+/// needs (the id it sent, whether it asked for JSON).
+trait SentHead {
+    fn header(&self, name: &str) -> Option<&str>;
+    fn wants_json(&self) -> bool;
+}
+
+impl SentHead for Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        Request::header(self, name)
+    }
+
+    fn wants_json(&self) -> bool {
+        Request::wants_json(self)
+    }
+}
+
+/// The bytes of a head that did not parse: its header lines are still read, leniently
+/// (what they say only picks the answer's form and id, and an id is checked before it
+/// is kept).
+struct RawHead<'a>(&'a [u8]);
+
+impl SentHead for RawHead<'_> {
+    fn header(&self, name: &str) -> Option<&str> {
+        let end = self
+            .0
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or(self.0.len());
+        self.0[..end]
+            .split(|&b| b == b'\n')
+            .skip(1)
+            .filter_map(|line| std::str::from_utf8(line).ok())
+            .filter_map(|line| line.split_once(':'))
+            .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim())
+    }
+
+    fn wants_json(&self) -> bool {
+        self.header("accept")
+            .is_some_and(crate::http::problem::accepts_json)
+    }
 }
 
 /// Write `out` (a response that says `Connection: close`) and close, reading a little

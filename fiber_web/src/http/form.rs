@@ -12,13 +12,41 @@ use std::fmt;
 
 use serde::de::{self, DeserializeOwned, IntoDeserializer, MapAccess, Visitor};
 
+use crate::http::problem::echo;
+
 /// Why a form did not fit the type asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FormError(String);
+pub(crate) struct FormError {
+    message: String,
+    /// The parameter it is about, when one is known.
+    field: Option<String>,
+}
+
+impl FormError {
+    fn new(message: String) -> FormError {
+        FormError {
+            message,
+            field: None,
+        }
+    }
+
+    /// About parameter `name`: the message names it, and so does the field.
+    fn about(name: &str, message: impl fmt::Display) -> FormError {
+        FormError {
+            message: format!("query parameter '{}': {message}", echo(name)),
+            field: Some(name.to_string()),
+        }
+    }
+
+    /// The parameter the error is about.
+    pub(crate) fn field(&self) -> Option<&str> {
+        self.field.as_deref()
+    }
+}
 
 impl fmt::Display for FormError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -26,7 +54,11 @@ impl std::error::Error for FormError {}
 
 impl de::Error for FormError {
     fn custom<T: fmt::Display>(msg: T) -> Self {
-        FormError(msg.to_string())
+        FormError::new(msg.to_string())
+    }
+
+    fn missing_field(field: &'static str) -> Self {
+        FormError::about(field, "missing: send it")
     }
 }
 
@@ -93,7 +125,7 @@ where
         let (name, value) = self
             .value
             .take()
-            .ok_or_else(|| FormError("a value without its name".into()))?;
+            .ok_or_else(|| FormError::new("a value without its name".into()))?;
         seed.deserialize(Text {
             name: &name,
             value: &value,
@@ -110,10 +142,7 @@ struct Text<'t> {
 impl Text<'_> {
     fn parse<T: std::str::FromStr>(&self, what: &str) -> Result<T, FormError> {
         self.value.parse().map_err(|_| {
-            FormError(format!(
-                "query parameter '{}': '{}' is not {what}",
-                self.name, self.value
-            ))
+            FormError::about(self.name, format!("'{}' is not {what}", echo(self.value)))
         })
     }
 }
@@ -151,10 +180,10 @@ impl<'de> de::Deserializer<'de> for Text<'_> {
         match self.value {
             "true" | "1" | "on" | "yes" => visitor.visit_bool(true),
             "false" | "0" | "off" | "no" => visitor.visit_bool(false),
-            other => Err(FormError(format!(
-                "query parameter '{}': '{other}' is not true or false",
-                self.name
-            ))),
+            other => Err(FormError::about(
+                self.name,
+                format!("'{}' is not true or false", echo(other)),
+            )),
         }
     }
 
@@ -171,7 +200,7 @@ impl<'de> de::Deserializer<'de> for Text<'_> {
         let name = self.name;
         visitor
             .visit_enum(self.value.into_deserializer())
-            .map_err(|e: FormError| FormError(format!("query parameter '{name}': {e}")))
+            .map_err(|e: FormError| FormError::about(name, e))
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
@@ -239,11 +268,9 @@ mod tests {
             e("q=x&desc=maybe"),
             "query parameter 'desc': 'maybe' is not true or false"
         );
-        assert!(
-            e("limit=1").contains("missing field `q`"),
-            "{}",
-            e("limit=1")
-        );
+        assert_eq!(e("limit=1"), "query parameter 'q': missing: send it");
+        let long = format!("q=x&limit={}", "9".repeat(10_000));
+        assert!(e(&long).len() < 200, "the value sent is cut: {}", e(&long));
         assert!(
             e("q=x&order=size").contains("'order'"),
             "{}",

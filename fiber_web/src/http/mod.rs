@@ -12,11 +12,13 @@ pub mod client;
 pub(crate) mod conn;
 pub(crate) mod date;
 pub(crate) mod departure;
+pub(crate) mod extensions;
 pub(crate) mod form;
 pub(crate) mod handler;
 pub mod html;
 pub(crate) mod idle;
 pub(crate) mod listener;
+pub(crate) mod problem;
 pub(crate) mod query;
 pub(crate) mod refusal;
 pub(crate) mod reply;
@@ -26,7 +28,9 @@ pub(crate) mod router;
 pub(crate) mod status;
 pub(crate) mod target;
 
+pub use extensions::Extensions;
 pub use handler::Handler;
+pub use problem::{Location, Problem};
 pub use reply::{IntoResponse, Json};
 pub use request::{Headers, Request};
 pub use response::Response;
@@ -99,6 +103,24 @@ impl HttpError {
             HttpError::Version => 505,
             HttpError::HeadTimeout | HttpError::BodyTimeout => 408,
         }
+    }
+}
+
+impl HttpError {
+    /// The problem a client gets for it: the status, a stable kind, this message.
+    pub(crate) fn problem(&self) -> Problem {
+        let kind = match self {
+            HttpError::Malformed(_) => "malformed-request",
+            HttpError::TooManyHeaders { .. } | HttpError::HeadTooLarge { .. } => {
+                "headers-too-large"
+            }
+            HttpError::BodyTooLarge { .. } => "body-too-large",
+            HttpError::UriTooLong { .. } => "uri-too-long",
+            HttpError::UnsupportedTransferEncoding(_) => "unsupported-transfer-encoding",
+            HttpError::Version => "http-version-not-supported",
+            HttpError::HeadTimeout | HttpError::BodyTimeout => "request-timeout",
+        };
+        Problem::new(self.status(), kind, problem::echo_long(&self.to_string()))
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use crate::http::Response;
+use crate::http::{Problem, Response};
 
 /// A value that becomes the response to a request.
 pub trait IntoResponse {
@@ -82,15 +82,28 @@ impl From<fiber_pool::RunError> for Response {
         match &e {
             RunError::Cancelled {
                 reason: CancelReason::DeadlinePassed,
-            } => Response::error(
+            } => Problem::new(
                 504,
+                "deadline-exceeded",
                 "the request's deadline passed before its work finished",
-            ),
-            RunError::BlockingTimeout { .. } => Response::error(504, e.to_string()),
-            RunError::StackOverflow { .. } | RunError::Panicked { .. } => {
-                Response::error(500, e.to_string())
-            }
-            // The limits a server sets through its options: named by their flags.
+            )
+            .into(),
+            RunError::BlockingTimeout { .. } => Problem::new(
+                504,
+                "deadline-exceeded",
+                "the request's work ran past its time limit",
+            )
+            .with_internal(e.to_string())
+            .into(),
+            RunError::StackOverflow { .. } | RunError::Panicked { .. } => Problem::new(
+                500,
+                "handler-failed",
+                "part of the request's work failed: the request could not be handled",
+            )
+            .with_internal(e.to_string())
+            .into(),
+            // The limits a server sets through its options: named by their flags, for
+            // the operator.
             RunError::ScopeFull { max } => busy(format!(
                 "a fan-out asked for more than {max} children, the most one scope may \
                  have: spawn fewer, or raise --scope-children"
@@ -109,9 +122,13 @@ impl From<fiber_pool::RunError> for Response {
     }
 }
 
-/// A 503 saying `why`, with `Retry-After`.
+/// A 503 with `Retry-After`: the client reads that the server is busy, the log `why`.
 fn busy(why: String) -> Response {
-    Response::error(503, why).header("Retry-After", "1")
+    Response::from(
+        Problem::new(503, "server-busy", "the server is busy; try again shortly")
+            .with_internal(why),
+    )
+    .header("Retry-After", "1")
 }
 
 impl IntoResponse for fiber_pool::RunError {
@@ -150,7 +167,10 @@ mod tests {
         assert_eq!(status(deadline), 504);
         assert_eq!(status(RunError::ScopeFull { max: 8 }), 503);
         let full = Response::from(RunError::BlockingQueueFull { queue: 256 });
-        assert!(String::from_utf8_lossy(&full.body).contains("--blocking-queue"));
+        // The client reads that the server is busy; the operator reads which flag.
+        assert!(!String::from_utf8_lossy(&full.body).contains("--blocking"));
+        let internal = full.problem().and_then(|p| p.internal()).unwrap();
+        assert!(internal.contains("--blocking-queue"), "{internal}");
         let panicked = RunError::Panicked {
             label: "child",
             message: "boom".into(),

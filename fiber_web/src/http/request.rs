@@ -22,6 +22,8 @@ use std::str::FromStr;
 use serde::de::DeserializeOwned;
 
 use crate::config::HttpLimits;
+use crate::http::extensions::Extensions;
+use crate::http::problem::{echo, is_json, Location, Problem};
 use crate::http::router::Params;
 use crate::http::{form, target, HttpError, Response};
 
@@ -35,6 +37,9 @@ pub(crate) struct RequestLine {
     minor_version: u8,
     path_len: usize,
     target: LineTarget,
+    /// What a problem answer needs of the headers: the request id and `Accept`.
+    id: Option<String>,
+    wants_json: bool,
 }
 
 enum LineTarget {
@@ -57,6 +62,8 @@ impl RequestLine {
             minor_version: self.minor_version,
             target,
             path_len: self.path_len,
+            id: self.id,
+            wants_json: self.wants_json,
             ..Request::default()
         }
     }
@@ -84,6 +91,12 @@ pub struct Request {
     /// connection reuses, so a request's context costs no allocation while nobody
     /// else holds the last one.
     pub(crate) context: Option<fiber_pool::Context>,
+    /// The request's id (`App::request_ids`), set before its layers run.
+    pub(crate) id: Option<String>,
+    /// Set on a request rebuilt from its line ([`RequestLine::into_request`]), whose
+    /// headers are gone: whether they asked for JSON.
+    wants_json: bool,
+    extensions: Extensions,
 }
 
 impl Request {
@@ -123,7 +136,36 @@ impl Request {
             minor_version: self.minor_version,
             path_len: self.path_len,
             target,
+            id: self.id.clone(),
+            wants_json: self.wants_json(),
         }
+    }
+
+    /// The request's id, when the app gives requests ids (`App::request_ids`): the
+    /// client's own, or one made for it. The same id is in the response's header and
+    /// in the access and 5xx log lines.
+    pub fn request_id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
+    /// What layers put on the request for the handler ([`Extensions`]).
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
+    }
+
+    /// The request's extensions, to put a value on it.
+    pub fn extensions_mut(&mut self) -> &mut Extensions {
+        &mut self.extensions
+    }
+
+    /// Whether the client's `Accept` asks for JSON: the framework's own answers are
+    /// then `application/problem+json` ([`Problem`]).
+    pub(crate) fn wants_json(&self) -> bool {
+        self.wants_json
+            || self
+                .headers
+                .get_all("accept")
+                .any(crate::http::problem::accepts_json)
     }
 
     /// The raw text of path parameter `name` (`{id}` in `/todos/{id}`), escapes as
@@ -138,24 +180,30 @@ impl Request {
     /// 500 (the handler and its pattern disagree).
     pub fn param<T: FromStr>(&self, name: &str) -> Result<T, Response> {
         let Some(raw) = self.param_text(name) else {
-            return Err(Response::error(
-                500,
-                format!(
-                    "the route for {} has no path parameter '{name}': its pattern and \
+            return Err(
+                Problem::new(500, "handler-failed", "the request could not be handled")
+                    .with_internal(format!(
+                        "the route for {} has no path parameter '{name}': its pattern and \
                      handler disagree",
-                    self.path()
-                ),
-            ));
+                        echo(self.path())
+                    ))
+                    .into(),
+            );
         };
         let decoded = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
         decoded.parse().map_err(|_| {
-            Response::error(
+            Problem::new(
                 400,
+                "invalid-parameter",
                 format!(
-                    "path parameter '{name}': '{decoded}' is not a {}",
+                    "path parameter '{}': '{}' is not a {}",
+                    echo(name),
+                    echo(&decoded),
                     short_type_name::<T>()
                 ),
             )
+            .with_field(name, Location::Path)
+            .into()
         })
     }
 
@@ -163,35 +211,44 @@ impl Request {
     /// { limit: Option<u32> }`); a field that is missing or does not parse is a 400
     /// naming it and the value sent.
     pub fn query<T: DeserializeOwned>(&self) -> Result<T, Response> {
-        form::from_query(self.query_string()).map_err(|e| Response::error(400, e))
+        form::from_query(self.query_string()).map_err(|e| {
+            let problem = Problem::new(400, "invalid-query", e.to_string());
+            match e.field() {
+                Some(field) => problem.with_field(field, Location::Query),
+                None => problem,
+            }
+            .into()
+        })
     }
 
     /// The body as JSON of type `T`. Without a JSON `Content-Type`
     /// (`application/json`, or any `application/...+json`) it is a 415; a body that is
-    /// not JSON, or not the shape `T` asks for, is a 400 naming the field and the
-    /// position serde stopped at. A body over the server's limit never gets here: it is
-    /// a 413 before the handler runs (`HttpLimits::max_body_bytes`).
+    /// not JSON is a 400 with the line and column its parser stopped at; JSON that does
+    /// not fit `T` (a missing field, a wrong type) is a 422 naming the field by its path
+    /// (`tags[2].name`), as data in the JSON form of the problem. A body over the
+    /// server's limit never gets here: it is a 413 before the handler runs
+    /// (`HttpLimits::max_body_bytes`).
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, Response> {
         let media = self.header("content-type").unwrap_or("");
         if !is_json(media) {
             let sent = if media.is_empty() {
                 "no Content-Type".to_string()
             } else {
-                format!("Content-Type '{media}'")
+                format!("Content-Type '{}'", echo(media))
             };
-            return Err(Response::error(
+            return Err(Problem::new(
                 415,
-                format!("the body must be JSON: send it with Content-Type: application/json ({sent} was sent)"),
-            ));
+                "unsupported-media-type",
+                format!(
+                    "the body must be JSON: send it with Content-Type: application/json \
+                     ({sent} was sent)"
+                ),
+            )
+            .with_field("content-type", Location::Header)
+            .into());
         }
-        serde_json::from_slice(&self.body).map_err(|e| {
-            let why = match e.classify() {
-                serde_json::error::Category::Data => "does not have the fields this route takes",
-                serde_json::error::Category::Eof if self.body.is_empty() => "is empty",
-                _ => "is not valid JSON",
-            };
-            Response::error(400, format!("the JSON body {why}: {e}"))
-        })
+        let mut de = serde_json::Deserializer::from_slice(&self.body);
+        serde_path_to_error::deserialize(&mut de).map_err(|e| json_problem(&e, &self.body).into())
     }
 
     /// The same request with one more header (name lower-cased, value trimmed).
@@ -248,23 +305,62 @@ impl Request {
     }
 }
 
+/// The problem for a JSON body that did not deserialize: 400 for text that is not
+/// JSON, 422 for JSON of another shape, naming the field.
+fn json_problem(e: &serde_path_to_error::Error<serde_json::Error>, body: &[u8]) -> Problem {
+    let inner = e.inner();
+    let (line, column) = (inner.line(), inner.column());
+    match inner.classify() {
+        serde_json::error::Category::Data => {
+            // serde names a missing field in its message, at the path of its parent.
+            let message = inner.to_string();
+            let parent = e.path().to_string();
+            let missing = message
+                .strip_prefix("missing field `")
+                .and_then(|rest| rest.split('`').next());
+            let field = match (missing, parent.as_str()) {
+                (Some(name), ".") => name.to_string(),
+                (Some(name), parent) => format!("{parent}.{name}"),
+                (None, path) => path.to_string(),
+            };
+            let why = match missing {
+                Some(_) => "is missing".to_string(),
+                None => format!(
+                    ": {}",
+                    echo(message.split(" at line ").next().unwrap_or(&message))
+                ),
+            };
+            let sep = if missing.is_some() { " " } else { "" };
+            Problem::new(
+                422,
+                "unprocessable-json",
+                format!(
+                    "the JSON body does not fit this route: field '{}'{sep}{why}",
+                    echo(&field)
+                ),
+            )
+            .with_field(&field, Location::Body)
+            .with_position(line, column)
+        }
+        serde_json::error::Category::Eof if body.is_empty() => Problem::new(
+            400,
+            "invalid-json",
+            "the JSON body is empty: send a JSON document",
+        ),
+        _ => Problem::new(
+            400,
+            "invalid-json",
+            format!("the body is not valid JSON: at line {line} column {column}"),
+        )
+        .with_position(line, column),
+    }
+}
+
 /// The last part of `T`'s name (`u64`, `Uuid`), for messages a client reads.
 fn short_type_name<T>() -> &'static str {
     let full = std::any::type_name::<T>();
     let base = full.split('<').next().unwrap_or(full);
     base.rsplit("::").next().unwrap_or(base)
-}
-
-/// Whether a Content-Type names JSON: `application/json` or `application/<x>+json`,
-/// any case, with or without parameters.
-fn is_json(media: &str) -> bool {
-    let essence = media.split(';').next().unwrap_or("").trim();
-    let Some((kind, sub)) = essence.split_once('/') else {
-        return false;
-    };
-    kind.eq_ignore_ascii_case("application")
-        && (sub.eq_ignore_ascii_case("json")
-            || sub.len() > 5 && sub[sub.len() - 5..].eq_ignore_ascii_case("+json"))
 }
 
 /// A request's headers in one buffer: each name (lower-cased, as HTTP names are
@@ -281,24 +377,28 @@ pub struct Headers {
     present: u8,
 }
 
-/// The headers every request is asked about (framing, Host, persistence, 100-continue).
-const FRAMING: [&str; 5] = [
+/// The headers every request is asked about (framing, Host, persistence, 100-continue,
+/// and Accept, which a problem answer reads).
+const FRAMING: [&str; 6] = [
     "host",
     "content-length",
     "transfer-encoding",
     "connection",
     "expect",
+    "accept",
 ];
 
 /// The bit of `name` (any case) in [`Headers::present`], or 0 for another header.
-/// The five names differ in length, so the length picks the one candidate.
+/// The length picks the candidate: the names differ in it, but for `expect` and
+/// `accept`, which differ in their first letter.
 fn framing_bit(name: &str) -> u8 {
-    let i = match name.len() {
-        4 => 0,
-        14 => 1,
-        17 => 2,
-        10 => 3,
-        6 => 4,
+    let i = match (name.len(), name.as_bytes().first()) {
+        (4, _) => 0,
+        (14, _) => 1,
+        (17, _) => 2,
+        (10, _) => 3,
+        (6, Some(b'e' | b'E')) => 4,
+        (6, _) => 5,
         _ => return 0,
     };
     if FRAMING[i].eq_ignore_ascii_case(name) {
@@ -527,6 +627,8 @@ fn finish(raw: RawHead<'_>, limits: &HttpLimits, req: &mut Request) -> Result<He
     req.minor_version = raw.minor_version;
     req.body = Vec::new();
     req.params.clear();
+    req.id = None;
+    req.extensions.clear();
     req.path_len = target::parse_into(&req.method, raw.target, &mut req.target)?;
     raw.headers?;
     target::check_host(raw.minor_version, req.headers.get_all("host"))?;
@@ -683,7 +785,7 @@ mod tests {
             assert_eq!(framing_bit(name), 1 << i, "{name}");
             assert_eq!(framing_bit(&name.to_ascii_uppercase()), 1 << i, "{name}");
         }
-        for other in ["hosts", "x-host", "content-type", "accept", "expectx", ""] {
+        for other in ["hosts", "x-host", "content-type", "accepts", "expectx", ""] {
             assert_eq!(framing_bit(other), 0, "{other}");
         }
         let mut headers = Headers::default();
@@ -874,17 +976,19 @@ mod tests {
                 .json::<New>()
                 .unwrap_err(),
         );
-        assert_eq!(status, 400);
+        assert_eq!(status, 422);
         assert!(
-            says.contains("does not have the fields") && says.contains("line 1 column"),
+            says.contains("field 'title': invalid type: integer `5`, expected a string"),
             "{says}"
         );
-        let (_, says) = text(
-            post(Some("application/json"), "{}")
-                .json::<New>()
-                .unwrap_err(),
-        );
-        assert!(says.contains("missing field `title`"), "{says}");
+        let missing = post(Some("application/json"), "{}")
+            .json::<New>()
+            .unwrap_err();
+        let problem = missing.problem().unwrap();
+        assert_eq!(problem.field(), Some(("title", Location::Body)));
+        let (status, says) = text(missing);
+        assert_eq!(status, 422);
+        assert!(says.contains("field 'title' is missing"), "{says}");
         let (status, says) = text(
             post(Some("application/json"), "{\"title\": ")
                 .json::<New>()

@@ -4,6 +4,9 @@
 
 use std::borrow::Cow;
 
+use std::fmt::Write as _;
+
+use crate::http::problem::Problem;
 use crate::http::status::{has_no_body, status_line};
 
 /// A complete response: status, extra headers, body.
@@ -20,10 +23,74 @@ pub struct Response {
     pub headers: HeaderList,
     /// The body (a static text is borrowed, not copied).
     pub body: Cow<'static, [u8]>,
+    /// The framework's problem this response renders ([`Response::problem`]), rendered
+    /// again as it leaves the router, in the form the client and the app ask for.
+    pub(crate) problem: Option<Box<Problem>>,
 }
 
 /// A response's extra headers: borrowed as long as none is added.
 pub type HeaderList = Cow<'static, [(&'static str, Cow<'static, str>)]>;
+
+/// The renderings of a framework's problem ([`App::render_problems`](crate::App::render_problems)
+/// picks one, or its own).
+impl Problem {
+    /// The default rendering: [`json_response`](Self::json_response) when the
+    /// client asked for JSON, else [`text_response`](Self::text_response).
+    pub fn to_response(&self) -> Response {
+        if self.wants_json() {
+            self.json_response()
+        } else {
+            self.text_response()
+        }
+    }
+
+    /// `application/problem+json`: `type`, `title`, `status`, `detail`, and, where
+    /// they apply, `field`, `location`, `line`, `column` and `request_id`.
+    pub fn json_response(&self) -> Response {
+        let mut body = serde_json::Map::new();
+        body.insert("type".into(), self.type_uri().into());
+        body.insert("title".into(), self.title().into());
+        body.insert("status".into(), self.status().into());
+        body.insert("detail".into(), self.detail().into());
+        if let Some((name, location)) = self.field() {
+            body.insert("field".into(), name.into());
+            body.insert("location".into(), location.as_str().into());
+        }
+        if let Some((line, column)) = self.position() {
+            body.insert("line".into(), line.into());
+            body.insert("column".into(), column.into());
+        }
+        if let Some(id) = self.request_id() {
+            body.insert("request_id".into(), id.into());
+        }
+        let mut resp = Response::json(self.status(), &body);
+        resp.headers = Cow::Borrowed(&PROBLEM_JSON);
+        resp
+    }
+
+    /// `text/plain`: the detail, then the request id on a line of its own when there
+    /// is one.
+    pub fn text_response(&self) -> Response {
+        let mut text = String::with_capacity(self.detail().len() + 40);
+        text.push_str(self.detail());
+        text.push('\n');
+        if let Some(id) = self.request_id() {
+            let _ = writeln!(text, "request id: {id}");
+        }
+        Response::text(self.status(), text)
+    }
+}
+
+impl From<Problem> for Response {
+    fn from(problem: Problem) -> Response {
+        let mut resp = problem.text_response();
+        resp.problem = Some(Box::new(problem));
+        resp
+    }
+}
+
+static PROBLEM_JSON: [(&str, Cow<'static, str>); 1] =
+    [("Content-Type", Cow::Borrowed("application/problem+json"))];
 
 /// The header lists of the content types the constructors set.
 static TEXT: [(&str, Cow<'static, str>); 1] =
@@ -53,7 +120,13 @@ impl Response {
         let mut body = Vec::with_capacity(128);
         match serde_json::to_writer(&mut body, value) {
             Ok(()) => Response::with_type(status, &JSON, Cow::Owned(body)),
-            Err(e) => Response::error(500, format!("the response could not be serialized: {e}")),
+            Err(e) => Problem::new(
+                500,
+                "handler-failed",
+                "the response could not be serialized",
+            )
+            .with_internal(format!("the response could not be serialized: {e}"))
+            .into(),
         }
     }
 
@@ -64,6 +137,7 @@ impl Response {
             status,
             headers: Cow::Borrowed(&[]),
             body: Cow::Borrowed(&[]),
+            problem: None,
         }
     }
 
@@ -87,12 +161,30 @@ impl Response {
             status,
             headers: Cow::Borrowed(headers),
             body,
+            problem: None,
         }
+    }
+
+    /// The framework's problem this response is, if it is one: a layer may read it
+    /// (its kind, its field) to answer otherwise. It is rendered again, in the form
+    /// the client and the app ask for, as the response leaves the router; a layer that
+    /// wants its own body builds a new response rather than changing this one's.
+    pub fn problem(&self) -> Option<&Problem> {
+        self.problem.as_deref()
     }
 
     /// Add a header.
     pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Response {
         self.headers.to_mut().push((name, Cow::Owned(value.into())));
+        self
+    }
+
+    /// The same response with `headers` instead of its own.
+    pub(crate) fn with_headers(
+        mut self,
+        headers: Vec<(&'static str, Cow<'static, str>)>,
+    ) -> Response {
+        self.headers = Cow::Owned(headers);
         self
     }
 
@@ -328,5 +420,31 @@ mod tests {
         let r = Response::json(200, &bad);
         assert_eq!(r.status, 500);
         assert!(String::from_utf8_lossy(&r.body).contains("could not be serialized"));
+    }
+
+    #[test]
+    fn the_json_form_has_the_rfc_9457_members_and_the_field() {
+        let mut p = crate::http::problem::Problem::new(
+            400,
+            "invalid-parameter",
+            "path parameter 'id': 'x' is not a u64",
+        )
+        .with_field("id", crate::http::Location::Path);
+        p.set_request(Some("abc-1"), true);
+        let resp = p.to_response();
+        assert_eq!(resp.headers[0].1, "application/problem+json");
+        let v: serde_json::Value = serde_json::from_slice(&resp.body).unwrap();
+        assert_eq!(v["type"], "urn:fiber-web:problem:invalid-parameter");
+        assert_eq!(v["title"], "Bad Request");
+        assert_eq!(v["status"], 400);
+        assert_eq!(v["field"], "id");
+        assert_eq!(v["location"], "path");
+        assert_eq!(v["request_id"], "abc-1");
+        p.set_request(Some("abc-1"), false);
+        let text = p.to_response();
+        assert_eq!(
+            std::str::from_utf8(&text.body).unwrap(),
+            "path parameter 'id': 'x' is not a u64\nrequest id: abc-1\n"
+        );
     }
 }

@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 
+use crate::http::problem::{echo, Problem};
 use crate::http::{target, Response};
 
 /// One route: method, pattern, label, handler.
@@ -416,16 +417,23 @@ impl<H> Router<H> {
         match self.find(method, path, params) {
             Found::Route(route) => Ok(route),
             Found::NoMatch if path == "*" => Err(target::options_star(&self.methods())),
-            Found::NoMatch => Err(Response::error(
+            Found::NoMatch => Err(Problem::new(
                 404,
-                format!("no route for {method} {path}"),
-            )),
+                "not-found",
+                format!("no route for {} {}", echo(method), echo(path)),
+            )
+            .into()),
             Found::MethodNotAllowed(allowed) => {
                 let allowed = with_head(&allowed).join(", ");
-                Err(Response::error(
+                Err(Response::from(Problem::new(
                     405,
-                    format!("{method} is not allowed on {path}: use {allowed}"),
-                )
+                    "method-not-allowed",
+                    format!(
+                        "{} is not allowed on {}: use {allowed}",
+                        echo(method),
+                        echo(path)
+                    ),
+                ))
                 .header("Allow", allowed))
             }
         }

@@ -74,7 +74,6 @@ pub(crate) fn status_line(status: u16) -> Option<&'static str> {
 }
 
 /// The reason phrase of `status` (`Created` for 201), or `""` for a code not named.
-#[cfg(test)]
 pub(crate) fn reason(status: u16) -> &'static str {
     status_line(status)
         .and_then(|line| line.get(13..line.len() - 2))

@@ -4,7 +4,7 @@
 //! independent of where they differ, so the answer's timing does not tell a guesser
 //! how much of a token was right.
 
-use crate::http::{Request, Response};
+use crate::http::{Problem, Request, Response};
 use crate::layer::{Layer, Next};
 
 /// The bearer-token layer; see the module's header.
@@ -72,15 +72,20 @@ impl<S> Layer<S> for BearerAuth {
         });
         match sent {
             Some(token) if self.accepts(token.as_bytes()) => next.run(state, req),
-            Some(_) => Response::error(401, "the bearer token is not valid: send a valid one")
-                .header(
-                    "WWW-Authenticate",
-                    format!("Bearer realm=\"{}\", error=\"invalid_token\"", self.realm),
-                ),
-            None => Response::error(
+            Some(_) => Response::from(Problem::new(
                 401,
+                "invalid-token",
+                "the bearer token is not valid: send a valid one",
+            ))
+            .header(
+                "WWW-Authenticate",
+                format!("Bearer realm=\"{}\", error=\"invalid_token\"", self.realm),
+            ),
+            None => Response::from(Problem::new(
+                401,
+                "authentication-required",
                 "authentication required: send Authorization: Bearer <token>",
-            )
+            ))
             .header(
                 "WWW-Authenticate",
                 format!("Bearer realm=\"{}\"", self.realm),

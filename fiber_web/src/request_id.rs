@@ -1,7 +1,11 @@
-//! A request id for every request: the client's own (or a proxy's) when it sent a
-//! usable one, else one made here; the handler reads it from the request's header
-//! and the client gets it back in the response's, so a log line, an error report and
-//! a client's retry can be matched.
+//! A request id for every request (`App::request_ids`): the client's own (or a
+//! proxy's) when it sent a usable one, else one made here. The handler reads it
+//! ([`Request::request_id`], and the request's header), the client gets it back in the
+//! response's header and in every problem the framework answers, and the access and
+//! 5xx log lines print it, so a log line, an error report and a client's retry can be
+//! matched. It is given on the connection's coroutine before any layer runs, so a
+//! request refused before its layers (a 413, a full queue) or lost to an overflow has
+//! one too.
 //!
 //! An id made here is this process's random 64-bit prefix and a counter, in hex
 //! (`5f0c3a9e12b4d7e8-2a`): unique across the process's requests, and, with odds
@@ -13,13 +17,12 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::http::{Request, Response};
-use crate::layer::{Layer, Next};
+use crate::http::Request;
 
 /// The longest id a client may send that is kept as it is.
 pub const MAX_SENT_ID: usize = 128;
 
-/// The request-id layer; see the module's header.
+/// The request ids of an app; see the module's header.
 #[derive(Debug)]
 pub struct RequestId {
     header: &'static str,
@@ -59,8 +62,15 @@ fn usable(id: &str) -> bool {
     (1..=MAX_SENT_ID).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic())
 }
 
-impl<S> Layer<S> for RequestId {
-    fn call(&self, state: &S, req: &mut Request, next: Next<'_, S>) -> Response {
+impl RequestId {
+    /// The header that carries the id.
+    pub(crate) fn name(&self) -> &'static str {
+        self.header
+    }
+
+    /// Give `req` its id: the one sent when usable, else a fresh one, which also
+    /// replaces the header.
+    pub(crate) fn assign(&self, req: &mut Request) {
         let id = match req.header(self.header) {
             Some(sent) if usable(sent) => sent.to_string(),
             _ => {
@@ -70,6 +80,15 @@ impl<S> Layer<S> for RequestId {
                 made
             }
         };
-        next.run(state, req).header(self.header, id)
+        req.id = Some(id);
+    }
+
+    /// The id for a request refused before it was parsed whole: `sent` (the raw
+    /// head's header) when usable, else a fresh one.
+    pub(crate) fn for_refused(&self, sent: Option<&str>) -> String {
+        match sent {
+            Some(sent) if usable(sent) => sent.to_string(),
+            _ => self.make(),
+        }
     }
 }
