@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::dispatch::{Endpoint, RouteLimit, Routed};
 use crate::http::router::{PatternError, Router};
 use crate::http::{Handler, Problem, Request, Response};
-use crate::layer::{FnLayer, Layer, Next};
+use crate::layer::{Layer, Next};
 use crate::metrics::Exposition;
 use crate::problems::Answers;
 use crate::request_id::RequestId;
@@ -23,12 +23,15 @@ pub(crate) type MetricsHook<S> = Arc<dyn Fn(&S, &mut Exposition) + Send + Sync>;
 /// ([`App::nest`]): a sub-app written without knowing where it is mounted.
 pub struct Routes<S> {
     router: Router<Endpoint<S>>,
+    /// The group's layers ([`Routes::layer`]), outermost first.
+    layers: Vec<Arc<dyn Layer<S>>>,
 }
 
 impl<S: Send + Sync + 'static> Default for Routes<S> {
     fn default() -> Self {
         Routes {
             router: Router::new(),
+            layers: Vec::new(),
         }
     }
 }
@@ -115,9 +118,23 @@ macro_rules! route_methods {
             self
         }
 
+        /// Run `layer` around the handler of the route added last, inside the app's
+        /// layers and its group's ([`Routes::layer`]); several run in the order added,
+        /// the first outermost. Such a layer runs on the request's fiber like the
+        /// app's, so its overflow or panic is that request's 500. A request no route
+        /// serves (404, 405) meets only the app's layers.
+        pub fn route_layer(mut self, layer: impl Layer<S> + 'static) -> Self {
+            if let Some(last) = self.$($field).+.last_mut() {
+                last.handler.layers.push(Arc::new(layer));
+            }
+            self
+        }
+
         /// Every route of `routes` under `prefix`; its `/` becomes `prefix` itself.
+        /// The group's layers ([`Routes::layer`]) run around each of its routes, inside
+        /// the layers of what it is nested in.
         pub fn nest(mut self, prefix: &str, routes: Routes<S>) -> Self {
-            self.$($field).+ = self.$($field).+.nest(prefix, routes.router);
+            self.$($field).+ = self.$($field).+.nest(prefix, routes.into_router());
             self
         }
     };
@@ -130,6 +147,36 @@ impl<S: Send + Sync + 'static> Routes<S> {
     }
 
     route_methods!(router);
+
+    /// Run `layer` around every route of this group, those added before and after,
+    /// inside the app's layers and outside each route's own ([`Routes::route_layer`]);
+    /// several run in the order added, the first outermost. An auth layer on an
+    /// `/admin` group guards only it; a request no route serves meets only the app's
+    /// layers.
+    pub fn layer(mut self, layer: impl Layer<S> + 'static) -> Self {
+        self.layers.push(Arc::new(layer));
+        self
+    }
+
+    /// A layer written as a closure, for the group ([`Routes::layer`]).
+    pub fn layer_fn<F>(self, layer: F) -> Self
+    where
+        F: Fn(&S, &mut Request, Next<'_, S>) -> Response + Send + Sync + 'static,
+    {
+        self.layer(layer)
+    }
+
+    /// The routes, each with the group's layers around its own.
+    fn into_router(self) -> Router<Endpoint<S>> {
+        let Routes { mut router, layers } = self;
+        if !layers.is_empty() {
+            for route in router.routes_mut() {
+                let own = std::mem::take(&mut route.handler.layers);
+                route.handler.layers = layers.iter().cloned().chain(own).collect();
+            }
+        }
+        router
+    }
 }
 
 /// An app: the state its handlers share, its routes and its layers, built into what
@@ -174,6 +221,7 @@ pub struct App<S> {
     readiness: Option<Readiness<S>>,
     metrics: Option<MetricsHook<S>>,
     answers: Answers,
+    metrics_behind_layers: bool,
 }
 
 impl<S: Send + Sync + 'static> App<S> {
@@ -191,6 +239,7 @@ impl<S: Send + Sync + 'static> App<S> {
             readiness: None,
             metrics: None,
             answers: Answers::default(),
+            metrics_behind_layers: false,
         }
     }
 
@@ -213,7 +262,7 @@ impl<S: Send + Sync + 'static> App<S> {
     where
         F: Fn(&S, &mut Request, Next<'_, S>) -> Response + Send + Sync + 'static,
     {
-        self.layer(FnLayer(layer))
+        self.layer(layer)
     }
 
     /// A header on every response the server sends (`Server: my-app`), the built-in
@@ -277,6 +326,17 @@ impl<S: Send + Sync + 'static> App<S> {
         self
     }
 
+    /// Run `GET /metrics` through the app's layers, so that an auth layer guards it
+    /// (its route labels and pool figures are not for everyone). It then runs on a
+    /// fiber like any route, and under full load waits for one; by default it runs on
+    /// the connection's coroutine, before the layers, and answers while every fiber is
+    /// busy. A scrape from another address is the other way to keep it private: bind
+    /// the server to a private interface, or put a proxy's rule on the path.
+    pub fn metrics_behind_layers(mut self) -> Self {
+        self.metrics_behind_layers = true;
+        self
+    }
+
     /// Check the routes and add the built-in ones: what the server and the test
     /// client run.
     pub(crate) fn build(
@@ -292,8 +352,16 @@ impl<S: Send + Sync + 'static> App<S> {
             readiness,
             metrics,
             answers,
+            metrics_behind_layers,
         } = self;
-        let router = crate::builtin::add(routes.router, readiness, metrics, &fibers, &stats);
+        let router = crate::builtin::add(
+            routes.router,
+            readiness,
+            metrics,
+            &fibers,
+            &stats,
+            metrics_behind_layers,
+        );
         router.check().map_err(refused)?;
         stats.set_routes(router.routes().iter().map(|r| r.label));
         Ok(Routed::new(

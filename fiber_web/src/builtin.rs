@@ -6,6 +6,10 @@
 //! answer while every fiber is busy, so `/healthz` and `/metrics` run on the
 //! connection's coroutine (their code is the server's own: counter reads, no I/O),
 //! and `/readyz`, which runs the app's check (I/O, say a MySQL ping), on a fiber.
+//!
+//! An app whose metrics are not for everyone puts `/metrics` behind its layers
+//! (`App::metrics_behind_layers`): then the scrape runs on a fiber through them, an
+//! auth layer guards it, and under full load it waits for a fiber like any route.
 
 use std::sync::Arc;
 
@@ -25,14 +29,20 @@ pub(crate) fn add<S: Send + Sync + 'static>(
     hook: Option<MetricsHook<S>>,
     fibers: &FiberPool,
     stats: &Arc<HttpStats>,
+    behind_layers: bool,
 ) -> Router<Endpoint<S>> {
     let router = probes(router, readiness);
     let (fibers, stats) = (fibers.clone(), Arc::clone(stats));
+    let mode = if behind_layers {
+        Mode::FiberWithLayers
+    } else {
+        Mode::Carrier
+    };
     builtin(
         router,
         "/metrics",
         METRICS,
-        true,
+        mode,
         Endpoint::new(move |state: &S, _: &Request| {
             let pool = HandlerPool::of_fibers(&fibers);
             let mut out = Exposition::new();
@@ -49,20 +59,31 @@ pub(crate) fn add<S: Send + Sync + 'static>(
     )
 }
 
+/// Where a built-in route runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// On the connection's coroutine, without layers.
+    Carrier,
+    /// On a fiber, without layers.
+    Fiber,
+    /// On a fiber, through the app's layers.
+    FiberWithLayers,
+}
+
 /// `router` with route `path`, labelled `label`, when it has none for `GET path`.
 fn builtin<S: Send + Sync + 'static>(
     router: Router<Endpoint<S>>,
     path: &str,
     label: &'static str,
-    on_carrier: bool,
+    mode: Mode,
     ep: Endpoint<S>,
 ) -> Router<Endpoint<S>> {
     if router.has_literal("GET", path) {
         return router;
     }
     let ep = Endpoint {
-        on_carrier,
-        without_layers: true,
+        on_carrier: mode == Mode::Carrier,
+        without_layers: mode != Mode::FiberWithLayers,
         ..ep
     };
     router.route("GET", path, label, ep)
@@ -78,14 +99,14 @@ pub(crate) fn probes<S: Send + Sync + 'static>(
         router,
         "/healthz",
         HEALTHZ,
-        true,
+        Mode::Carrier,
         Endpoint::new(|_: &S, _: &Request| Response::text(200, "ok")),
     );
     builtin(
         router,
         "/readyz",
         READYZ,
-        false,
+        Mode::Fiber,
         Endpoint::new(move |state: &S, _: &Request| {
             readiness_response(readiness.as_ref().map_or(Ok(()), |check| check(state)))
         }),

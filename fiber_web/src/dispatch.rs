@@ -38,6 +38,13 @@ pub(crate) struct Endpoint<S> {
     /// The route's own deadline for a request, from its arrival (`App::timeout`);
     /// the earlier of it and the server's `--request-timeout` applies.
     pub(crate) timeout: Option<Duration>,
+    /// The route's own layers and its groups', outermost first, inside the app's
+    /// (`Routes::layer`, `route_layer`).
+    pub(crate) layers: Vec<Arc<dyn Layer<S>>>,
+    /// The app's layers, then `layers`: what the route's requests run through, made
+    /// when the app is built; `None` when the route has no layers of its own (its
+    /// requests run through the app's).
+    pub(crate) chain: Option<Arc<[Arc<dyn Layer<S>>]>>,
 }
 
 impl<S> Clone for Endpoint<S> {
@@ -48,6 +55,8 @@ impl<S> Clone for Endpoint<S> {
             on_carrier: self.on_carrier,
             without_layers: self.without_layers,
             timeout: self.timeout,
+            layers: self.layers.clone(),
+            chain: self.chain.clone(),
         }
     }
 }
@@ -60,6 +69,8 @@ impl<S> Endpoint<S> {
             on_carrier: false,
             without_layers: false,
             timeout: None,
+            layers: Vec::new(),
+            chain: None,
         }
     }
 }
@@ -166,10 +177,19 @@ impl<S: Send + Sync + 'static> Routed<S> {
         request_timeout: Option<Duration>,
         answers: Answers,
     ) -> Self {
+        let layers: Arc<[Arc<dyn Layer<S>>]> = layers.into();
+        let mut router = router;
+        for route in router.routes_mut() {
+            let ep = &mut route.handler;
+            if !ep.layers.is_empty() {
+                let chain: Vec<_> = layers.iter().chain(&ep.layers).cloned().collect();
+                ep.chain = Some(chain.into());
+            }
+        }
         Routed {
             router,
             state,
-            layers: layers.into(),
+            layers,
             fibers,
             stats,
             request_timeout,
@@ -277,7 +297,8 @@ impl<S: Send + Sync + 'static> Routed<S> {
         // does not come back (refused, overflowed, panicked) takes it along, so its
         // line is copied first for the error and the log line.
         let line = req.line();
-        let (state, layers) = (Arc::clone(&self.state), Arc::clone(&self.layers));
+        let chain = ep.and_then(|ep| ep.chain.as_ref()).unwrap_or(&self.layers);
+        let (state, layers) = (Arc::clone(&self.state), Arc::clone(chain));
         let mut owned = req;
         let job = move || {
             let layers: &[Arc<dyn Layer<S>>] = if with_layers { &layers } else { &[] };

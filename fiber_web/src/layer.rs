@@ -14,7 +14,10 @@ use crate::http::{Handler, Request, Response};
 /// access line like any other. They run for every request the app routes or refuses
 /// (404, 405), so an auth layer also covers unknown paths and a CORS layer can answer
 /// a preflight `OPTIONS` that no route serves; the built-in `/healthz`, `/readyz` and
-/// `/metrics` are answered before them (probes and scrapers send no app tokens).
+/// `/metrics` are answered before them (probes and scrapers send no app tokens), but
+/// for `/metrics` when the app puts it behind them (`App::metrics_behind_layers`).
+/// A group's and a route's own layers (`Routes::layer`, `route_layer`) run inside the
+/// app's, for that group's or route's requests only.
 ///
 /// The first layer added is the outermost: `.layer(a).layer(b)` runs `a`, then `b`,
 /// then the handler, and the response goes back through `b`, then `a`.
@@ -41,15 +44,14 @@ pub trait Layer<S>: Send + Sync {
     fn call(&self, state: &S, req: &mut Request, next: Next<'_, S>) -> Response;
 }
 
-/// A layer written as a closure (`App::layer_fn`).
-pub(crate) struct FnLayer<F>(pub(crate) F);
-
-impl<S, F> Layer<S> for FnLayer<F>
+/// A closure is a layer: `|state, req, next| next.run(state, req)` (`App::layer_fn`
+/// names the argument types for inference).
+impl<S, F> Layer<S> for F
 where
     F: Fn(&S, &mut Request, Next<'_, S>) -> Response + Send + Sync + 'static,
 {
     fn call(&self, state: &S, req: &mut Request, next: Next<'_, S>) -> Response {
-        (self.0)(state, req, next)
+        self(state, req, next)
     }
 }
 

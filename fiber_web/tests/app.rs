@@ -405,3 +405,115 @@ fn a_status_that_is_no_code_is_a_500_in_the_test_client_as_on_the_wire() {
     assert_eq!(c.get("/typo").send().status, 500);
     assert_eq!(c.get("/teapot").send().status, 418);
 }
+
+/// The `X-Layer` values of `r`, in the order set.
+fn layers(r: &fiber_web::test::TestResponse) -> Vec<&str> {
+    r.headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("x-layer"))
+        .map(|(_, v)| v.as_str())
+        .collect()
+}
+
+/// Who a request is from, as an auth layer found it.
+#[derive(Debug)]
+struct User(&'static str);
+
+/// A layer that names itself on the way out, so a response shows the order it met
+/// the layers in.
+fn tag(name: &'static str) -> impl Fn(&(), &mut Request, Next<'_, ()>) -> Response {
+    move |s, req, next| next.run(s, req).header("X-Layer", name)
+}
+
+#[test]
+fn route_and_group_layers_run_inside_the_apps_in_order_and_only_where_put() {
+    let admin = Routes::new()
+        .get("/users", |_: &(), req: &Request| {
+            // What the group's auth layer found, passed as a typed extension.
+            match req.extensions().get::<User>() {
+                Some(User(name)) => format!("users, for {name}"),
+                None => "nobody".to_string(),
+            }
+        })
+        .get("/boom", |_: &(), _: &Request| "unreachable")
+        .route_layer(|_: &(), req: &mut Request, _: Next<'_, ()>| -> Response {
+            if req.query_param("trouble").is_some() {
+                panic!("a route layer's bug");
+            }
+            Response::text(418, "the route's own layer answered")
+        })
+        .layer_fn(tag("group"))
+        .layer_fn(|s, req, next| match req.header("authorization") {
+            Some("Bearer admin") => {
+                req.extensions_mut().insert(User("ada"));
+                next.run(s, req)
+            }
+            _ => Response::text(401, "admins only"),
+        });
+    let c = App::new(())
+        .get("/open", |_: &(), req: &Request| {
+            format!("open, extensions: {}", req.extensions().len())
+        })
+        .get("/tagged", |_: &(), _: &Request| "tagged")
+        .route_layer(tag("route-1"))
+        .route_layer(tag("route-2"))
+        .nest("/admin", admin)
+        .layer_fn(tag("app"))
+        .test_client();
+    // A route's layers: inside the app's, the first added outermost.
+    let r = c.get("/tagged").send();
+    assert_eq!(r.text(), "tagged");
+    assert_eq!(layers(&r), ["route-2", "route-1", "app"]);
+    // The group's layers guard the group only; the app's still run around them.
+    let r = c.get("/open").send();
+    assert_eq!((r.status, r.text()), (200, "open, extensions: 0".into()));
+    assert_eq!(layers(&r), ["app"]);
+    let r = c.get("/admin/users").send();
+    assert_eq!((r.status, r.text()), (401, "admins only".into()));
+    assert_eq!(layers(&r), ["group", "app"]);
+    let r = c
+        .get("/admin/users")
+        .header("Authorization", "Bearer admin")
+        .send();
+    assert_eq!((r.status, r.text()), (200, "users, for ada".into()));
+    // A route layer of the group answers by itself, inside the group's auth.
+    let r = c
+        .get("/admin/boom")
+        .header("Authorization", "Bearer admin")
+        .send();
+    assert_eq!(r.status, 418, "{}", r.text());
+    assert_eq!(c.get("/admin/boom").send().status, 401);
+    // Its panic is that request's 500; the next request is served.
+    let r = c
+        .get("/admin/boom?trouble=1")
+        .header("Authorization", "Bearer admin")
+        .send();
+    assert_eq!(r.status, 500, "{}", r.text());
+    // An unknown path under the group meets only the app's layers.
+    let r = c.get("/admin/nothing").send();
+    assert_eq!(r.status, 404);
+    assert_eq!(layers(&r), ["app"]);
+    // The extension of one request is not the next one's.
+    assert_eq!(c.get("/open").send().text(), "open, extensions: 0");
+}
+
+#[test]
+fn metrics_behind_the_layers_need_the_apps_token() {
+    let guarded = || todos().layer(BearerAuth::new(["scrape-me"]));
+    let open = guarded().test_client();
+    assert_eq!(
+        open.get("/metrics").send().status,
+        200,
+        "before the layers by default"
+    );
+    let c = guarded().metrics_behind_layers().test_client();
+    assert_eq!(c.get("/metrics").send().status, 401);
+    let r = c
+        .get("/metrics")
+        .header("Authorization", "Bearer scrape-me")
+        .send();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("http_requests_total"), "{}", r.text());
+    // The probes stay open: a load balancer sends no token.
+    assert_eq!(c.get("/healthz").send().status, 200);
+}

@@ -451,6 +451,10 @@ impl<H> Router<H> {
     }
 
     /// The route added last (a builder changes it: its label, its limits).
+    pub(crate) fn routes_mut(&mut self) -> &mut [Route<H>] {
+        &mut self.routes
+    }
+
     pub(crate) fn last_mut(&mut self) -> Option<&mut Route<H>> {
         self.routes.last_mut()
     }
