@@ -18,6 +18,8 @@
 //!   TCP);
 //! - `cancel`: stopping a running query from outside ([`CancelHandle`]) and the
 //!   pool's side channel for `KILL QUERY`;
+//! - `row`: one column of a row read as a Rust type by name or position, with an error
+//!   naming the column and the type ([`RowExt::try_get`], [`ColumnProblem`]);
 //! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
 //! - [`launcher`]: a private MariaDB for the demo and tests ([`launcher::MariaDb`]);
 //! - `testing` (feature `testing`): the shared test server, for tests only;
@@ -50,6 +52,7 @@ pub mod opts;
 pub mod pool;
 mod private_dir;
 mod query;
+mod row;
 mod session;
 mod stream;
 #[cfg(feature = "testing")]
@@ -63,7 +66,7 @@ pub use cancel::{
     KILL_RETRY_AFTER, KILL_SETTLE_TIMEOUT, KILL_WAIT,
 };
 pub use conn::{Conn, RESET_TIMEOUT};
-pub use error::{Error, Phase, Result};
+pub use error::{ColumnProblem, Error, Phase, Result};
 /// Column definitions of a result ([`QueryResult::columns`]) and their types.
 pub use mysql_common::constants::ColumnType;
 pub use mysql_common::packets::Column;
@@ -72,7 +75,8 @@ pub use mysql_common::params::Params;
 /// Conversions between Rust values and [`Value`]s and [`Row`]s.
 pub use mysql_common::prelude::{FromRow, FromValue, ToValue};
 pub use mysql_common::row::convert::FromRowError;
-/// One row of a result: `row.get::<i64, _>(0)`, `row.get::<Option<String>, _>("name")`.
+/// One row of a result: `row.try_get::<i64>("id")`, `row.try_get::<Option<String>>(1)`
+/// ([`RowExt`]).
 pub use mysql_common::row::Row;
 pub use mysql_common::value::convert::FromValueError;
 /// One SQL value (what a parameter or a column holds).
@@ -80,5 +84,6 @@ pub use mysql_common::value::Value;
 pub use opts::Opts;
 pub use pool::{Driver, Pool, PoolConfig, PoolStats, PooledConn, CHECKOUT_STACK_MARGIN};
 pub use query::{QueryResult, STMT_CACHE_PER_CONN};
+pub use row::{ColumnIndex, RowExt};
 pub use session::ResetReason;
 pub use transaction::Transaction;
