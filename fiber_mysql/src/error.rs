@@ -57,7 +57,7 @@ pub enum Error {
     Convert(String),
     /// A column of a row could not be read as the Rust type asked for: a missing
     /// column, NULL into a type without NULL, or a value of another type
-    /// ([`RowExt::try_get`](crate::RowExt::try_get)).
+    /// ([`RowExt::try_get`](crate::RowExt::try_get), [`FromRow`](crate::FromRow)).
     /// The connection is unaffected.
     Column {
         /// The column as the caller named it: `` `age` ``, or `` 2 (`age`) `` when

@@ -59,8 +59,8 @@ const MAX_TERMINATOR_LEN: usize = 0xFF_FFFF;
 pub struct QueryResult {
     /// Column definitions (empty for statements without a result set).
     pub columns: Arc<[Column]>,
-    /// Decoded rows: `row.try_get::<i64>("id")`, `row.try_get::<Option<String>>(1)`
-    /// ([`RowExt`](crate::RowExt)).
+    /// Decoded rows: `row.try_get::<i64>("id")` ([`RowExt`](crate::RowExt)), or all of
+    /// them into structs or tuples with [`QueryResult::rows_as`].
     pub rows: Vec<Row>,
     /// Rows changed by INSERT/UPDATE/DELETE.
     pub affected_rows: u64,
