@@ -62,6 +62,10 @@
 //!
 //! ## Features
 //! - `threads`: [`Driver`]'s `Threads` variant, which builds the `mysql` crate.
+//! - `time`: DATETIME, TIMESTAMP and DATE columns read as `time::PrimitiveDateTime` and
+//!   `time::Date`, TIME as `time::Time` (a time of day) or `time::Duration` (any TIME,
+//!   negative or past 24 hours), and those types bind as parameters; the `time` crate
+//!   is re-exported as `fiber_mysql::time`.
 //! - `testing`: the shared test server (`testing::test_database_opts`) and
 //!   `launcher::MariaDb::admin_opts`, for tests only.
 #![forbid(unsafe_code)]
@@ -109,6 +113,10 @@ pub use mysql_common::prelude::{FromValue, ToValue};
 /// One row of a result: `row.try_get::<i64>("id")`, `row.try_get::<Option<String>>(1)`
 /// ([`RowExt`]), or the whole row with [`FromRow`].
 pub use mysql_common::row::Row;
+/// The `time` crate, whose types DATETIME, TIMESTAMP, DATE and TIME columns read into
+/// (feature `time`).
+#[cfg(feature = "time")]
+pub use mysql_common::time;
 pub use mysql_common::value::convert::FromValueError;
 /// One SQL value (what a parameter or a column holds).
 pub use mysql_common::value::Value;
