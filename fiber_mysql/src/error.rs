@@ -52,8 +52,22 @@ pub enum Error {
     Url(String),
     /// The private MariaDB could not be started.
     Launch(String),
-    /// A value did not convert to the requested Rust type (e.g. NULL into `i64`).
+    /// A value did not convert to the requested Rust type (the threads driver's
+    /// conversions; a row's columns report [`Error::Column`]).
     Convert(String),
+    /// A column of a row could not be read as the Rust type asked for: a missing
+    /// column, NULL into a type without NULL, or a value of another type
+    /// ([`RowExt::try_get`](crate::RowExt::try_get), [`FromRow`](crate::FromRow)).
+    /// The connection is unaffected.
+    Column {
+        /// The column as the caller named it: `` `age` ``, or `` 2 (`age`) `` when
+        /// asked for by position.
+        column: String,
+        /// The Rust type asked for, without module paths: `i64`, `Option<String>`.
+        rust_type: String,
+        /// What was wrong.
+        problem: ColumnProblem,
+    },
     /// The threads driver's worker thread is gone (it panicked or was shut down).
     WorkerGone,
     /// The checkout was cancelled through a [`CancelHandle`](crate::CancelHandle): the
@@ -68,6 +82,28 @@ pub enum Error {
         /// What was being waited for.
         phase: Phase,
     },
+}
+
+/// Why an [`Error::Column`] could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ColumnProblem {
+    /// The row has no such column (a name is compared exactly, case included).
+    Missing {
+        /// The names of the columns the row has, in order.
+        columns: Vec<String>,
+    },
+    /// The value is NULL and the Rust type has no NULL: read it as `Option<T>`.
+    Null,
+    /// The value does not convert to the Rust type (text into a number, a number out
+    /// of the type's range, a TIME of more than 24 hours into a time of day).
+    WrongType {
+        /// The column's SQL type as the server declared it, e.g. `VARCHAR`, `BIGINT`.
+        sql_type: String,
+    },
+    /// The value was moved out already by an earlier
+    /// [`RowExt::try_take`](crate::RowExt::try_take) of the same column.
+    Taken,
 }
 
 /// What a [`Error::DeadlineExceeded`] was waiting for.
@@ -186,6 +222,41 @@ impl fmt::Display for Error {
             ),
             Error::Launch(what) => write!(f, "could not start the private MariaDB: {what}"),
             Error::Convert(what) => write!(f, "value conversion failed: {what}"),
+            Error::Column {
+                column,
+                rust_type,
+                problem,
+            } => match problem {
+                ColumnProblem::Missing { columns } => {
+                    write!(
+                        f,
+                        "no column {column} to read as `{rust_type}`: the row's columns are "
+                    )?;
+                    if columns.is_empty() {
+                        return f.write_str("none");
+                    }
+                    for (i, name) in columns.iter().enumerate() {
+                        let comma = if i == 0 { "" } else { ", " };
+                        write!(f, "{comma}`{name}`")?;
+                    }
+                    Ok(())
+                }
+                ColumnProblem::Null => write!(
+                    f,
+                    "column {column} is NULL, which `{rust_type}` cannot hold: read it as \
+                     `Option<{rust_type}>`"
+                ),
+                ColumnProblem::WrongType { sql_type } => write!(
+                    f,
+                    "column {column} ({sql_type}) holds a value that does not convert to \
+                     `{rust_type}`"
+                ),
+                ColumnProblem::Taken => write!(
+                    f,
+                    "column {column} was moved out of the row already, so it cannot be read \
+                     as `{rust_type}` again"
+                ),
+            },
             Error::WorkerGone => f.write_str("the database worker thread is gone"),
             Error::Cancelled => f.write_str("the query was cancelled (KILL QUERY)"),
             Error::DeadlineExceeded { phase } => {

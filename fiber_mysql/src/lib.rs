@@ -18,22 +18,54 @@
 //!   TCP);
 //! - `cancel`: stopping a running query from outside ([`CancelHandle`]) and the
 //!   pool's side channel for `KILL QUERY`;
+//! - `row`: one column of a row read as a Rust type by name or position, with an error
+//!   naming the column and the type ([`RowExt::try_get`], [`ColumnProblem`]);
 //! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
+//! - `from_row`: a whole row into a struct (`#[derive(FromRow)]`, by column name) or a
+//!   tuple (by position) ([`FromRow`], [`QueryResult::rows_as`]);
 //! - [`launcher`]: a private MariaDB for the demo and tests ([`launcher::MariaDb`]);
 //! - `testing` (feature `testing`): the shared test server, for tests only;
 //! - `threads` (feature `threads`): the comparison driver, `mysql::Conn` on one OS
 //!   thread per connection;
 //! - [`pool`]: FIFO pool over either driver ([`Pool`], [`PooledConn`], [`Driver`]);
-//! - `transaction`: `conn.transaction(|tx| ..)` ([`Transaction`]).
+//! - `transaction`: `conn.transaction(|tx| ..)` ([`Transaction`]);
+//! - `queryable`: the statements and typed helpers that a [`Conn`], a [`PooledConn`]
+//!   (also as the `Lent` of [`Pool::checkout`]) and a [`Transaction`] share, so that one
+//!   helper takes any of them ([`Queryable`]).
 //!
 //! Protocol parts (framing, packets, scrambles, rows and values) come from
 //! mysql_common 0.37, the version the `mysql` crate 28 uses, so one copy builds.
 //! Only the types our API takes and returns are re-exported here ([`Row`], [`Value`],
-//! [`Params`], [`Column`] and the conversion traits); the protocol crate itself is not,
-//! so its packets and framing are no part of this crate's API.
+//! [`Params`], [`Column`] and the value conversion traits); the protocol crate itself
+//! is not, so its packets and framing are no part of this crate's API. Rows convert
+//! through this crate's own [`FromRow`] (mysql_common's trait of that name panics or
+//! reports a failure without its column, and is not re-exported).
+//!
+//! ```no_run
+//! use fiber_mysql::{FromRow, Queryable, RowExt};
+//!
+//! #[derive(FromRow)]
+//! struct Widget {
+//!     id: u64,
+//!     name: String,
+//!     price_cents: Option<i64>,
+//! }
+//!
+//! # fn f(pool: &fiber_mysql::Pool) -> fiber_mysql::Result<()> {
+//! let mut conn = pool.checkout()?;
+//! let cheap: Vec<Widget> = conn.exec_as("SELECT * FROM widgets WHERE price_cents < ?", (500,))?;
+//! let one: Option<Widget> = conn.exec_first("SELECT * FROM widgets WHERE id = ?", (7,))?;
+//! let rows = conn.query("SELECT id, name FROM widgets")?.rows;
+//! let name: String = rows[0].try_get("name")?;
+//! # Ok(()) }
+//! ```
 //!
 //! ## Features
 //! - `threads`: [`Driver`]'s `Threads` variant, which builds the `mysql` crate.
+//! - `time`: DATETIME, TIMESTAMP and DATE columns read as `time::PrimitiveDateTime` and
+//!   `time::Date`, TIME as `time::Time` (a time of day) or `time::Duration` (any TIME,
+//!   negative or past 24 hours), and those types bind as parameters; the `time` crate
+//!   is re-exported as `fiber_mysql::time`.
 //! - `testing`: the shared test server (`testing::test_database_opts`) and
 //!   `launcher::MariaDb::admin_opts`, for tests only.
 #![forbid(unsafe_code)]
@@ -44,12 +76,15 @@ mod auth;
 mod cancel;
 mod conn;
 pub mod error;
+mod from_row;
 mod headroom;
 pub mod launcher;
 pub mod opts;
 pub mod pool;
 mod private_dir;
 mod query;
+mod queryable;
+mod row;
 mod session;
 mod stream;
 #[cfg(feature = "testing")]
@@ -63,22 +98,32 @@ pub use cancel::{
     KILL_RETRY_AFTER, KILL_SETTLE_TIMEOUT, KILL_WAIT,
 };
 pub use conn::{Conn, RESET_TIMEOUT};
-pub use error::{Error, Phase, Result};
+pub use error::{ColumnProblem, Error, Phase, Result};
+/// `#[derive(FromRow)]`: a struct with named fields read from a row by column name
+/// (see the trait [`FromRow`]).
+pub use fiber_mysql_derive::FromRow;
+pub use from_row::FromRow;
 /// Column definitions of a result ([`QueryResult::columns`]) and their types.
 pub use mysql_common::constants::ColumnType;
 pub use mysql_common::packets::Column;
 /// Statement parameters: `()`, a tuple `(a, b)`, or `Vec<Value>`.
 pub use mysql_common::params::Params;
-/// Conversions between Rust values and [`Value`]s and [`Row`]s.
-pub use mysql_common::prelude::{FromRow, FromValue, ToValue};
-pub use mysql_common::row::convert::FromRowError;
-/// One row of a result: `row.get::<i64, _>(0)`, `row.get::<Option<String>, _>("name")`.
+/// Conversions between Rust values and [`Value`]s.
+pub use mysql_common::prelude::{FromValue, ToValue};
+/// One row of a result: `row.try_get::<i64>("id")`, `row.try_get::<Option<String>>(1)`
+/// ([`RowExt`]), or the whole row with [`FromRow`].
 pub use mysql_common::row::Row;
+/// The `time` crate, whose types DATETIME, TIMESTAMP, DATE and TIME columns read into
+/// (feature `time`).
+#[cfg(feature = "time")]
+pub use mysql_common::time;
 pub use mysql_common::value::convert::FromValueError;
 /// One SQL value (what a parameter or a column holds).
 pub use mysql_common::value::Value;
 pub use opts::Opts;
 pub use pool::{Driver, Pool, PoolConfig, PoolStats, PooledConn, CHECKOUT_STACK_MARGIN};
 pub use query::{QueryResult, STMT_CACHE_PER_CONN};
+pub use queryable::Queryable;
+pub use row::{ColumnIndex, RowExt};
 pub use session::ResetReason;
 pub use transaction::Transaction;

@@ -41,6 +41,7 @@ use crate::auth::{self, PacketIo};
 use crate::cancel::Killer;
 use crate::conn::{Conn, StmtInfo};
 use crate::error::{Error, Result};
+use crate::row::RowExt;
 
 /// Prepared statements kept per connection; past it, the least recently used is
 /// closed. MariaDB allows 16382 in total (`max_prepared_stmt_count`), so 32 x a pool
@@ -58,7 +59,8 @@ const MAX_TERMINATOR_LEN: usize = 0xFF_FFFF;
 pub struct QueryResult {
     /// Column definitions (empty for statements without a result set).
     pub columns: Arc<[Column]>,
-    /// Decoded rows: `row.get::<i64, _>(0)`, `row.get::<Option<String>, _>("name")`.
+    /// Decoded rows: `row.try_get::<i64>("id")` ([`RowExt`](crate::RowExt)), or all of
+    /// them into structs or tuples with [`QueryResult::rows_as`].
     pub rows: Vec<Row>,
     /// Rows changed by INSERT/UPDATE/DELETE.
     pub affected_rows: u64,
@@ -74,14 +76,10 @@ pub struct QueryResult {
 
 impl QueryResult {
     /// The first column of the first row converted to `T`; `Ok(None)` when
-    /// there is no row; an error when the value does not convert (e.g. NULL
-    /// into `i64`: ask for `Option<i64>`).
+    /// there is no row; an [`Error::Column`] naming the column and `T` when the
+    /// value does not convert (e.g. NULL into `i64`: ask for `Option<i64>`).
     pub fn scalar<T: FromValue>(&self) -> Result<Option<T>> {
-        match self.rows.first().and_then(|r| r.get_opt::<T, usize>(0)) {
-            None => Ok(None),
-            Some(Ok(v)) => Ok(Some(v)),
-            Some(Err(e)) => Err(Error::Convert(format!("{e}"))),
-        }
+        self.rows.first().map(|r| r.try_get::<T>(0)).transpose()
     }
 
     fn from_ok(ok: &OkPacket<'_>) -> QueryResult {
