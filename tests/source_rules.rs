@@ -17,6 +17,9 @@
 //!   appears.
 //! - The library is the framework: the tools (`cli`, `bench`, `stack_report`) are
 //!   modules of the binary, not reachable from src/lib.rs.
+//! - A message the framework sends says what it means once: no string literal in
+//!   fiber_web, fiber_mysql or fiber_pool runs onto a new line without its `\`, which
+//!   puts the next line's indentation (a run of spaces) into the message.
 //! - Docs and comments say what is true now and why, not how it came to be: no tracked
 //!   file names a numbered round of work or an issue by its number (a reader has
 //!   neither, and the history is git's).
@@ -573,6 +576,99 @@ fn the_history_rule_catches_a_numbered_round_or_issue() {
     let mut found = found;
     found.sort();
     assert_eq!(found, want);
+}
+
+/// The lines of `text` where a (non-raw) string literal continues onto an indented
+/// line without a `\` before its newline: the indentation becomes part of the text.
+/// Comments, raw strings and character literals are skipped.
+fn unwrapped_strings(text: &str) -> Vec<usize> {
+    let chars: Vec<char> = text.chars().collect();
+    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
+    let (mut i, mut line, mut found) = (0, 1, Vec::new());
+    while i < chars.len() {
+        match (at(i), at(i + 1)) {
+            ('\n', _) => {
+                line += 1;
+                i += 1;
+            }
+            ('/', '/') => {
+                while !matches!(at(i), '\n' | '\0') {
+                    i += 1;
+                }
+            }
+            ('/', '*') => {
+                while !(at(i) == '*' && at(i + 1) == '/') && at(i) != '\0' {
+                    line += usize::from(at(i) == '\n');
+                    i += 1;
+                }
+                i += 2;
+            }
+            ('r', '"' | '#') if i == 0 || !(at(i - 1).is_alphanumeric() || at(i - 1) == '_') => {
+                let hashes = (i + 1..).take_while(|&k| at(k) == '#').count();
+                let mut k = i + 1 + hashes + 1;
+                while at(k) != '\0' && !(at(k) == '"' && (1..=hashes).all(|h| at(k + h) == '#')) {
+                    line += usize::from(at(k) == '\n');
+                    k += 1;
+                }
+                i = k + 1 + hashes;
+            }
+            ('\'', '\\') => {
+                i += 2;
+                while !matches!(at(i), '\'' | '\0') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            ('\'', _) if at(i + 2) == '\'' => i += 3,
+            ('"', _) => {
+                i += 1;
+                while !matches!(at(i), '"' | '\0') {
+                    if at(i) == '\\' {
+                        line += usize::from(at(i + 1) == '\n');
+                        i += 2;
+                        continue;
+                    }
+                    if at(i) == '\n' {
+                        line += 1;
+                        if at(i + 1) == ' ' && at(i + 2) == ' ' {
+                            found.push(line);
+                        }
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    found
+}
+
+#[test]
+fn no_framework_message_holds_a_lost_line_continuation() {
+    let root = workspace();
+    let mut found = Vec::new();
+    for krate in ["fiber_web/src", "fiber_mysql/src", "fiber_pool/src"] {
+        for path in rust_files(&root.join(krate)) {
+            for line in unwrapped_strings(&fs::read_to_string(&path).unwrap()) {
+                found.push(format!("{}:{line}", path.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "string literals that run onto an indented line without `\\` (the indentation \
+         is sent as part of the message):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_continuation_rule_catches_a_lost_backslash_and_nothing_else() {
+    let planted = "fn f() -> String {\n    // \"a comment\n    //   is no string\"\n    \
+                   let ok = \"one \\\n        line\";\n    let raw = r#\"a\n   b\"#;\n    \
+                   let c = '\"';\n    format!(\"{ok}{raw}{c} and then\n        the indentation\")\n}\n";
+    assert_eq!(unwrapped_strings(planted), [10], "{planted}");
 }
 
 /// One token of Rust source: a name (identifier, keyword, number), `::`, or one other

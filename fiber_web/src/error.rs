@@ -13,7 +13,11 @@ use std::time::Duration;
 use crate::http::client::phase;
 
 /// Why an app could not start or serve, or why an outgoing call failed.
-#[derive(Debug)]
+///
+/// Its `Debug` form is its message and its causes, one per line, as `anyhow` prints
+/// them: `fn main() -> Result<(), fiber_web::Error>` shows a user what to change
+/// (`Error: --fibers: ...`), not the variant's fields. Match on the variant for the
+/// fields.
 #[non_exhaustive]
 pub enum Error {
     // Building, starting and serving an app.
@@ -182,6 +186,21 @@ impl Error {
     }
 }
 
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")?;
+        let mut cause = std::error::Error::source(self);
+        if cause.is_some() {
+            f.write_str("\n\nCaused by:")?;
+        }
+        while let Some(e) = cause {
+            write!(f, "\n    {e}")?;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -289,6 +308,29 @@ mod tests {
     use std::error::Error as _;
 
     use super::*;
+
+    #[test]
+    fn main_prints_the_message_and_the_causes_not_the_fields() {
+        let flag = Error::Option {
+            name: "--database-url".into(),
+            why: "unknown flag: did you mean --db-url?".into(),
+        };
+        assert_eq!(
+            format!("{flag:?}"),
+            "--database-url: unknown flag: did you mean --db-url?"
+        );
+        let connect = Error::Connect {
+            addr: "127.0.0.1:9".parse().unwrap(),
+            source: io::Error::from(io::ErrorKind::ConnectionRefused),
+        };
+        let printed = format!("{connect:?}");
+        assert!(printed.starts_with(&connect.to_string()), "{printed}");
+        assert!(
+            printed.ends_with("\n\nCaused by:\n    connection refused"),
+            "{printed}"
+        );
+        assert!(!printed.contains("source:"), "{printed}");
+    }
 
     #[test]
     fn each_calls_error_names_its_phase_and_its_gateway_status() {
