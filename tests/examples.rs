@@ -301,8 +301,8 @@ fn todo_api_answers_every_case_with_its_status() {
     let (status, _, body) = http(addr, "POST", "/todos", json, r#"{"title": "#);
     assert_eq!(status, 400, "{body}");
     let (status, _, body) = http(addr, "POST", "/todos", json, r#"{"name": "x"}"#);
-    assert_eq!(status, 400, "{body}");
-    assert!(body.contains("missing field `title`"), "{body}");
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("field 'title' is missing"), "{body}");
 
     let (status, head, body) = http(addr, "DELETE", &format!("/todos/{id}"), "", "");
     assert_eq!(status, 204, "{head}");
@@ -342,5 +342,150 @@ fn todo_api_stays_small() {
     assert!(
         lines <= 150,
         "examples/todo_api.rs has {lines} non-blank lines, over 150"
+    );
+}
+
+#[test]
+fn bookmarks_guards_its_group_reads_structs_and_answers_problems() {
+    let opts = fiber_mysql::testing::test_database_opts().expect("a test database");
+    let mut admin = fiber_mysql::Conn::connect(&opts).unwrap();
+    admin.query("drop table if exists bookmarks").unwrap();
+    let mut cmd = example("bookmarks", &["--bind", "127.0.0.1:0"]);
+    let mut server = Killed(
+        cmd.env("DATABASE_URL", opts.url())
+            .env("BOOKMARKS_KEYS", "k-ada:ada:admin,k-bob:bob")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start cargo"),
+    );
+    let addr = listening_addr(&mut server.0);
+    let (ada, bob) = (
+        "Authorization: Bearer k-ada\r\nAccept: application/json\r\n\
+         Content-Type: application/json\r\n",
+        "Authorization: Bearer k-bob\r\nAccept: application/json\r\n\
+         Content-Type: application/json\r\n",
+    );
+    let problem = |status: u16, head: &str, body: &str, kind: &str| {
+        assert!(
+            head.contains("Content-Type: application/problem+json"),
+            "{head}"
+        );
+        assert!(head.contains("\r\nX-Request-Id: "), "{head}");
+        let p: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            (p["status"].as_u64(), p["type"].as_str()),
+            (
+                Some(status.into()),
+                Some(&*format!("urn:fiber-web:problem:{kind}"))
+            ),
+            "{body}"
+        );
+        assert!(p["request_id"].is_string(), "{body}");
+        p
+    };
+    // The group's layer: no key, no bookmarks; the request id is on the 401 too.
+    let (status, head, body) = http(
+        addr,
+        "GET",
+        "/bookmarks",
+        "Accept: application/json\r\n",
+        "",
+    );
+    assert_eq!(status, 401, "{body}");
+    problem(401, &head, &body, "unauthorized");
+    let new = r#"{"url": "https://example.com", "title": "Example"}"#;
+    let (status, head, body) = http(addr, "POST", "/bookmarks", ada, new);
+    assert_eq!(status, 201, "{head}\n{body}");
+    let saved: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let id = saved["id"].as_u64().unwrap();
+    assert_eq!(
+        (saved["title"].as_str(), saved["version"].as_u64()),
+        (Some("Example"), Some(1))
+    );
+    // A URL saved twice: 409 naming the field, and the database's text stays inside.
+    let (status, head, body) = http(addr, "POST", "/bookmarks", ada, new);
+    assert_eq!(problem(status, &head, &body, "duplicate")["field"], "url");
+    assert!(
+        !body.contains("Duplicate entry") && !body.contains("owner_url"),
+        "{body}"
+    );
+    // Each user sees their own.
+    let (_, _, body) = http(addr, "GET", "/bookmarks", bob, "");
+    assert_eq!(body, "[]");
+    let (status, head, body) = http(addr, "GET", &format!("/bookmarks/{id}"), bob, "");
+    assert_eq!(status, 404);
+    problem(404, &head, &body, "not-found");
+    let (status, head, body) = http(addr, "GET", "/bookmarks/x", ada, "");
+    assert_eq!(
+        problem(status, &head, &body, "invalid-parameter")["field"],
+        "id"
+    );
+    let (status, head, body) = http(
+        addr,
+        "POST",
+        "/bookmarks",
+        ada,
+        r#"{"url": "u", "title": 7}"#,
+    );
+    assert_eq!(
+        problem(status, &head, &body, "unprocessable-json")["field"],
+        "title"
+    );
+    // The optimistic version, in a transaction.
+    let path = format!("/bookmarks/{id}");
+    let (status, head, body) = http(addr, "PATCH", &path, ada, r#"{"title": "E", "version": 9}"#);
+    assert_eq!(
+        problem(status, &head, &body, "stale-version")["field"],
+        "version"
+    );
+    let (status, _, body) = http(addr, "PATCH", &path, ada, r#"{"title": "E", "version": 1}"#);
+    assert_eq!(status, 200, "{body}");
+    let renamed: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (renamed["title"].as_str(), renamed["version"].as_u64()),
+        (Some("E"), Some(2))
+    );
+    // An import is all or nothing: one duplicate rolls the others back.
+    let two = r#"[{"url": "https://a.example", "title": "A"}, {"url": "https://example.com", "title": "dup"}]"#;
+    let (status, head, body) = http(addr, "POST", "/bookmarks/import", ada, two);
+    problem(status, &head, &body, "duplicate");
+    let (_, _, body) = http(addr, "GET", "/bookmarks", ada, "");
+    assert_eq!(
+        serde_json::from_str::<Vec<serde_json::Value>>(&body)
+            .unwrap()
+            .len(),
+        1,
+        "{body}"
+    );
+    let fine = r#"[{"url": "https://a.example", "title": "A"}, {"url": "https://b.example", "title": "B"}]"#;
+    let (status, _, body) = http(addr, "POST", "/bookmarks/import", ada, fine);
+    assert_eq!((status, body.as_str()), (200, r#"{"imported":2}"#));
+    // The route's own layer: only an admin deletes.
+    let (status, head, body) = http(addr, "DELETE", &path, bob, "");
+    problem(status, &head, &body, "forbidden");
+    let (status, _, _) = http(addr, "DELETE", &path, ada, "");
+    assert_eq!(status, 204);
+    // Without Accept: application/json, a problem is text, with the id.
+    let (status, head, body) = http(addr, "DELETE", &path, "Authorization: Bearer k-ada\r\n", "");
+    assert_eq!(status, 404);
+    assert!(
+        head.contains("Content-Type: text/plain") && body.contains("request id: "),
+        "{head}\n{body}"
+    );
+    drop(server);
+}
+
+#[test]
+fn bookmarks_stays_small() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/bookmarks.rs"
+    ))
+    .unwrap();
+    let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
+    assert!(
+        lines <= 200,
+        "examples/bookmarks.rs has {lines} non-blank lines, over 200"
     );
 }
