@@ -39,11 +39,15 @@
 //!    before it failed, or whether a killed one left anything, is not reported);
 //! 5. a statement's text names state the tracker does not report (see
 //!    `names_untracked_state`): any `@` (variables), named locks (`GET_LOCK`),
-//!    `LOCK TABLES`, `HANDLER`, `XA`, one-shot `SET TRANSACTION`, and `CALL` (a
-//!    procedure can do any of these);
+//!    `LOCK TABLES`, `HANDLER`, `XA`, one-shot `SET TRANSACTION`, `CALL` (a
+//!    procedure can do any of these) and `EXECUTE` (`EXECUTE IMMEDIATE` of a text
+//!    built at run time, or a SQL prepared statement: what it runs is not in the
+//!    statement's text);
 //! 6. the application said so ([`crate::PooledConn::mark_session_dirty`]), for what
 //!    no rule here can see: a stored function or trigger called by a plain statement
-//!    that takes a named lock or assigns a variable without `SET @a`.
+//!    (`SELECT grab()`) that takes a named lock or assigns a variable without `SET @a`.
+//!    Its name is no keyword, so it is not covered otherwise; `tests/session_reset.rs`
+//!    shows both sides (missed without the mark, clean with it).
 //!
 //! The reset is COM_RESET_CONNECTION (rolls back, drops temporary tables, clears
 //! user and session variables, SQL prepared statements, named locks, table locks and
@@ -72,7 +76,7 @@ pub enum ResetReason {
     /// A statement failed; its partial effects are not reported.
     StatementFailed,
     /// A statement names state the server does not report (a named lock,
-    /// `LOCK TABLES`, `HANDLER`, `XA`, `SET TRANSACTION`, `CALL`).
+    /// `LOCK TABLES`, `HANDLER`, `XA`, `SET TRANSACTION`, `CALL`, `EXECUTE`).
     Untracked,
     /// The application asked for it ([`crate::PooledConn::mark_session_dirty`]).
     Marked,
@@ -150,8 +154,11 @@ impl SessionState {
 /// Words whose statements can leave session state that MariaDB's state-change
 /// tracker does not report (checked in `tests/session_reset.rs`): `LOCK` covers
 /// `GET_LOCK`, `LOCK TABLES` and `LOCK TABLE`; `HANDLER` an open table handler;
-/// `XA` an XA transaction; `CALL` a stored procedure, which can do any of these.
-const UNTRACKED_WORDS: &[&str] = &["LOCK", "HANDLER", "XA", "CALL"];
+/// `XA` an XA transaction; `CALL` a stored procedure, which can do any of these;
+/// `EXECUTE` a statement whose text is built at run time (`EXECUTE IMMEDIATE
+/// CONCAT('SELECT GET_L', 'OCK(..)')`, or a SQL `PREPARE`d one), which no rule here
+/// can read.
+const UNTRACKED_WORDS: &[&str] = &["LOCK", "HANDLER", "XA", "CALL", "EXECUTE"];
 
 /// Word pairs with the same meaning: the one-shot `SET TRANSACTION` (isolation level
 /// or access mode of the next transaction only; `START TRANSACTION` does not match,
@@ -216,6 +223,8 @@ mod tests {
             "SET TRANSACTION READ ONLY",
             "set  transaction isolation level serializable",
             "call p()",
+            "EXECUTE IMMEDIATE CONCAT('SELECT GET_L', 'OCK(1, 0)')",
+            "execute s",
             "SELECT 1 /* LOCK */",
             "SELECT `is_free_lock`('a')",
             "SELECT @a := 1",
