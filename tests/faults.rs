@@ -32,7 +32,7 @@ fn more_requests_than_fibers_and_queue_get_503_with_retry_after_at_once() {
     for r in resps.iter().filter(|r| r.status == 503) {
         assert_eq!(r.header("Retry-After"), Some("1"));
         assert!(
-            r.body.contains("queue") && r.body.contains("--queue"),
+            r.body.contains("the queue is full") && !r.body.contains("--queue"),
             "{}",
             r.body
         );

@@ -291,6 +291,14 @@ fn a_5xx_is_logged_with_its_wording() {
     let said = "fiberstack: GET deep -> 500: fiber stack overflow in route deep";
     let line = line_with(&lines, said);
     assert!(line.contains(" ERROR "), "{line}");
+    // What the client was not told: the stack, where it struck, what to raise.
+    for operator in [
+        "its 16384-byte stack was too small",
+        "safe point",
+        "--stack-size",
+    ] {
+        assert!(line.contains(operator), "{operator}: {line}");
+    }
 }
 
 #[cfg(not(rig))] // the fiber server's own

@@ -248,7 +248,7 @@ fn the_limit_admits_like_the_fiber_pool() {
         assert!(
             refused
                 .body
-                .contains("the queue of 1 waiting requests is full"),
+                .contains("the queue is full; try again shortly"),
             "{name}: {}",
             refused.body
         );
