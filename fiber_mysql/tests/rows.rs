@@ -26,28 +26,6 @@ fn users(db: &mut impl Queryable) -> String {
     table
 }
 
-/// The column, Rust type and problem of an `Error::Column`, and its message; panics
-/// on any other outcome.
-fn column_error<T: std::fmt::Debug>(
-    r: fiber_mysql::Result<T>,
-) -> (String, String, ColumnProblem, String) {
-    match r {
-        Err(e @ Error::Column { .. }) => {
-            let message = e.to_string();
-            let Error::Column {
-                column,
-                rust_type,
-                problem,
-            } = e
-            else {
-                unreachable!()
-            };
-            (column, rust_type, problem, message)
-        }
-        other => panic!("expected Error::Column, got {other:?}"),
-    }
-}
-
 /// The same query over the text protocol (`query`) and the binary one (`exec`).
 fn both_protocols(conn: &mut Conn, sql: &str) -> [QueryResult; 2] {
     [conn.query(sql).unwrap(), conn.exec(sql, ()).unwrap()]
@@ -77,7 +55,7 @@ fn null_into_a_type_without_null_names_the_column_and_the_type() {
     let sql = format!("SELECT id, name, age FROM {table} WHERE id = 3");
     for result in both_protocols(&mut conn, &sql) {
         let row = &result.rows[0];
-        let (column, rust_type, problem, message) = column_error(row.try_get::<i64>("age"));
+        let (column, rust_type, problem, message) = common::column_error(row.try_get::<i64>("age"));
         assert_eq!(
             (&*column, &*rust_type, problem),
             ("`age`", "i64", ColumnProblem::Null)
@@ -87,13 +65,13 @@ fn null_into_a_type_without_null_names_the_column_and_the_type() {
             "{message}"
         );
         // By position, the error says the name too.
-        let (column, ..) = column_error(row.try_get::<i64>(2));
+        let (column, ..) = common::column_error(row.try_get::<i64>(2));
         assert_eq!(column, "2 (`age`)");
         // `scalar` reports the same way.
         let first = conn
             .query(&format!("SELECT age FROM {table} WHERE id = 3"))
             .unwrap();
-        let (column, rust_type, problem, _) = column_error(first.scalar::<u32>());
+        let (column, rust_type, problem, _) = common::column_error(first.scalar::<u32>());
         assert_eq!(
             (&*column, &*rust_type, problem),
             ("0 (`age`)", "u32", ColumnProblem::Null)
@@ -109,7 +87,7 @@ fn a_missing_column_names_it_the_type_and_the_columns_the_row_has() {
     for result in both_protocols(&mut conn, &sql) {
         let row = &result.rows[0];
         let (column, rust_type, problem, message) =
-            column_error(row.try_get::<Option<String>>("nmae"));
+            common::column_error(row.try_get::<Option<String>>("nmae"));
         assert_eq!((&*column, &*rust_type), ("`nmae`", "Option<String>"));
         assert_eq!(
             problem,
@@ -124,8 +102,8 @@ fn a_missing_column_names_it_the_type_and_the_columns_the_row_has() {
             "{message}"
         );
         // Names compare exactly.
-        column_error(row.try_get::<i64>("ID"));
-        let (column, _, problem, _) = column_error(row.try_get::<i64>(2));
+        common::column_error(row.try_get::<i64>("ID"));
+        let (column, _, problem, _) = common::column_error(row.try_get::<i64>(2));
         assert_eq!(column, "2");
         assert!(
             matches!(problem, ColumnProblem::Missing { .. }),
@@ -141,7 +119,8 @@ fn a_value_of_another_type_names_the_column_its_sql_type_and_the_rust_type() {
     let sql = format!("SELECT id, name, score FROM {table} WHERE id = 1");
     for result in both_protocols(&mut conn, &sql) {
         let row = &result.rows[0];
-        let (column, rust_type, problem, message) = column_error(row.try_get::<i64>("name"));
+        let (column, rust_type, problem, message) =
+            common::column_error(row.try_get::<i64>("name"));
         assert_eq!((&*column, &*rust_type), ("`name`", "i64"));
         assert_eq!(
             problem,
@@ -153,7 +132,7 @@ fn a_value_of_another_type_names_the_column_its_sql_type_and_the_rust_type() {
             message.contains("`name` (VARCHAR)") && message.contains("`i64`"),
             "{message}"
         );
-        let (_, rust_type, problem, _) = column_error(row.try_get::<u8>("score"));
+        let (_, rust_type, problem, _) = common::column_error(row.try_get::<u8>("score"));
         assert_eq!(rust_type, "u8");
         assert_eq!(
             problem,
@@ -173,10 +152,10 @@ fn a_column_taken_once_is_reported_when_read_again() {
         .unwrap();
     let row: &mut Row = &mut result.rows[0];
     assert_eq!(row.try_take::<String>("name").unwrap(), "ada");
-    let (column, _, problem, message) = column_error(row.try_take::<String>("name"));
+    let (column, _, problem, message) = common::column_error(row.try_take::<String>("name"));
     assert_eq!((&*column, problem), ("`name`", ColumnProblem::Taken));
     assert!(message.contains("moved out"), "{message}");
-    let (_, _, problem, _) = column_error(row.try_get::<String>(1));
+    let (_, _, problem, _) = common::column_error(row.try_get::<String>(1));
     assert_eq!(problem, ColumnProblem::Taken);
     assert_eq!(
         row.try_get::<i64>("id").unwrap(),
@@ -262,14 +241,14 @@ for_each_driver! {
         let table = users(&mut conn);
         let all = format!("SELECT * FROM {table} ORDER BY id");
         // Rows 1 and 2 have an age: the third fails, and its error is the result.
-        let (column, rust_type, problem, message) = column_error(conn.query_as::<Strict>(&all));
+        let (column, rust_type, problem, message) = common::column_error(conn.query_as::<Strict>(&all));
         assert_eq!((&*column, &*rust_type, problem), ("`age`", "i64", ColumnProblem::Null));
         assert!(message.contains("read it as `Option<i64>`"), "{message}");
-        let (column, rust_type, problem, _) = column_error(conn.exec_as::<WithEmail>(&all, ()));
+        let (column, rust_type, problem, _) = common::column_error(conn.exec_as::<WithEmail>(&all, ()));
         assert_eq!((&*column, &*rust_type), ("`email`", "String"));
         assert!(matches!(problem, ColumnProblem::Missing { ref columns } if columns.len() == 5), "{problem:?}");
         let (column, rust_type, problem, _) =
-            column_error(conn.exec_first::<NameAsNumber>(&all, ()));
+            common::column_error(conn.exec_first::<NameAsNumber>(&all, ()));
         assert_eq!((&*column, &*rust_type), ("`name`", "u64"));
         assert_eq!(problem, ColumnProblem::WrongType { sql_type: "VARCHAR".into() });
         // A conversion error leaves the connection as it was.
@@ -290,12 +269,14 @@ fn tuples_read_by_position_and_name_the_position_that_failed() {
         Some(("1".to_string(),)),
         "the text protocol sends numbers as text, which reads as a string too"
     );
-    let (column, rust_type, problem, _) = column_error(conn.query_as::<(i64, String, u8)>(&sql));
+    let (column, rust_type, problem, _) =
+        common::column_error(conn.query_as::<(i64, String, u8)>(&sql));
     assert_eq!(
         (&*column, &*rust_type, problem),
         ("2 (`age`)", "u8", ColumnProblem::Null)
     );
-    let (column, _, problem, _) = column_error(conn.exec_as::<(i64, String, i32, i32)>(&sql, ()));
+    let (column, _, problem, _) =
+        common::column_error(conn.exec_as::<(i64, String, i32, i32)>(&sql, ()));
     assert_eq!(column, "3");
     assert!(
         matches!(problem, ColumnProblem::Missing { .. }),

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use fiber_mysql::launcher::{LaunchConfig, MariaDb};
-use fiber_mysql::{Driver, Opts, Pool, PoolConfig};
+use fiber_mysql::{ColumnProblem, Driver, Error, Opts, Pool, PoolConfig};
 
 /// The shared test server (FIBERSTACK_TEST_DATABASE_URL or one per process).
 pub fn opts() -> Opts {
@@ -74,4 +74,26 @@ macro_rules! for_each_driver {
             fn threads() { run(fiber_mysql::Driver::Threads) }
         }
     )*};
+}
+
+/// The column, Rust type and problem of an `Error::Column`, and its message; panics
+/// on any other outcome.
+pub fn column_error<T: std::fmt::Debug>(
+    r: fiber_mysql::Result<T>,
+) -> (String, String, ColumnProblem, String) {
+    match r {
+        Err(e @ Error::Column { .. }) => {
+            let message = e.to_string();
+            let Error::Column {
+                column,
+                rust_type,
+                problem,
+            } = e
+            else {
+                unreachable!()
+            };
+            (column, rust_type, problem, message)
+        }
+        other => panic!("expected Error::Column, got {other:?}"),
+    }
 }
