@@ -169,7 +169,7 @@ pub(crate) struct Routed<S> {
 
 impl<S: Send + Sync + 'static> Routed<S> {
     pub(crate) fn new(
-        router: Router<Endpoint<S>>,
+        mut router: Router<Endpoint<S>>,
         state: Arc<S>,
         layers: Vec<Arc<dyn Layer<S>>>,
         fibers: FiberPool,
@@ -178,7 +178,6 @@ impl<S: Send + Sync + 'static> Routed<S> {
         answers: Answers,
     ) -> Self {
         let layers: Arc<[Arc<dyn Layer<S>>]> = layers.into();
-        let mut router = router;
         for route in router.routes_mut() {
             let ep = &mut route.handler;
             if !ep.layers.is_empty() {

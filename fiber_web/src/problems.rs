@@ -41,7 +41,9 @@ impl Answers {
         }
         if let (Some(ids), Some(id)) = (&self.ids, req.request_id()) {
             if !has_header(resp, ids.name()) {
-                *resp = std::mem::replace(resp, Response::empty(200)).header(ids.name(), id);
+                resp.headers
+                    .to_mut()
+                    .push((ids.name(), Cow::Owned(id.to_string())));
             }
         }
     }
@@ -59,7 +61,7 @@ impl Answers {
         sent_id: Option<&str>,
         wants_json: bool,
     ) -> Response {
-        let id = self.ids.as_ref().map(|ids| ids.for_refused(sent_id));
+        let id = self.ids.as_ref().map(|ids| ids.for_sent(sent_id));
         self.render_in_place(&mut resp, id.as_deref(), wants_json);
         match (&self.ids, id) {
             (Some(ids), Some(id)) => resp.header(ids.name(), id),

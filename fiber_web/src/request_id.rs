@@ -71,21 +71,18 @@ impl RequestId {
     /// Give `req` its id: the one sent when usable, else a fresh one, which also
     /// replaces the header.
     pub(crate) fn assign(&self, req: &mut Request) {
-        let id = match req.header(self.header) {
-            Some(sent) if usable(sent) => sent.to_string(),
-            _ => {
-                let made = self.make();
-                req.headers.remove(self.header);
-                req.headers.push(self.header, &made);
-                made
-            }
-        };
+        let sent = req.header(self.header);
+        let id = self.for_sent(sent);
+        if sent != Some(id.as_str()) {
+            req.headers.remove(self.header);
+            req.headers.push(self.header, &id);
+        }
         req.id = Some(id);
     }
 
-    /// The id for a request refused before it was parsed whole: `sent` (the raw
-    /// head's header) when usable, else a fresh one.
-    pub(crate) fn for_refused(&self, sent: Option<&str>) -> String {
+    /// The id of a request that sent `sent` in the header (a parsed request's, or a
+    /// raw head's that did not parse): `sent` when usable, else a fresh one.
+    pub(crate) fn for_sent(&self, sent: Option<&str>) -> String {
         match sent {
             Some(sent) if usable(sent) => sent.to_string(),
             _ => self.make(),

@@ -324,18 +324,17 @@ fn json_problem(e: &serde_path_to_error::Error<serde_json::Error>, body: &[u8]) 
                 (None, path) => path.to_string(),
             };
             let why = match missing {
-                Some(_) => "is missing".to_string(),
+                Some(_) => " is missing".to_string(),
                 None => format!(
                     ": {}",
                     echo(message.split(" at line ").next().unwrap_or(&message))
                 ),
             };
-            let sep = if missing.is_some() { " " } else { "" };
             Problem::new(
                 422,
                 "unprocessable-json",
                 format!(
-                    "the JSON body does not fit this route: field '{}'{sep}{why}",
+                    "the JSON body does not fit this route: field '{}'{why}",
                     echo(&field)
                 ),
             )
