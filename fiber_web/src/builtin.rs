@@ -19,7 +19,7 @@ use crate::app::{MetricsHook, Readiness};
 use crate::counters::HttpStats;
 use crate::dispatch::Endpoint;
 use crate::http::router::Router;
-use crate::http::{Request, Response};
+use crate::http::{Problem, Request, Response};
 use crate::metrics::{self, Exposition, HandlerPool, ServerSnapshot, HEALTHZ, METRICS, READYZ};
 
 /// `router` with the built-in routes it does not have.
@@ -113,12 +113,22 @@ pub(crate) fn probes<S: Send + Sync + 'static>(
     )
 }
 
-/// The answer of `GET /readyz` to a readiness check's outcome: `ready`, or a 503 with
-/// the reason and `Retry-After` (for a server that serves `/readyz` itself, like an
-/// async twin of an app, to answer the same).
+/// The answer of `GET /readyz` to a readiness check's outcome: `ready`, or a 503
+/// `not-ready` problem with `Retry-After` (for a server that serves `/readyz` itself,
+/// like an async twin of an app, to answer the same). The check's reason is the
+/// problem's internal part, for the 5xx log: it is what the app found (a database's
+/// error text, an address), which a prober on the same port must not read.
 pub fn readiness_response(ready: Result<(), String>) -> Response {
     match ready {
         Ok(()) => Response::text(200, "ready"),
-        Err(why) => Response::error(503, format!("not ready: {why}")).header("Retry-After", "1"),
+        Err(why) => Response::from(
+            Problem::new(
+                503,
+                "not-ready",
+                "the server is not ready; try again shortly",
+            )
+            .with_internal(format!("not ready: {why}")),
+        )
+        .header("Retry-After", "1"),
     }
 }

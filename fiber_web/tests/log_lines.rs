@@ -1,7 +1,7 @@
 //! What the access and 5xx lines say, read from the records themselves (a logger of
 //! this test's own, in this process, over a real socket): one line each, the request id
-//! on both when the app gives ids, what a client must not read (a panic's message) on
-//! the 5xx line, and an access line with status 499 for a request whose client left.
+//! on both when the app gives ids, what a client must not read (a panic's message, a
+//! readiness check's reason) on the 5xx line, and an access line with status 499 for a request whose client left.
 
 mod serving;
 
@@ -53,6 +53,7 @@ fn access_and_5xx_lines_carry_the_id_and_a_client_that_left_has_a_499() {
             let _ = fiber_pool::sleep_or_cancelled(Duration::from_secs(5));
             "slow"
         })
+        .readiness(|_| Err("the database is away: its secret text".into()))
         .request_ids(RequestId::default());
     let mut opts = options();
     opts.access_log = true;
@@ -66,6 +67,9 @@ fn access_and_5xx_lines_carry_the_id_and_a_client_that_left_has_a_499() {
     assert_eq!(send("/hello", "id-hello").status, 200);
     let r = send("/panic", "id-panic");
     assert_eq!(r.status, 500);
+    assert!(!r.body.contains("secret"), "{}", r.body);
+    let r = send("/readyz", "id-ready");
+    assert_eq!(r.status, 503);
     assert!(!r.body.contains("secret"), "{}", r.body);
     // A client that leaves mid-request.
     let mut gone = TcpStream::connect(serving.addr()).unwrap();
@@ -95,6 +99,13 @@ fn access_and_5xx_lines_carry_the_id_and_a_client_that_left_has_a_499() {
     assert!(
         fivexx.contains("the handler's secret"),
         "the operator reads it: {fivexx}"
+    );
+    let ready = lines_with("id=id-ready");
+    assert!(
+        ready
+            .iter()
+            .any(|l| l.contains("-> 503 id=id-ready: ") && l.contains("its secret text")),
+        "the operator reads the check's reason: {ready:#?}"
     );
     let gone = lines_with("id=id-gone");
     assert!(gone[0].starts_with("INFO GET /slow 499 "), "{gone:#?}");
