@@ -1,5 +1,5 @@
 //! A JSON API of todos in MySQL on fiber_web: list, create, show and delete; `/summary`
-//! calls two upstreams at once (`fiber_pool::scope`); `/backup` writes a file with
+//! calls two upstreams at once (`fiber_web::fan_out`); `/backup` writes a file with
 //! `std::fs` on `fiber_pool::blocking`'s threads, not the fiber's worker. Every handler
 //! is plain code on a guarded fiber; a bad request gets a status saying what to send.
 //!
@@ -11,7 +11,7 @@
 use fiber_mysql::{Pool, PoolConfig, Row};
 use fiber_web::client::{HttpClient, Url};
 use fiber_web::RequestId;
-use fiber_web::{App, Json, Options, Request, Response};
+use fiber_web::{fan_out, App, Json, Options, Request, Response};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -109,13 +109,13 @@ fn summary(app: &Todos, _: &Request) -> Result<Json<serde_json::Value>, Response
             .get(url)
             .map_err(|e| Response::error(e.gateway_status(), format!("GET {url}: {e}")))
     };
-    let (listed, healthy) = fiber_pool::scope(|s| {
+    let (listed, healthy) = fan_out::scope(|s| {
         let (a, b) = (s.spawn(|| got(todos)), s.spawn(|| got(health)));
         (a.join(), b.join())
     });
-    let todos: Vec<Todo> = serde_json::from_slice(&listed??.body)
+    let todos: Vec<Todo> = serde_json::from_slice(&listed?.body)
         .map_err(|e| Response::error(502, format!("GET {todos}: not a list of todos: {e}")))?;
-    let health = String::from_utf8_lossy(&healthy??.body).trim().to_string();
+    let health = String::from_utf8_lossy(&healthy?.body).trim().to_string();
     Ok(Json(
         serde_json::json!({ "todos": todos.len(), "health": health }),
     ))

@@ -1,5 +1,5 @@
 //! `/widgets/parallel` on both runtimes: a handler's fan-out of N MySQL queries
-//! (fibers: `fiber_pool::scope`; the twin: a `JoinSet`):
+//! (fibers: `fiber_web::fan_out::scope`; the twin: a `JoinSet`):
 //!
 //! - `n=3` of one second each answers in 0.95-1.5 s, not 3 s;
 //! - with `deadline=0.5` it is a 504 within 0.8 s, and every connection is back in

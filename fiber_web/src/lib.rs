@@ -24,9 +24,11 @@
 //! [`Json`], [`IntoResponse`], [`Problem`], [`Extensions`], [`RequestId`], [`serve`],
 //! [`Options`], [`Error`], ...) and in a few
 //! modules: [`client`] (outgoing HTTP), [`layers`] ([`layers::Layer`] and the ones that
-//! ship), [`config`] (every limit, named), [`metrics`] (what `/metrics` and a `/stats`
-//! route show, and an app's own families), [`test`](mod@test) (requests without a socket) and
-//! [`worker`] (this worker process; asking for a fresh one). Everything else is the
+//! ship), [`fan_out`] (a handler's children, `?` without annotations),
+//! [`config`] (every limit, named), [`status`] (status codes by name, as plain
+//! `u16`s), [`metrics`] (what `/metrics` and a `/stats` route show, and an app's own
+//! families), [`test`](mod@test) (requests without a socket) and [`worker`] (this
+//! worker process; asking for a fresh one). Everything else is the
 //! crate's own; the comparison rig reuses some of it through `rig`, which is not API.
 //!
 //! Layout, each layer using only those below it:
@@ -36,6 +38,7 @@
 //!   layers/              CORS, bearer tokens
 //!   test.rs              an app's requests on real fibers, without a socket
 //! dispatch.rs            a request: router, route limit, layers + handler on a fiber
+//! fan_out.rs             a handler's children, their errors responses
 //! problems.rs            the app's answers: problems rendered, request ids, default headers
 //!   -> request_id.rs (ids kept from the client or made here)
 //! builtin.rs             /healthz, /readyz, /metrics
@@ -67,6 +70,7 @@ pub mod config;
 mod counters;
 mod dispatch;
 mod error;
+pub mod fan_out;
 mod flags;
 mod http;
 mod layer;
@@ -93,6 +97,7 @@ pub use error::Error;
 pub use flags::{AppArgs, AppFlags};
 pub use http::client;
 pub use http::html;
+pub use http::status;
 pub use http::{
     Extensions, Handler, Headers, IntoResponse, Json, Location, Problem, Request, Response,
 };

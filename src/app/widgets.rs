@@ -1,14 +1,13 @@
 //! `/widgets` (a one-second MySQL query) and `/widgets/http` (an HTTP call back to
 //! `/widgets` on this same server): the original demo's two routes; and
 //! `/widgets/parallel`, N of those queries at once from one handler (a fan-out on
-//! `fiber_pool::scope`).
+//! `fiber_web::fan_out`).
 
 use std::time::{Duration, Instant};
 
 use crate::app::{db_error, upstream_error, AppState};
-use fiber_pool::{RunError, Scope};
 use fiber_web::client::{ClientResponse, Url};
-use fiber_web::{Request, Response};
+use fiber_web::{fan_out, Request, Response};
 
 /// The body of `/widgets`, as in the original.
 pub const WIDGETS_BODY: &str = "Oh hai";
@@ -126,27 +125,28 @@ pub fn widgets_parallel(state: &AppState, req: &Request) -> Result<Response, Res
     .map_err(|why| Response::error(400, why))?;
     let started = Instant::now();
     let results = match ask.deadline {
-        Some(d) => fiber_pool::scope_with_deadline(started + d, |s| fan_out(s, state, ask)),
-        None => fiber_pool::scope(|s| fan_out(s, state, ask)),
+        Some(d) => fan_out::scope_with_deadline(started + d, |s| queries(s, state, ask)),
+        None => fan_out::scope(|s| queries(s, state, ask)),
     };
     for result in results {
-        // A child that did not finish (RunError) or a query that failed.
-        result??;
+        // A child that did not finish, or a query that failed, is its response.
+        result?;
     }
     Ok(parallel_answer(ask.n, started.elapsed()))
 }
 
 /// `ask.n` children, each running one query; their outcomes, in order.
-fn fan_out<'scope>(
-    s: &'scope Scope<'scope, '_>,
+fn queries<'scope>(
+    s: fan_out::Scope<'scope, '_>,
     state: &'scope AppState,
     ask: Parallel,
-) -> Vec<Result<Result<(), fiber_mysql::Error>, RunError>> {
+) -> Vec<Result<(), Response>> {
     let children: Vec<_> = (0..ask.n)
         .map(|_| {
             s.spawn(move || {
                 let mut conn = state.db.checkout()?;
-                conn.exec("select sleep(?)", (ask.sleep,)).map(drop)
+                conn.exec("select sleep(?)", (ask.sleep,))?;
+                Ok(())
             })
         })
         .collect();

@@ -25,7 +25,7 @@ pub(crate) mod reply;
 pub(crate) mod request;
 pub(crate) mod response;
 pub(crate) mod router;
-pub(crate) mod status;
+pub mod status;
 pub(crate) mod target;
 
 pub use extensions::Extensions;

@@ -116,9 +116,26 @@ impl Response {
     /// non-string keys, a `Serialize` impl that fails) is a 500 naming serde's reason,
     /// not a broken body.
     pub fn json(status: u16, value: &impl serde::Serialize) -> Response {
+        Response::serialized(status, value, false)
+    }
+
+    /// [`Response::json`] indented two spaces a level, for a body a person reads as it
+    /// comes (a debug route, a config dump).
+    pub fn json_pretty(status: u16, value: &impl serde::Serialize) -> Response {
+        Response::serialized(status, value, true)
+    }
+
+    /// `application/json` with `value` serialized, indented when `pretty`, or the 500
+    /// it is.
+    fn serialized(status: u16, value: &impl serde::Serialize, pretty: bool) -> Response {
         // Most bodies fit the first allocation; serde_json's own starts at zero.
         let mut body = Vec::with_capacity(128);
-        match serde_json::to_writer(&mut body, value) {
+        let written = if pretty {
+            serde_json::to_writer_pretty(&mut body, value)
+        } else {
+            serde_json::to_writer(&mut body, value)
+        };
+        match written {
             Ok(()) => Response::with_type(status, &JSON, Cow::Owned(body)),
             Err(e) => Problem::new(
                 500,
@@ -327,9 +344,14 @@ mod tests {
     }
 
     #[test]
-    fn json_is_compact() {
-        let r = Response::json(200, &serde_json::json!({"a": [1, 2], "b": "c"}));
+    fn json_is_compact_unless_asked_to_be_pretty() {
+        let value = serde_json::json!({"a": [1, 2], "b": "c"});
+        let r = Response::json(200, &value);
         assert_eq!(&*r.body, br#"{"a":[1,2],"b":"c"}"#);
+        let r = Response::json_pretty(crate::status::CREATED, &value);
+        let pretty = "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": \"c\"\n}";
+        assert_eq!(std::str::from_utf8(&r.body).unwrap(), pretty);
+        assert_eq!((r.status, &*r.headers[0].1), (201, "application/json"));
     }
 
     #[test]
