@@ -1,7 +1,8 @@
 //! `GET /metrics` on both runtimes, started in this process on port 0 against one real
 //! MariaDB: `promtool check metrics` passes while wrk loads the server, the numbers
 //! move by exactly the requests sent, an `Accept` the server cannot serve still gets
-//! the text format, and a scrape is answered while every fiber (or task slot) is busy.
+//! the text format, and a scrape is answered while every fiber (or task slot) is busy;
+//! with the queue full too, `/healthz`, `/readyz`, `/stats` and `/metrics` all answer.
 //!
 //! promtool comes with Debian's `prometheus` package and wrk with `wrk`
 //! (`scripts/install-deps` installs both); without them the load test fails saying so.
@@ -233,6 +234,50 @@ fn a_scrape_is_answered_while_every_fiber_is_busy() {
         // Rendered while both still ran: it waited for no fiber (one that did would
         // have got the first sleeper's, and shown it completed).
         assert_eq!(must(&text, completed), before, "{runtime}:\n{text}");
+        for s in sleepers {
+            assert_eq!(s.join().unwrap(), 200);
+        }
+    }
+}
+
+#[test]
+fn every_monitoring_route_answers_while_the_fibers_and_the_queue_are_full() {
+    for runtime in RUNTIMES {
+        let server = Server::start(runtime, |cfg| {
+            cfg.web.fibers = 2;
+            cfg.web.queue = 2;
+        });
+        let addr = server.addr();
+        // Two run and two wait: every fiber (task slot) and the whole queue taken.
+        let sleepers: Vec<_> = (0..4)
+            .map(|_| std::thread::spawn(move || get(addr, "/widgets?sleep=3").status))
+            .collect();
+        let mut text = String::new();
+        let full = common::poll(Duration::from_secs(10), || {
+            text = scrape(addr);
+            must(&text, "fiberstack_fibers_busy") == 2.0
+                && must(&text, "fiberstack_fibers_queued") == 2.0
+        });
+        assert!(
+            full,
+            "{runtime}: the fibers and queue never filled:\n{text}"
+        );
+        let hello = get(addr, "/hello");
+        assert_eq!(
+            hello.status, 503,
+            "{runtime}: a route's request is refused: {hello:?}"
+        );
+        for path in ["/healthz", "/readyz", "/stats", "/metrics"] {
+            let r = get(addr, path);
+            assert_eq!(
+                r.status, 200,
+                "{runtime}: {path} under full load: {}",
+                r.body
+            );
+        }
+        let stats = server.stats();
+        let slots = runtime.slots();
+        assert_eq!(stats[slots]["busy"], 2, "{runtime}: {stats}");
         for s in sleepers {
             assert_eq!(s.join().unwrap(), 200);
         }

@@ -118,6 +118,19 @@ macro_rules! route_methods {
             self
         }
 
+        /// Run the route added last on the monitoring fibers (`--monitor-fibers`, 2
+        /// by default), a pool of their own off the request limit, so that it answers
+        /// while every request fiber is busy and the queue is full: for a status
+        /// page, a deep health check, a route an operator reads under load. It runs
+        /// through the app's layers on a guarded fiber like any route; what it waits
+        /// for (a MySQL checkout) it still shares with the requests.
+        pub fn monitoring(mut self) -> Self {
+            if let Some(last) = self.$($field).+.last_mut() {
+                last.handler.monitoring = true;
+            }
+            self
+        }
+
         /// Run `layer` around the handler of the route added last, inside the app's
         /// layers and its group's ([`Routes::layer`]); several run in the order added,
         /// the first outermost. Such a layer runs on the request's fiber like the
@@ -341,7 +354,7 @@ impl<S: Send + Sync + 'static> App<S> {
     /// client run.
     pub(crate) fn build(
         self,
-        fibers: fiber_pool::FiberPool,
+        pools: crate::dispatch::Pools,
         stats: Arc<crate::counters::HttpStats>,
         request_timeout: Option<Duration>,
     ) -> Result<Routed<S>, Error> {
@@ -358,7 +371,7 @@ impl<S: Send + Sync + 'static> App<S> {
             routes.router,
             readiness,
             metrics,
-            &fibers,
+            &pools.fibers,
             &stats,
             metrics_behind_layers,
         );
@@ -368,7 +381,7 @@ impl<S: Send + Sync + 'static> App<S> {
             router,
             state,
             layers,
-            fibers,
+            pools,
             stats,
             request_timeout,
             answers,

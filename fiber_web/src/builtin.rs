@@ -2,14 +2,16 @@
 //! `GET /readyz` (readiness: the app's own check) and `GET /metrics` (Prometheus).
 //!
 //! Each is added only when the app does not route its path itself. None runs the
-//! app's layers: probes and scrapers carry no app credentials, and a scrape must
-//! answer while every fiber is busy, so `/healthz` and `/metrics` run on the
-//! connection's coroutine (their code is the server's own: counter reads, no I/O),
-//! and `/readyz`, which runs the app's check (I/O, say a MySQL ping), on a fiber.
+//! app's layers: probes and scrapers carry no app credentials, and each must answer
+//! while every request fiber is busy and the queue is full. So `/healthz` and
+//! `/metrics` run on the connection's coroutine (their code is the server's own:
+//! counter reads, no I/O), and `/readyz`, which runs the app's check (I/O, say a
+//! MySQL ping), on one of the monitoring fibers (`--monitor-fibers`), a pool of its
+//! own off the request limit.
 //!
 //! An app whose metrics are not for everyone puts `/metrics` behind its layers
-//! (`App::metrics_behind_layers`): then the scrape runs on a fiber through them, an
-//! auth layer guards it, and under full load it waits for a fiber like any route.
+//! (`App::metrics_behind_layers`): then the scrape runs on a monitoring fiber through
+//! them, and an auth layer guards it.
 
 use std::sync::Arc;
 
@@ -64,9 +66,9 @@ pub(crate) fn add<S: Send + Sync + 'static>(
 enum Mode {
     /// On the connection's coroutine, without layers.
     Carrier,
-    /// On a fiber, without layers.
+    /// On a monitoring fiber, without layers.
     Fiber,
-    /// On a fiber, through the app's layers.
+    /// On a monitoring fiber, through the app's layers.
     FiberWithLayers,
 }
 
@@ -84,6 +86,7 @@ fn builtin<S: Send + Sync + 'static>(
     let ep = Endpoint {
         on_carrier: mode == Mode::Carrier,
         without_layers: mode != Mode::FiberWithLayers,
+        monitoring: mode != Mode::Carrier,
         ..ep
     };
     router.route("GET", path, label, ep)

@@ -23,6 +23,13 @@ pub const DEFAULT_QUEUE: usize = 1024;
 /// Default `--scope-children`: most children one [`fiber_pool::scope()`] may have; a
 /// fan-out past it is refused (503) rather than holding more fibers.
 pub const DEFAULT_SCOPE_CHILDREN: usize = 16;
+/// `--monitor-fibers`: fibers of their own for monitoring routes (`/readyz`, a route
+/// marked [`monitoring`](crate::App::monitoring)), so that they answer while every
+/// request fiber is busy and the queue is full.
+pub const DEFAULT_MONITOR_FIBERS: usize = 2;
+/// Monitoring requests that may wait for a monitoring fiber, per such fiber; more are
+/// answered 503 (a prober that asks faster than its checks answer).
+pub const MONITOR_QUEUE_PER_FIBER: usize = 8;
 /// `--fiber-wait`: longest wait for a fiber.
 pub const DEFAULT_FIBER_WAIT: Duration = Duration::from_secs(30);
 /// `--max-connections`: open client connections (under `ulimit -n`, 20000 here).

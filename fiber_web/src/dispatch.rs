@@ -6,6 +6,7 @@
 //! connection coroutine (conn.rs)  --Service::call-->  Routed::route
 //!     router (pattern, params) -> route limit (a turn) -> FiberPool::run_admitted
 //!                                    '-> on a guarded fiber: layers, then the handler
+//!                                        (a monitoring route's: of its own few fibers)
 //!     fiber errors -> 503 (queue full, waited too long) or 500 (overflow, panic)
 //!     counters and access line, on the connection's coroutine, never on the fiber
 //! ```
@@ -35,6 +36,9 @@ pub(crate) struct Endpoint<S> {
     pub(crate) on_carrier: bool,
     /// Run without the app's layers (the built-in probes and the metrics scrape).
     pub(crate) without_layers: bool,
+    /// Run on the monitoring fibers, off the request limit (`App::monitoring`,
+    /// `/readyz`).
+    pub(crate) monitoring: bool,
     /// The route's own deadline for a request, from its arrival (`App::timeout`);
     /// the earlier of it and the server's `--request-timeout` applies.
     pub(crate) timeout: Option<Duration>,
@@ -54,6 +58,7 @@ impl<S> Clone for Endpoint<S> {
             limit: self.limit.clone(),
             on_carrier: self.on_carrier,
             without_layers: self.without_layers,
+            monitoring: self.monitoring,
             timeout: self.timeout,
             layers: self.layers.clone(),
             chain: self.chain.clone(),
@@ -68,6 +73,7 @@ impl<S> Endpoint<S> {
             limit: None,
             on_carrier: false,
             without_layers: false,
+            monitoring: false,
             timeout: None,
             layers: Vec::new(),
             chain: None,
@@ -153,6 +159,14 @@ const WAITED: Duration = Duration::from_millis(1);
 /// route matched) and, when this run was measured, the stack its fiber used.
 pub(crate) type Outcome = (Response, Option<&'static str>, Option<usize>);
 
+/// The fibers a built app runs on.
+pub(crate) struct Pools {
+    /// The requests' (`--fibers`, `--queue`).
+    pub(crate) fibers: FiberPool,
+    /// The monitoring routes' own few, off the request limit (`--monitor-fibers`).
+    pub(crate) monitor: FiberPool,
+}
+
 /// A built app: what the server (and the test client) runs.
 pub(crate) struct Routed<S> {
     router: Router<Endpoint<S>>,
@@ -160,6 +174,8 @@ pub(crate) struct Routed<S> {
     /// Shared with every request's job, which owns what it uses (`FiberPool::run`).
     layers: Arc<[Arc<dyn Layer<S>>]>,
     fibers: FiberPool,
+    /// The monitoring routes' own few fibers (`--monitor-fibers`).
+    monitor: FiberPool,
     stats: Arc<HttpStats>,
     /// Every request's deadline, from its arrival (`--request-timeout`).
     request_timeout: Option<Duration>,
@@ -172,11 +188,12 @@ impl<S: Send + Sync + 'static> Routed<S> {
         mut router: Router<Endpoint<S>>,
         state: Arc<S>,
         layers: Vec<Arc<dyn Layer<S>>>,
-        fibers: FiberPool,
+        pools: Pools,
         stats: Arc<HttpStats>,
         request_timeout: Option<Duration>,
         answers: Answers,
     ) -> Self {
+        let Pools { fibers, monitor } = pools;
         let layers: Arc<[Arc<dyn Layer<S>>]> = layers.into();
         for route in router.routes_mut() {
             let ep = &mut route.handler;
@@ -190,6 +207,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
             state,
             layers,
             fibers,
+            monitor,
             stats,
             request_timeout,
             answers,
@@ -304,9 +322,12 @@ impl<S: Send + Sync + 'static> Routed<S> {
             let resp = end.run(layers, &state, &mut owned);
             (resp, owned)
         };
-        let (ran, stack_used) = self
-            .fibers
-            .run_admitted_in(fiber_label, Some(&ctx), start, job);
+        let fibers = if ep.is_some_and(|ep| ep.monitoring) {
+            &self.monitor
+        } else {
+            &self.fibers
+        };
+        let (ran, stack_used) = fibers.run_admitted_in(fiber_label, Some(&ctx), start, job);
         drop(turn);
         drop(watched);
         let (ran, req) = match ran {
@@ -332,7 +353,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
                 None
             }
             Ok(Some(resp)) => Some(resp),
-            Err(e) => Some(fiber_error(fiber_label, &req, e, self.fibers.config())),
+            Err(e) => Some(fiber_error(fiber_label, &req, e, fibers.config())),
         };
         (resp.map(|resp| (resp, label, stack_used)), req, ctx)
     }

@@ -14,14 +14,17 @@ use std::time::Duration;
 
 use crate::config::{
     cores, ByteSize, HttpLimits, WatchdogLimits, DEFAULT_ACCESS_LOG, DEFAULT_BIND, DEFAULT_FIBERS,
-    DEFAULT_FIBER_WAIT, DEFAULT_PROCESSES, DEFAULT_QUEUE, DEFAULT_SCOPE_CHILDREN,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE, DEFAULT_WORKER_START_TIMEOUT, MAX_WAIT,
+    DEFAULT_FIBER_WAIT, DEFAULT_MONITOR_FIBERS, DEFAULT_PROCESSES, DEFAULT_QUEUE,
+    DEFAULT_SCOPE_CHILDREN, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STACK_SIZE,
+    DEFAULT_WORKER_START_TIMEOUT, MAX_WAIT, MONITOR_QUEUE_PER_FIBER,
 };
 use crate::flags::{AppArgs, AppFlags};
 use crate::Error;
 
 /// Most `--fibers`: each reserves address space for its stack.
 pub(crate) const MAX_FIBERS: usize = 100_000;
+/// Most `--monitor-fibers`: a few answer any prober; each is a stack.
+pub(crate) const MAX_MONITOR_FIBERS: usize = 64;
 /// Most `--threads`.
 pub(crate) const MAX_THREADS: usize = 1024;
 /// Shortest `--stall-warn`: the stall clock ticks in milliseconds.
@@ -56,6 +59,11 @@ pub struct Options {
     /// Fibers beyond `fibers` kept for scopes' children, so that fan-outs finish when
     /// requests hold every other fiber.
     pub child_reserve: usize,
+    /// Fibers of their own for monitoring routes (`/readyz`, `/metrics` behind the
+    /// layers, a route marked [`App::monitoring`](crate::App::monitoring)), off the
+    /// request limit: they answer while `fibers` are all busy and the queue is full.
+    /// Each may have [`MONITOR_QUEUE_PER_FIBER`] requests waiting for it.
+    pub monitor_fibers: usize,
     /// The threads [`fiber_pool::blocking()`] runs closures on, and how many may wait.
     pub blocking: fiber_pool::BlockingConfig,
     /// The scheduler's threads (may's): every request's fiber runs on one of them,
@@ -95,6 +103,7 @@ impl Default for Options {
             request_timeout: None,
             scope_children: DEFAULT_SCOPE_CHILDREN,
             child_reserve: fiber_pool::PoolConfig::default().child_reserve,
+            monitor_fibers: DEFAULT_MONITOR_FIBERS,
             blocking: fiber_pool::BlockingConfig::default(),
             threads: cores(),
             processes: DEFAULT_PROCESSES,
@@ -190,6 +199,13 @@ const FLAGS: &[Flag] = &[
         help: "fibers beyond --fibers kept for fan-outs' children",
         default: |o| o.child_reserve.to_string(),
         set: |o, v| count(v, 0, MAX_FIBERS).map(|n| o.child_reserve = n),
+    },
+    Flag {
+        name: "monitor-fibers",
+        value: "N",
+        help: "fibers of their own for /readyz and monitoring routes, off the request limit",
+        default: |o| o.monitor_fibers.to_string(),
+        set: |o, v| count(v, 1, MAX_MONITOR_FIBERS).map(|n| o.monitor_fibers = n),
     },
     Flag {
         name: "blocking-threads",
@@ -478,6 +494,18 @@ impl Options {
             max_children_per_scope: self.scope_children,
             child_reserve: self.child_reserve,
             ..defaults
+        }
+    }
+
+    /// The monitoring routes' pool: `monitor_fibers` fibers of the request fibers'
+    /// stack size and wait, with a short queue, no children's reserve, and spares as
+    /// the request pool's (an overflow there is quarantined the same way).
+    pub(crate) fn monitor_pool_config(&self) -> fiber_pool::PoolConfig {
+        fiber_pool::PoolConfig {
+            size: self.monitor_fibers,
+            queue: self.monitor_fibers * MONITOR_QUEUE_PER_FIBER,
+            child_reserve: 0,
+            ..self.pool_config()
         }
     }
 }

@@ -41,6 +41,7 @@ use fiber_pool::FiberPool;
 
 use crate::config::COROUTINE_CACHE;
 use crate::counters::HttpStats;
+use crate::dispatch::Pools;
 use crate::server::Server;
 use crate::shutdown::Drained;
 use crate::supervisor::{self, Supervisor, SupervisorConfig};
@@ -363,7 +364,11 @@ where
         .notes
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
-    let routed = app.build(fibers.clone(), Arc::clone(&stats), options.request_timeout)?;
+    let pools = Pools {
+        fibers: fibers.clone(),
+        monitor: FiberPool::new(options.monitor_pool_config())?,
+    };
+    let routed = app.build(pools, Arc::clone(&stats), options.request_timeout)?;
     let server = crate::server::spawn(
         listener,
         Arc::new(routed),

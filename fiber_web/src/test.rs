@@ -29,7 +29,7 @@ use std::time::Instant;
 use fiber_pool::FiberPool;
 
 use crate::counters::HttpStats;
-use crate::dispatch::Routed;
+use crate::dispatch::{Pools, Routed};
 use crate::http::conn::Service;
 use crate::http::status::has_no_body;
 use crate::http::{Request, Response};
@@ -50,10 +50,14 @@ impl<S: Send + Sync + 'static> App<S> {
     }
 
     /// A client for this app, running its handlers on `fibers` (a pool with small
-    /// stacks shows how much stack a route needs).
+    /// stacks shows how much stack a route needs), its monitoring routes' too.
     pub fn test_client_on(self, fibers: FiberPool) -> TestClient<S> {
         let stats = Arc::new(HttpStats::unrouted(false));
-        match self.build(fibers, stats, None) {
+        let pools = Pools {
+            fibers: fibers.clone(),
+            monitor: fibers,
+        };
+        match self.build(pools, stats, None) {
             Ok(routed) => TestClient {
                 routed: Arc::new(routed),
             },

@@ -3,7 +3,9 @@
 //! a method its routes lack a 405 with `Allow`; layers run in order around every
 //! request, routed or refused, and may answer by themselves; a body over the limit is a
 //! 413 before the handler runs; an extractor's rejection is a 400 or 415 that says
-//! what was wrong. Graceful drain is `drain.rs`.
+//! what was wrong; a route marked `monitoring` and `/readyz` answer, through the
+//! layers, while every fiber is busy and the queue is full. Graceful drain is
+//! `drain.rs`.
 
 mod serving;
 
@@ -266,5 +268,63 @@ fn an_extractors_rejection_says_what_was_wrong() {
     let r = post(addr, "/todos", "application/json", r#"{"title":"milk"}"#);
     assert_eq!(r.status, 201, "{r:?}");
     assert_eq!(json(&r), serde_json::json!({"id": 1, "title": "milk"}));
+    serving.shutdown(serving::PATIENCE);
+}
+
+#[test]
+fn a_monitoring_route_and_readyz_answer_while_the_fibers_and_queue_are_full() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+    let open = Arc::new(AtomicBool::new(false));
+    let app = App::new(Arc::clone(&open))
+        .get("/hold", |open: &Arc<AtomicBool>, _: &Request| {
+            let until = Instant::now() + serving::PATIENCE;
+            while !open.load(Ordering::Relaxed) && Instant::now() < until {
+                fiber_pool::sleep(Duration::from_millis(5));
+            }
+            "held"
+        })
+        .get("/hello", |_: &Arc<AtomicBool>, _: &Request| "hello")
+        .get("/status", |_: &Arc<AtomicBool>, _: &Request| "fine")
+        .monitoring()
+        .layer_fn(
+            |open: &Arc<AtomicBool>, req: &mut Request, next: Next<'_, _>| {
+                next.run(open, req).header("X-Layer", "ran")
+            },
+        )
+        .readiness(|_| Ok(()));
+    let opts = fiber_web::Options {
+        name: "t".into(),
+        fibers: 1,
+        queue: 1,
+        ..options()
+    };
+    let serving = serve(&opts, app);
+    let addr = serving.addr();
+    let holders: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || request(addr, "GET", "/hold").status))
+        .collect();
+    let full = serving::poll(|| {
+        let m = request(addr, "GET", "/metrics").body;
+        m.contains("\nt_fibers_busy 1\n") && m.contains("\nt_fibers_queued 1\n")
+    });
+    assert!(full, "one request runs and one waits");
+    assert_eq!(
+        request(addr, "GET", "/hello").status,
+        503,
+        "the queue is full"
+    );
+    let status = request(addr, "GET", "/status");
+    assert_eq!((status.status, status.body.as_str()), (200, "fine"));
+    assert_eq!(
+        status.header("x-layer"),
+        Some("ran"),
+        "through the app's layers"
+    );
+    assert_eq!(request(addr, "GET", "/readyz").status, 200);
+    open.store(true, Ordering::Relaxed);
+    for h in holders {
+        assert_eq!(h.join().unwrap(), 200);
+    }
     serving.shutdown(serving::PATIENCE);
 }

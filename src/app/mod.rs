@@ -82,6 +82,7 @@ pub fn app(state: Arc<AppState>, self_calls: usize, wait: Duration) -> App<AppSt
         .named("deep")
         .get("/stats", stats::stats)
         .named("stats")
+        .monitoring()
         .get("/hello", health::hello)
         .named("hello")
         .get("/sleep", sleep::sleep)
