@@ -108,8 +108,8 @@ impl Server {
         super::stats(self.addr())
     }
 
-    /// What `/stats` would answer, read in this process (the route itself needs a slot:
-    /// while every slot and the queue are taken, it is rightly refused).
+    /// What `/stats` would answer, read in this process without a request (so that
+    /// reading it adds no request to the counts it reads).
     pub fn snapshot(&self) -> serde_json::Value {
         match self {
             Server::Fibers(r) => {

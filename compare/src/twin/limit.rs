@@ -19,7 +19,7 @@ use futures_util::FutureExt;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::twin::gauge::Held;
-use crate::twin::{Reply, Shared};
+use crate::twin::Reply;
 use fiber_web::metrics::{HandlerPool, RouteRuns};
 use fiber_web::rig::{queue_full, wait_timed_out};
 use fiber_web::Response;
@@ -162,12 +162,11 @@ impl Limit {
 /// back (the permit drops), and turn a refusal or a panic into the fiber server's
 /// status codes: 503 with Retry-After, or 500.
 pub async fn run(
-    State((state, route)): State<(Shared, Arc<RouteCounts>)>,
+    State((limit, route)): State<(Arc<Limit>, Arc<RouteCounts>)>,
     req: Request,
     next: Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let limit = &state.limit;
     let method = req.method().clone();
     let _permit = match limit.acquire().await {
         Ok(permit) => permit,

@@ -7,7 +7,8 @@
 //! ```text
 //! src/start.rs              <->  twin/start.rs    runtime, MySQL (private or external), schema, listener
 //! fiber_web/src/server.rs   <->  twin/server.rs   accept loop, connection limit, graceful shutdown (hyper 1)
-//! fiber_pool                <->  twin/limit.rs    at most --fibers handlers at once, --queue waiting, 503s
+//! fiber_pool                <->  twin/limit.rs    at most --fibers handlers at once, --queue waiting, 503s;
+//!                                                 a second limit of --monitor-fibers for /stats, /readyz
 //! fiber_mysql               <->  twin/db.rs       mysql_async pool of --db-pool, wait and query timeouts
 //! fiber_web/src/http/client/ <->  twin/client.rs  hyper-util client, per-phase timeouts, size cap
 //! app/mod.rs                <->  twin/mod.rs      shared state, the route table (axum), error responses
@@ -61,8 +62,11 @@ pub struct TwinState {
     pub self_widgets: Url,
     /// The JSON API `/twitter` reads.
     pub upstream: Url,
-    /// At most `--fibers` handlers at once (for `/stats` too).
-    pub limit: limit::Limit,
+    /// At most `--fibers` handlers at once.
+    pub limit: Arc<limit::Limit>,
+    /// The monitoring routes' own few slots (`--monitor-fibers`), off `limit`, as
+    /// their own fibers on the fiber server: `/stats` and `/readyz`.
+    pub monitor: Arc<limit::Limit>,
     /// The HTTP server's counters (for `/stats`).
     pub http_stats: Arc<HttpStats>,
 }
@@ -78,6 +82,8 @@ const ALLOWED: &str = "GET, HEAD";
 /// [`fiberstack::app::app`]. Each route runs inside [`limit::run`] under its label.
 pub fn router(state: Shared) -> Router {
     let on = |label: &'static str, route: MethodRouter<Shared>| limited(&state, label, route);
+    let monitoring =
+        |label: &'static str, route: MethodRouter<Shared>| within(&state.monitor, label, route);
     Router::new()
         .route("/", on("dashboard", get(dashboard)))
         .route("/widgets", on("widgets", get(widgets::widgets)))
@@ -94,10 +100,10 @@ pub fn router(state: Shared) -> Router {
             on("upstream_search", get(upstream::search)),
         )
         .route("/deep", on("deep", get(deep::deep)))
-        .route("/stats", on("stats", get(stats::stats)))
+        .route("/stats", monitoring("stats", get(stats::stats)))
         // Outside the task-slot limit, as on fibers it takes no fiber.
         .route("/healthz", get(health::healthz))
-        .route("/readyz", on("readyz", get(health::readyz)))
+        .route("/readyz", monitoring("readyz", get(health::readyz)))
         .route("/hello", on("hello", get(health::hello)))
         .route("/sleep", on("sleep", get(sleep::sleep)))
         // Outside the task-slot limit, as on fibers it takes no fiber (fiber_web's builtin.rs).
@@ -115,8 +121,17 @@ pub fn limited(
     label: &'static str,
     route: MethodRouter<Shared>,
 ) -> MethodRouter<Shared> {
+    within(&state.limit, label, route)
+}
+
+/// `route` run under `label` within `limit`.
+fn within(
+    limit: &Arc<limit::Limit>,
+    label: &'static str,
+    route: MethodRouter<Shared>,
+) -> MethodRouter<Shared> {
     route.route_layer(axum::middleware::from_fn_with_state(
-        (Arc::clone(state), state.limit.route(label)),
+        (Arc::clone(limit), limit.route(label)),
         limit::run,
     ))
 }

@@ -85,7 +85,16 @@ pub fn start(cfg: &ServeConfig) -> Result<Running, Error> {
             http: client::Client::new(cfg.client.clone()),
             self_widgets,
             upstream,
-            limit: limit::Limit::new(cfg.web.fibers, cfg.web.queue, cfg.web.fiber_wait),
+            limit: Arc::new(limit::Limit::new(
+                cfg.web.fibers,
+                cfg.web.queue,
+                cfg.web.fiber_wait,
+            )),
+            monitor: Arc::new(limit::Limit::new(
+                cfg.web.monitor_fibers,
+                cfg.web.monitor_fibers * fiber_web::config::MONITOR_QUEUE_PER_FIBER,
+                cfg.web.fiber_wait,
+            )),
             http_stats: Arc::clone(&http_stats),
         });
         let server = server::spawn(
