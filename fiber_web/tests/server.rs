@@ -304,9 +304,20 @@ fn a_monitoring_route_and_readyz_answer_while_the_fibers_and_queue_are_full() {
     let holders: Vec<_> = (0..2)
         .map(|_| std::thread::spawn(move || request(addr, "GET", "/hold").status))
         .collect();
+    // The families' prefix is the process's first app name (under `cargo test`, the
+    // tests share one process), so the samples are matched by their ends.
+    let sample = |m: &str, family: &str| {
+        m.lines()
+            .find(|l| {
+                !l.starts_with('#') && l.split(' ').next().is_some_and(|n| n.ends_with(family))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_owned)
+    };
     let full = serving::poll(|| {
         let m = request(addr, "GET", "/metrics").body;
-        m.contains("\nt_fibers_busy 1\n") && m.contains("\nt_fibers_queued 1\n")
+        sample(&m, "_fibers_busy").as_deref() == Some("1")
+            && sample(&m, "_fibers_queued").as_deref() == Some("1")
     });
     assert!(full, "one request runs and one waits");
     assert_eq!(
