@@ -168,12 +168,14 @@ fn every_route_answers_like_the_fiber_server() {
     assert_eq!(t["tasks"]["size"], 50);
     assert!(t["tasks"]["routes"]["widgets"]["runs"].as_u64().unwrap() >= 4);
     assert!(t["tasks"]["routes"]["twitter"]["runs"].as_u64().unwrap() >= 2);
-    // The labels are the fiber server's, route for route (those that run on a fiber:
-    // /healthz and /metrics take neither a fiber nor a task slot).
+    // The labels are the fiber server's, route for route (those that run on a request
+    // fiber: /healthz and /metrics take neither a fiber nor a task slot, and the
+    // monitoring routes have fibers and slots of their own).
     let fiber_labels: Vec<&str> = fiberstack::app::ROUTE_LABELS
         .iter()
         .copied()
         .filter(|label| ![fiber_web::metrics::HEALTHZ, fiber_web::metrics::METRICS].contains(label))
+        .filter(|label| !fiberstack::app::MONITORING_LABELS.contains(label))
         .collect();
     let mut twin_labels: Vec<&str> = t["tasks"]["routes"]
         .as_object()

@@ -57,6 +57,10 @@ pub const ROUTE_LABELS: &[&str] = &[
     fiber_web::metrics::METRICS,
 ];
 
+/// The routes that run on the monitoring fibers (the twin: its monitoring slots), off
+/// the request limit, so its per-route counters do not show them.
+pub const MONITORING_LABELS: &[&str] = &["stats", fiber_web::metrics::READYZ];
+
 /// The whole demo on the framework: its routes (`/twitter` a nested sub-app), the
 /// self-call limit of `/widgets/http`, readiness (MySQL answers), and the pool and
 /// client families in `/metrics`. `self_calls` requests of `/widgets/http` run at
