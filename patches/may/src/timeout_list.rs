@@ -241,10 +241,20 @@ impl<T> TimeOutList<T> {
     }
 }
 
+/// Cancelled timers queued before the timer thread is woken to unlink them. A
+/// cancelled timer needs no prompt unlinking: its data is a slot the waiter has
+/// already emptied, so if its time comes first it fires into nothing. Waking the
+/// timer thread for every cancel (a park that ended before its timeout: a semaphore,
+/// a channel) cost a futex wake and two context switches per wait; the queue is
+/// drained whenever the thread wakes for a timer anyway, and this bounds it meanwhile.
+const REMOVE_BATCH: usize = 64;
+
 pub struct TimerThread<T> {
     timer_list: TimeOutList<T>,
     // collect the remove request
     remove_list: Queue<TimeoutHandle<T>>,
+    // how many were pushed since the timer thread last drained the queue
+    removes_pending: AtomicUsize,
     // the timer thread wakeup handler
     wakeup: AtomicOption<Arc<thread::Thread>>,
 }
@@ -254,6 +264,7 @@ impl<T> TimerThread<T> {
         TimerThread {
             timer_list: TimeOutList::new(),
             remove_list: Queue::new(),
+            removes_pending: AtomicUsize::new(0),
             wakeup: AtomicOption::none(),
         }
     }
@@ -271,8 +282,11 @@ impl<T> TimerThread<T> {
 
     pub fn del_timer(&self, handle: TimeoutHandle<T>) {
         self.remove_list.push(handle);
-        if let Some(t) = self.wakeup.take() {
-            t.unpark();
+        // See `REMOVE_BATCH`: wake the timer thread once a batch has queued up.
+        if self.removes_pending.fetch_add(1, Ordering::Relaxed) + 1 >= REMOVE_BATCH {
+            if let Some(t) = self.wakeup.take() {
+                t.unpark();
+            }
         }
     }
 
@@ -280,6 +294,7 @@ impl<T> TimerThread<T> {
     pub fn run<F: Fn(T)>(&self, f: &F) {
         let current_thread = Arc::new(thread::current());
         loop {
+            self.removes_pending.store(0, Ordering::Relaxed);
             while let Some(h) = self.remove_list.pop() {
                 h.remove();
             }
