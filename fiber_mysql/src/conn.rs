@@ -10,33 +10,28 @@
 //! connection is marked broken, every later command fails fast, and the
 //! pool closes it instead of handing it out again.
 
-use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::framing::{FrameError, Framing, Payload};
 use crate::stream::Stream;
-use mysql_common::constants::{CapabilityFlags, Command};
+use mysql_common::constants::{CapabilityFlags, Command, MariadbCapabilities};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{HandshakePacket, HandshakeResponse};
-use mysql_common::proto::codec::error::PacketCodecError;
-use mysql_common::proto::codec::PacketCodec;
-use mysql_common::proto::sync_framed::MySyncFramed;
 use mysql_common::proto::{MyDeserialize, MySerialize};
 
 use crate::auth::{self, PacketIo};
 use crate::error::{Error, Result};
 use crate::opts::Opts;
 use crate::session::{ResetReason, SessionState};
+use crate::stmt_cache::StmtCache;
 
 /// Largest packet we accept from the server (its `max_allowed_packet` caps
 /// what it sends; this only guards against a corrupt length header).
 pub const MAX_PACKET: usize = 64 * 1024 * 1024;
 /// Longest a [`Conn::reset`] may take before the connection is given up as broken.
 pub const RESET_TIMEOUT: Duration = Duration::from_secs(5);
-/// Initial socket buffers per connection. mysql_common's default (4 MiB
-/// each way) would reserve 2 GiB of address space for a pool of 250.
-const INITIAL_BUFFER: usize = 16 * 1024;
 
 /// What we ask the server for; intersected with what it offers.
 fn client_capabilities() -> CapabilityFlags {
@@ -56,21 +51,17 @@ fn client_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_DEPRECATE_EOF
 }
 
+/// MariaDB's extensions we ask for; intersected with what the server offers.
+fn mariadb_capabilities() -> MariadbCapabilities {
+    // The columns of a prepared statement's result are sent at the prepare, and at an
+    // execution only when they changed since (query.rs reads them from the statement
+    // cache otherwise): less for the server to write and for us to parse.
+    MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA
+}
+
 /// Turns on the server's report of session changes (see session.rs), at connect and
 /// after every reset (a reset puts session variables back to their global values).
 const TRACK_STATE_CHANGES: &str = "SET session_track_state_change = ON";
-
-/// A prepared statement the connection keeps (`Conn::stmts`, by its SQL; `query`
-/// prepares, executes and closes them).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StmtInfo {
-    /// The server's statement id.
-    pub(crate) id: u32,
-    /// How many parameters it takes.
-    pub(crate) num_params: u16,
-    /// When it was last prepared or found: [`Conn::stmt_uses`] then.
-    pub(crate) used: u64,
-}
 
 /// What sends `KILL QUERY` for a connection whose statement must stop: another
 /// connection to the same server (cancel.rs's `Killer`, which opens its connections
@@ -82,7 +73,9 @@ pub(crate) trait QueryKiller: Send + Sync {
 
 /// A native connection. Not `Sync`; move it between fibers freely (`Send`).
 pub struct Conn {
-    framed: MySyncFramed<Stream>,
+    stream: Stream,
+    /// Packet framing and the connection's buffers (framing.rs).
+    pub(crate) io: Framing,
     pub(crate) opts: Opts,
     pub(crate) caps: CapabilityFlags,
     connection_id: u32,
@@ -93,9 +86,11 @@ pub struct Conn {
     pub(crate) deadline: Option<Instant>,
     /// The read timeout currently set on the socket (to skip redundant syscalls).
     socket_read_timeout: Option<Duration>,
-    pub(crate) stmts: HashMap<String, StmtInfo>,
-    /// Statements prepared or found in `stmts` so far: the clock of its LRU order.
-    pub(crate) stmt_uses: u64,
+    /// The prepared statements kept (`query.rs` prepares, executes and closes them).
+    pub(crate) stmts: StmtCache,
+    /// MariaDB's extensions agreed at the handshake: metadata caching, which lets an
+    /// execution's answer omit the columns its prepare described.
+    mariadb_caps: MariadbCapabilities,
     /// What the server said about the session since the last reset (session.rs).
     pub(crate) session: SessionState,
     /// The caller's deadline for every query ([`Conn::set_deadline`]).
@@ -176,17 +171,9 @@ impl Conn {
         stream.set_nodelay()?;
         stream.set_write_timeout(Some(opts.read_timeout))?;
         let shutdown = stream.shutdown_handle().map(Arc::new);
-        let mut codec = PacketCodec::default();
-        codec.max_allowed_packet = MAX_PACKET;
-        // Start from empty buffers (the `bytes` crate is not a dependency of
-        // ours, hence the round trip through `destruct` to name their type).
-        let empty = MySyncFramed::construct(Default::default(), Default::default(), codec, stream);
-        let (mut in_buf, mut out_buf, codec, stream) = empty.destruct();
-        in_buf.reserve(INITIAL_BUFFER);
-        out_buf.reserve(INITIAL_BUFFER);
-        let framed = MySyncFramed::construct(in_buf, out_buf, codec, stream);
         Ok(Conn {
-            framed,
+            stream,
+            io: Framing::new(MAX_PACKET),
             opts: opts.clone(),
             caps: client_capabilities(),
             connection_id: 0,
@@ -195,8 +182,8 @@ impl Conn {
             broken: true,
             deadline: Some(started + opts.connect_timeout),
             socket_read_timeout: None,
-            stmts: HashMap::new(),
-            stmt_uses: 0,
+            stmts: StmtCache::default(),
+            mariadb_caps: MariadbCapabilities::empty(),
             session: SessionState::fresh(false),
             user_deadline: None,
             killer: None,
@@ -236,6 +223,16 @@ impl Conn {
         if !self.caps.contains(CapabilityFlags::CLIENT_PROTOCOL_41) {
             return Err(Error::protocol("server is older than MySQL 4.1"));
         }
+        // A MariaDB server leaves out CLIENT_MYSQL (MySQL's CLIENT_LONG_PASSWORD, which
+        // no server needs) and offers extensions instead, which a client takes by
+        // leaving it out too.
+        let mariadb = !hello
+            .capabilities()
+            .contains(CapabilityFlags::CLIENT_LONG_PASSWORD);
+        if mariadb {
+            self.caps.remove(CapabilityFlags::CLIENT_LONG_PASSWORD);
+            self.mariadb_caps = hello.mariadb_ext_capabilities() & mariadb_capabilities();
+        }
         self.connection_id = hello.connection_id();
         self.server_version = hello.server_version_str().into_owned();
         let nonce = hello.nonce();
@@ -254,7 +251,8 @@ impl Conn {
             self.caps,
             None,
             MAX_PACKET as u32,
-        );
+        )
+        .with_mariadb_ext_capabilities(self.mariadb_caps);
         self.caps = response.capabilities();
         let mut buf = Vec::new();
         response.serialize(&mut buf);
@@ -323,18 +321,15 @@ impl Conn {
         let result = (|| {
             // Pipelined: all commands in one write, then their answers in order.
             for command in &commands {
-                self.framed.codec_mut().reset_seq_id();
-                let mut payload = &command[..];
-                self.framed
-                    .write(&mut payload)
-                    .map_err(|e| self.fail(codec_error(e)))?;
+                self.io.begin_command();
+                self.io.queue(command);
             }
-            self.framed.flush().map_err(|e| self.fail(codec_error(e)))?;
+            self.flush()?;
             // Every answer is read, so that the stream stays in step, before the
             // first error is reported.
             let mut first_error = None;
             for _ in &commands {
-                self.expect_answer_to_next_command();
+                self.io.expect_answer();
                 let packet = self.read_packet()?;
                 match packet.first() {
                     Some(0x00) => {}
@@ -380,6 +375,13 @@ impl Conn {
         &self.opts
     }
 
+    /// Whether result sets carry MariaDB's "metadata follows" byte and may omit the
+    /// columns of a prepared statement (see `mariadb_capabilities`).
+    pub(crate) fn caches_metadata(&self) -> bool {
+        self.mariadb_caps
+            .contains(MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA)
+    }
+
     /// True once an I/O or protocol error made this connection unusable.
     pub fn is_broken(&self) -> bool {
         self.broken
@@ -394,7 +396,7 @@ impl Conn {
             return false;
         }
         let mut byte = [0u8; 1];
-        match self.framed.get_ref().peek_now(&mut byte) {
+        match self.stream.peek_now(&mut byte) {
             Err(e) => e.kind() == io::ErrorKind::WouldBlock,
             Ok(_) => false,
         }
@@ -438,22 +440,42 @@ impl Conn {
         self.broken = true;
     }
 
-    /// Sets the codec up to read the answer of a pipelined command, whose first packet
-    /// has sequence id 1: mysql_common's codec only resets its id to 0 and counts up
-    /// as it encodes or decodes, so an empty packet is encoded into a scratch buffer
-    /// (and thrown away) to count to 1.
-    fn expect_answer_to_next_command(&mut self) {
-        let codec = self.framed.codec_mut();
-        codec.reset_seq_id();
-        let mut scratch = Default::default();
-        // Encoding an empty packet into memory cannot fail (it is under any size limit).
-        let _ = codec.encode(&mut &[][..], &mut scratch);
+    /// Sends one command: sequence ids restart at 0.
+    pub(crate) fn write_command(&mut self, payload: &[u8]) -> Result<()> {
+        self.io.begin_command();
+        self.write_packet(payload)
     }
 
-    /// Starts a new command: sequence ids restart at 0.
-    pub(crate) fn write_command(&mut self, payload: &[u8]) -> Result<()> {
-        self.framed.codec_mut().reset_seq_id();
-        self.write_packet(payload)
+    /// Sends what is queued in [`Conn::io`]; a failure poisons the connection.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        let sent = self.io.flush(&mut self.stream);
+        sent.map_err(|e| self.fail(frame_error(e)))
+    }
+
+    /// Reads the next payload into [`Conn::io`]'s buffer (valid until the next
+    /// read), with the timeouts of [`PacketIo::read_packet`]; `Conn::io.payload(&p)`
+    /// gives its bytes.
+    pub(crate) fn next_payload(&mut self) -> Result<Payload> {
+        let bounded_by_deadline = self.socket_timeout_for_next_read()?;
+        match self.io.next(&mut self.stream) {
+            Ok(payload) => Ok(payload),
+            Err(FrameError::Io(e)) if is_timeout(&e) => {
+                // (may's timer may fire a little before the deadline.)
+                if bounded_by_deadline {
+                    Err(Error::QueryTimeout)
+                } else {
+                    let e = io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "no answer within read_timeout ({:?})",
+                            self.opts.read_timeout
+                        ),
+                    );
+                    Err(self.fail(Error::Io(e)))
+                }
+            }
+            Err(e) => Err(self.fail(frame_error(e))),
+        }
     }
 
     /// Sets the socket's read timeout for the next read; returns whether
@@ -472,7 +494,7 @@ impl Conn {
             }
         }
         if self.socket_read_timeout != Some(timeout) {
-            self.framed.get_ref().set_read_timeout(Some(timeout))?;
+            self.stream.set_read_timeout(Some(timeout))?;
             self.socket_read_timeout = Some(timeout);
         }
         Ok(bounded_by_deadline)
@@ -482,39 +504,16 @@ impl Conn {
 impl PacketIo for Conn {
     /// Reads one packet. A timeout that hits `deadline` is
     /// [`Error::QueryTimeout`] (the caller decides); any other failure poisons.
+    /// An owned copy of the next payload, for the handshake and other rare answers;
+    /// the result paths read in place ([`Conn::next_payload`]).
     fn read_packet(&mut self) -> Result<Vec<u8>> {
-        let bounded_by_deadline = self.socket_timeout_for_next_read()?;
-        let mut packet = Vec::new();
-        match self.framed.next_packet(&mut packet) {
-            Ok(true) => Ok(packet),
-            Ok(false) => Err(self.fail(Error::Io(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the server closed the connection",
-            )))),
-            Err(PacketCodecError::Io(e)) if is_timeout(&e) => {
-                // (may's timer may fire a little before the deadline.)
-                if bounded_by_deadline {
-                    Err(Error::QueryTimeout)
-                } else {
-                    let e = io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!(
-                            "no answer within read_timeout ({:?})",
-                            self.opts.read_timeout
-                        ),
-                    );
-                    Err(self.fail(Error::Io(e)))
-                }
-            }
-            Err(e) => Err(self.fail(codec_error(e))),
-        }
+        let payload = self.next_payload()?;
+        Ok(self.io.payload(&payload).to_vec())
     }
 
     fn write_packet(&mut self, payload: &[u8]) -> Result<()> {
-        let mut payload = payload;
-        self.framed
-            .send(&mut payload)
-            .map_err(|e| self.fail(codec_error(e)))
+        self.io.queue(payload);
+        self.flush()
     }
 }
 
@@ -534,13 +533,14 @@ fn is_timeout(e: &io::Error) -> bool {
     )
 }
 
-fn codec_error(e: PacketCodecError) -> Error {
+fn frame_error(e: FrameError) -> Error {
     match e {
-        PacketCodecError::Io(e) => Error::Io(e),
-        PacketCodecError::PacketTooLarge => Error::protocol("packet larger than MAX_PACKET"),
-        PacketCodecError::PacketsOutOfSync => Error::protocol("packets out of sync"),
-        PacketCodecError::BadCompressedPacketHeader => {
-            Error::protocol("bad compressed packet header")
-        }
+        FrameError::Io(e) => Error::Io(e),
+        FrameError::Closed => Error::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the server closed the connection",
+        )),
+        FrameError::TooLarge => Error::protocol("packet larger than MAX_PACKET"),
+        FrameError::OutOfSync => Error::protocol("packets out of sync"),
     }
 }

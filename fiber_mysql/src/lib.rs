@@ -6,6 +6,8 @@
 //! before it (the workspace's `tests/source_rules.rs` fails on an import cycle).
 //! - `headroom`: the server connections a pool needs beyond its size;
 //! - `stream`: the socket under a connection (TCP on the carrier, or a Unix socket);
+//! - `framing`: packets over the socket, read in place and written in batches;
+//! - `stmt_cache`: a connection's prepared statements, found by their SQL;
 //! - `session`: whether a session changed, from the server's reports, and when a
 //!   connection is reset before reuse ([`ResetReason`]);
 //! - [`error`]: the one error type, with [`Error::is_unavailable`] for 503-vs-500;
@@ -33,7 +35,7 @@
 //!   (also as the `Lent` of [`Pool::checkout`]) and a [`Transaction`] share, so that one
 //!   helper takes any of them ([`Queryable`]).
 //!
-//! Protocol parts (framing, packets, scrambles, rows and values) come from
+//! Protocol parts (packets, scrambles, rows and values) come from
 //! mysql_common 0.37, the version the `mysql` crate 28 uses, so one copy builds.
 //! Only the types our API takes and returns are re-exported here ([`Row`], [`Value`],
 //! [`Params`], [`Column`] and the value conversion traits); the protocol crate itself
@@ -76,6 +78,7 @@ mod auth;
 mod cancel;
 mod conn;
 pub mod error;
+mod framing;
 mod from_row;
 mod headroom;
 pub mod launcher;
@@ -86,6 +89,7 @@ mod query;
 mod queryable;
 mod row;
 mod session;
+mod stmt_cache;
 mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;

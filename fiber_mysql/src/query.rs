@@ -39,9 +39,12 @@ use mysql_common::value::ServerSide;
 
 use crate::auth::{self, PacketIo};
 use crate::cancel::Killer;
-use crate::conn::{Conn, StmtInfo};
+use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::framing::Payload;
 use crate::row::RowExt;
+use crate::session::names_untracked_state;
+use crate::stmt_cache::StmtInfo;
 
 /// Prepared statements kept per connection; past it, the least recently used is
 /// closed. MariaDB allows 16382 in total (`max_prepared_stmt_count`), so 32 x a pool
@@ -113,21 +116,33 @@ impl Stop {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Protocol {
+/// How a result's rows are encoded, and where its columns come from.
+#[derive(Clone, Copy)]
+enum Protocol<'a> {
+    /// COM_QUERY: text rows, columns always sent.
     Text,
-    Binary,
+    /// COM_STMT_EXECUTE: binary rows; the statement's columns as the cache knows
+    /// them, for an answer that omits them (MariaDB's metadata caching).
+    Binary(Option<&'a Arc<[Column]>>),
 }
+
+/// The columns of a binary result set an execution sent again, for the statement
+/// cache (a `None` when it sent none: the cached ones were used).
+type SentColumns = Option<Arc<[Column]>>;
 
 impl Conn {
     /// Runs `sql` (one or several `;`-separated statements) with COM_QUERY.
     /// Never put user input in `sql`: use [`Conn::exec`].
     pub fn query(&mut self, sql: &str) -> Result<QueryResult> {
-        let mut payload = Vec::with_capacity(sql.len() + 1);
-        payload.push(Command::COM_QUERY as u8);
-        payload.extend_from_slice(sql.as_bytes());
+        self.check_usable()?;
         self.session.saw_statement(sql);
-        self.round_trip(&payload, Protocol::Text)
+        self.io.begin_command();
+        let at = self.io.start_packet();
+        let out = self.io.out();
+        out.push(Command::COM_QUERY as u8);
+        out.extend_from_slice(sql.as_bytes());
+        self.io.finish_packet(at);
+        self.round_trip(Protocol::Text).map(|(result, _)| result)
     }
 
     /// Runs one statement with `?` placeholders as a prepared statement
@@ -158,17 +173,24 @@ impl Conn {
                 "parameters larger than 16 MiB in total are not supported".into(),
             ));
         }
-        let mut payload = Vec::new();
-        request.serialize(&mut payload);
-        self.session.saw_statement(sql);
-        self.round_trip(&payload, Protocol::Binary)
+        self.session.saw_untracked(stmt.untracked);
+        self.io.begin_command();
+        let at = self.io.start_packet();
+        request.serialize(self.io.out());
+        self.io.finish_packet(at);
+        let (result, sent) = self.round_trip(Protocol::Binary(stmt.columns.as_ref()))?;
+        if let Some(columns) = sent {
+            // The statement's columns changed (a table altered since the prepare).
+            if let Some(cached) = self.stmts.get(sql) {
+                cached.columns = Some(columns);
+            }
+        }
+        Ok(result)
     }
 
     fn prepare(&mut self, sql: &str) -> Result<StmtInfo> {
-        self.stmt_uses += 1;
-        if let Some(stmt) = self.stmts.get_mut(sql) {
-            stmt.used = self.stmt_uses;
-            return Ok(*stmt);
+        if let Some(stmt) = self.stmts.get(sql) {
+            return Ok(stmt.clone());
         }
         if self.stmts.len() >= STMT_CACHE_PER_CONN {
             self.close_least_recently_used()?;
@@ -177,13 +199,13 @@ impl Conn {
         payload.push(Command::COM_STMT_PREPARE as u8);
         payload.extend_from_slice(sql.as_bytes());
         let stmt = self
-            .prepare_round_trip(&payload)
+            .prepare_round_trip(&payload, names_untracked_state(sql))
             .map_err(|e| self.fail(e))?;
-        self.stmts.insert(sql.to_string(), stmt);
+        self.stmts.insert(sql, stmt.clone());
         Ok(stmt)
     }
 
-    fn prepare_round_trip(&mut self, payload: &[u8]) -> Result<StmtInfo> {
+    fn prepare_round_trip(&mut self, payload: &[u8], untracked: bool) -> Result<StmtInfo> {
         self.write_command(payload)?;
         let packet = self.read_packet()?;
         if packet.first() == Some(&0xFF) {
@@ -192,37 +214,49 @@ impl Conn {
         let ok = StmtPacket::deserialize((), &mut ParseBuf(&packet))
             .map_err(|e| Error::protocol(format!("bad COM_STMT_PREPARE answer: {e}")))?;
         // Parameter and column definitions follow, each block ended by EOF unless
-        // CLIENT_DEPRECATE_EOF was agreed.
-        for count in [ok.num_params(), ok.num_columns()] {
-            if count > 0 {
-                for _ in 0..count {
-                    self.read_packet()?;
-                }
-                if !self.deprecate_eof() {
-                    self.read_eof()?;
-                }
+        // CLIENT_DEPRECATE_EOF was agreed. The columns are kept: an execution's answer
+        // may omit them (MariaDB's metadata caching).
+        if ok.num_params() > 0 {
+            for _ in 0..ok.num_params() {
+                self.next_payload()?;
+            }
+            if !self.deprecate_eof() {
+                self.read_eof()?;
             }
         }
-        Ok(StmtInfo {
-            id: ok.statement_id(),
-            num_params: ok.num_params(),
-            used: self.stmt_uses,
-        })
+        let columns = match ok.num_columns() {
+            0 => None,
+            count => Some(self.read_columns(u64::from(count))?),
+        };
+        Ok(StmtInfo::new(
+            ok.statement_id(),
+            ok.num_params(),
+            columns,
+            untracked,
+        ))
+    }
+
+    /// `count` column definitions, and the EOF after them unless CLIENT_DEPRECATE_EOF
+    /// was agreed.
+    fn read_columns(&mut self, count: u64) -> Result<Arc<[Column]>> {
+        let mut columns = Vec::with_capacity(count.min(4096) as usize);
+        for _ in 0..count {
+            let payload = self.next_payload()?;
+            let column = Column::deserialize((), &mut ParseBuf(self.io.payload(&payload)))
+                .map_err(|e| Error::protocol(format!("bad column definition: {e}")))?;
+            columns.push(column);
+        }
+        if !self.deprecate_eof() {
+            self.read_eof()?;
+        }
+        Ok(columns.into())
     }
 
     /// Close the cached statement used longest ago, to make room for a new one: a
     /// connection that cycles through more statements than the cache holds keeps the
     /// ones it uses most, rather than preparing all of them again.
     fn close_least_recently_used(&mut self) -> Result<()> {
-        let Some(oldest) = self
-            .stmts
-            .iter()
-            .min_by_key(|(_, s)| s.used)
-            .map(|(sql, _)| sql.clone())
-        else {
-            return Ok(());
-        };
-        let Some(stmt) = self.stmts.remove(&oldest) else {
+        let Some(stmt) = self.stmts.take_least_recently_used() else {
             return Ok(());
         };
         // COM_STMT_CLOSE has no answer.
@@ -245,23 +279,21 @@ impl Conn {
         }
     }
 
-    /// Sends one command and reads its whole answer, applying the query timeout and
-    /// the caller's deadline.
-    fn round_trip(&mut self, payload: &[u8], protocol: Protocol) -> Result<QueryResult> {
-        self.check_usable()?;
+    /// Sends the command queued in `self.io` and reads its whole answer, applying the
+    /// query timeout and the caller's deadline.
+    fn round_trip(&mut self, protocol: Protocol<'_>) -> Result<(QueryResult, SentColumns)> {
         let bound = self.command_deadline();
         let stop = bound.map_or(Stop::QueryTimeout, |(_, stop)| stop);
         if let Some((at, Stop::Deadline)) = bound {
             if at <= Instant::now() {
+                self.io.discard_queued();
                 return Err(Stop::Deadline.error());
             }
         }
         self.deadline = bound.map(|(at, _)| at);
-        let first = self
-            .write_command(payload)
-            .and_then(|()| self.read_packet());
+        let first = self.flush().and_then(|()| self.next_payload());
         let first = match first {
-            Ok(packet) => packet,
+            Ok(payload) => payload,
             Err(Error::QueryTimeout) => return Err(self.kill_and_drain(protocol, stop)),
             Err(e) => {
                 self.deadline = None;
@@ -289,7 +321,7 @@ impl Conn {
     }
 
     /// See the module comment: stop the query, then consume its answer.
-    fn kill_and_drain(&mut self, protocol: Protocol, stop: Stop) -> Error {
+    fn kill_and_drain(&mut self, protocol: Protocol<'_>, stop: Stop) -> Error {
         self.deadline = None;
         // Killed part-way: what it did is not reported (session.rs, rule 4).
         self.session.saw_error();
@@ -299,7 +331,7 @@ impl Conn {
         }
         self.deadline = Some(Instant::now() + KILL_DRAIN_TIMEOUT);
         let drained = self
-            .read_packet()
+            .next_payload()
             .and_then(|first| self.read_response(first, protocol));
         self.deadline = None;
         match drained {
@@ -320,30 +352,33 @@ impl Conn {
         Arc::clone(killer).kill_query_of(id)
     }
 
-    /// Reads every result of one command (several for multi-statements).
-    fn read_response(&mut self, first: Vec<u8>, protocol: Protocol) -> Result<QueryResult> {
-        let mut results = Vec::new();
-        let mut packet = first;
-        loop {
-            let (result, more) = self.read_one_result(&packet, protocol)?;
-            results.push(result);
-            if !more {
-                break;
-            }
-            packet = self.read_packet()?;
+    /// Reads every result of one command (several for multi-statements), the first
+    /// of whose payloads is read already.
+    fn read_response(
+        &mut self,
+        first: Payload,
+        protocol: Protocol<'_>,
+    ) -> Result<(QueryResult, SentColumns)> {
+        let (mut result, more, sent) = self.read_one_result(first, protocol, true)?;
+        let mut more_results = more;
+        while more_results {
+            let payload = self.next_payload()?;
+            let (next, more, _) = self.read_one_result(payload, protocol, false)?;
+            result.more.push(next);
+            more_results = more;
         }
-        let mut first = results.remove(0);
-        first.more = results;
-        Ok(first)
+        Ok((result, sent))
     }
 
-    /// One result: an OK packet, an ERR packet, or a result set.
-    /// Returns whether more results follow.
+    /// One result: an OK packet, an ERR packet, or a result set. Returns whether
+    /// more results follow, and the columns a binary result set sent.
     fn read_one_result(
         &mut self,
-        packet: &[u8],
-        protocol: Protocol,
-    ) -> Result<(QueryResult, bool)> {
+        first: Payload,
+        protocol: Protocol<'_>,
+        is_first: bool,
+    ) -> Result<(QueryResult, bool, SentColumns)> {
+        let packet = self.io.payload(&first);
         match packet.first() {
             None => Err(Error::protocol("empty packet")),
             Some(0x00) => {
@@ -353,82 +388,95 @@ impl Conn {
                 )
                 .map_err(|e| Error::protocol(format!("bad OK packet: {e}")))?
                 .into_inner();
-                self.session.saw_ok(ok.status_flags());
-                let more = ok
-                    .status_flags()
-                    .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
-                Ok((QueryResult::from_ok(&ok), more))
+                let result = QueryResult::from_ok(&ok);
+                let flags = ok.status_flags();
+                self.session.saw_ok(flags);
+                let more = flags.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
+                Ok((result, more, None))
             }
             Some(0xFF) => Err(auth::server_error(packet, self.caps)),
             Some(0xFB) => Err(Error::protocol(
                 "server asked for LOAD DATA LOCAL INFILE, which this client refuses",
             )),
-            Some(_) => self.read_result_set(packet, protocol),
+            Some(_) => self.read_result_set(first, protocol, is_first),
         }
     }
 
     fn read_result_set(
         &mut self,
-        header: &[u8],
-        protocol: Protocol,
-    ) -> Result<(QueryResult, bool)> {
-        let count = ParseBuf(header)
+        header: Payload,
+        protocol: Protocol<'_>,
+        is_first: bool,
+    ) -> Result<(QueryResult, bool, SentColumns)> {
+        let mut buf = ParseBuf(self.io.payload(&header));
+        let count = buf
             .checked_eat_lenenc_int()
             .ok_or_else(|| Error::protocol("bad column count"))?;
-        let mut columns = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            let packet = self.read_packet()?;
-            let column = Column::deserialize((), &mut ParseBuf(&packet))
-                .map_err(|e| Error::protocol(format!("bad column definition: {e}")))?;
-            columns.push(column);
-        }
-        let columns: Arc<[Column]> = columns.into();
+        // MariaDB's metadata caching: a byte saying whether column definitions follow.
+        let sends_columns = if self.caches_metadata() {
+            buf.checked_eat_u8()
+                .ok_or_else(|| Error::protocol("no metadata flag after the column count"))?
+                != 0
+        } else {
+            true
+        };
+        let (columns, sent) = match protocol {
+            _ if sends_columns => {
+                let columns = self.read_columns(count)?;
+                (Arc::clone(&columns), Some(columns))
+            }
+            Protocol::Binary(Some(cached)) if is_first && cached.len() as u64 == count => {
+                if !self.deprecate_eof() {
+                    self.read_eof()?;
+                }
+                (Arc::clone(cached), None)
+            }
+            _ => {
+                return Err(Error::protocol(
+                    "the server omitted column definitions this client does not have",
+                ))
+            }
+        };
         let deprecate_eof = self.deprecate_eof();
-        if !deprecate_eof {
-            self.read_eof()?;
-        }
         let mut rows = Vec::new();
         loop {
-            let packet = self.read_packet()?;
+            let payload = self.next_payload()?;
+            let packet = self.io.payload(&payload);
             match packet.first() {
                 Some(0xFE) if deprecate_eof && packet.len() < MAX_TERMINATOR_LEN => {
-                    let flags = self.parse_terminator(&packet)?;
+                    let flags = self.parse_terminator(packet)?;
                     self.session.saw_ok(flags);
                     let result = QueryResult {
                         columns,
                         rows,
                         ..QueryResult::default()
                     };
-                    return Ok((
-                        result,
-                        flags.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS),
-                    ));
+                    let more = flags.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
+                    return Ok((result, more, sent.filter(|_| is_first)));
                 }
                 Some(0xFE) if !deprecate_eof && packet.len() < 9 => {
-                    let flags = self.parse_eof(&packet)?;
+                    let flags = self.parse_eof(packet)?;
                     self.session.saw_ok(flags);
                     let result = QueryResult {
                         columns,
                         rows,
                         ..QueryResult::default()
                     };
-                    return Ok((
-                        result,
-                        flags.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS),
-                    ));
+                    let more = flags.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
+                    return Ok((result, more, sent.filter(|_| is_first)));
                 }
                 // An error in the middle of a result set ends it (e.g. KILL QUERY).
-                Some(0xFF) => return Err(auth::server_error(&packet, self.caps)),
+                Some(0xFF) => return Err(auth::server_error(packet, self.caps)),
                 _ => {
                     let row: Row = match protocol {
                         Protocol::Text => RowDeserializer::<ServerSide, Text>::deserialize(
                             columns.clone(),
-                            &mut ParseBuf(&packet),
+                            &mut ParseBuf(packet),
                         )
                         .map(Into::into),
-                        Protocol::Binary => RowDeserializer::<ServerSide, Binary>::deserialize(
+                        Protocol::Binary(_) => RowDeserializer::<ServerSide, Binary>::deserialize(
                             columns.clone(),
-                            &mut ParseBuf(&packet),
+                            &mut ParseBuf(packet),
                         )
                         .map(Into::into),
                     }
@@ -455,8 +503,8 @@ impl Conn {
     }
 
     fn read_eof(&mut self) -> Result<StatusFlags> {
-        let packet = self.read_packet()?;
-        self.parse_eof(&packet)
+        let payload = self.next_payload()?;
+        self.parse_eof(self.io.payload(&payload))
     }
 
     fn parse_eof(&self, packet: &[u8]) -> Result<StatusFlags> {

@@ -124,6 +124,12 @@ impl SessionState {
         }
     }
 
+    /// A prepared statement is about to run whose text [`names_untracked_state`]
+    /// (worked out once, when it was prepared).
+    pub(crate) fn saw_untracked(&mut self, names_untracked: bool) {
+        self.untracked |= names_untracked;
+    }
+
     /// The application knows of a change no rule sees.
     pub(crate) fn mark(&mut self) {
         self.marked = true;

@@ -192,3 +192,56 @@ fn a_full_statement_cache_closes_the_least_recently_used_statement() {
         "statement 1 was still cached"
     );
 }
+
+/// The server's `Bytes_sent` for this session.
+fn bytes_sent(conn: &mut fiber_mysql::Conn) -> u64 {
+    let r = conn.query("SHOW SESSION STATUS LIKE 'Bytes_sent'").unwrap();
+    r.rows[0].get::<String, _>(1).unwrap().parse().unwrap()
+}
+
+/// MariaDB's metadata caching: an execution's answer leaves out the column
+/// definitions its prepare sent (a table of long names would make them over a
+/// hundred bytes each), and the rows are read with the cached ones; when the table
+/// changes, the server sends them again and the cache takes the new ones.
+#[test]
+fn an_execution_omits_the_columns_until_they_change() {
+    let mut conn = fiber_mysql::Conn::connect(&common::opts()).unwrap();
+    let table = common::unique_table("metadata_cached_with_a_long_name_to_make_columns_large");
+    conn.query(&format!(
+        "CREATE TABLE {table} (an_identifier_column_with_a_long_name INT, \
+         a_text_column_with_a_long_name VARCHAR(20))"
+    ))
+    .unwrap();
+    conn.query(&format!("INSERT INTO {table} VALUES (1, 'one')"))
+        .unwrap();
+    let select = format!("SELECT * FROM {table} WHERE an_identifier_column_with_a_long_name = ?");
+    let first = conn.exec(&select, (1,)).unwrap();
+    assert_eq!(first.columns.len(), 2);
+    // What one `SHOW STATUS` costs, then what an execution adds to it.
+    let a = bytes_sent(&mut conn);
+    let b = bytes_sent(&mut conn);
+    let again = conn.exec(&select, (1,)).unwrap();
+    let c = bytes_sent(&mut conn);
+    let execution = (c - b) - (b - a);
+    assert!(
+        execution < 100,
+        "an execution's answer took {execution} bytes: its column definitions came again"
+    );
+    assert_eq!(again.rows[0].get::<String, _>(1).as_deref(), Some("one"));
+    assert_eq!(
+        again.columns[1].name_str(),
+        "a_text_column_with_a_long_name"
+    );
+
+    conn.query(&format!(
+        "ALTER TABLE {table} ADD COLUMN a_third_column INT NOT NULL DEFAULT 7"
+    ))
+    .unwrap();
+    for _ in 0..2 {
+        let changed = conn.exec(&select, (1,)).unwrap();
+        assert_eq!(changed.columns.len(), 3, "the new column is read");
+        assert_eq!(changed.rows[0].get::<i64, _>(2), Some(7));
+        assert_eq!(changed.columns[2].name_str(), "a_third_column");
+    }
+    conn.query(&format!("DROP TABLE {table}")).unwrap();
+}
