@@ -22,9 +22,17 @@
 //! is odd (free or being written) or changed meanwhile is skipped. Skipping
 //! never loses a running fiber: a node is written only when its pool is
 //! created or dropped, and neither happens while a fiber of that pool runs.
+//!
+//! **The last hit, per thread.** Every allocation on a fiber looks its stack up, and
+//! a thread runs one fiber after another on the same few stacks, so each thread
+//! remembers its last hit (one slot's range and entry) in a thread-local that needs
+//! no initialisation and has no destructor: reading it never allocates and never
+//! fails, even while the thread ends. The memory is trusted only while no pool has
+//! been registered or dropped since ([`LAYOUT_GENERATION`]). The signal handler does
+//! not use it (a signal can interrupt the update of the thread's record): it scans.
 
 use std::any::Any;
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -43,6 +51,8 @@ pub(crate) struct StackEntry {
     running: AtomicBool,
     /// Lowest address of the slot (start of the guard).
     bottom: usize,
+    /// Bytes of the slot, guard included: its stack is `[bottom, bottom + stride)`.
+    stride: usize,
     /// First usable address (end of the guard).
     guard_end: usize,
     /// The slot's ledger of lent resources; lives as long as the pool.
@@ -137,6 +147,27 @@ static NODES: [Node; MAX_POOLS] = [const { Node::free() }; MAX_POOLS];
 /// alive at once.
 static USED: AtomicUsize = AtomicUsize::new(0);
 
+/// Bumped whenever a pool's region is published or withdrawn; a thread's remembered
+/// hit ([`LAST`]) is used only while it is unchanged.
+static LAYOUT_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// A thread's last hit of [`find`]: the slot's stack `[low, high)`, its entry, and
+/// the [`LAYOUT_GENERATION`] it was found in.
+#[derive(Clone, Copy)]
+struct LastHit {
+    low: usize,
+    high: usize,
+    entry: *const StackEntry,
+    generation: u64,
+}
+
+thread_local! {
+    /// This thread's [`LastHit`]; empty (a range holding no address) to begin with.
+    static LAST: Cell<LastHit> = const {
+        Cell::new(LastHit { low: 0, high: 0, entry: ptr::null(), generation: 0 })
+    };
+}
+
 fn nodes() -> &'static [Node] {
     let used = USED.load(Ordering::Acquire).min(MAX_POOLS);
     &NODES[..used]
@@ -178,6 +209,7 @@ impl Region {
                 StackEntry {
                     running: AtomicBool::new(false),
                     bottom,
+                    stride: layout.stride,
                     guard_end: bottom + layout.guard,
                     ledger,
                     trap: UnsafeCell::new(None),
@@ -220,6 +252,9 @@ impl Region {
             .store(entries.as_ptr().cast::<StackEntry>(), Ordering::Relaxed);
         // Release: a reader that sees the even value sees the fields above.
         node.seq.store(seq.wrapping_add(1), Ordering::Release);
+        // A thread that remembers a slot at these addresses (a pool dropped before this
+        // one took its place) looks again.
+        LAYOUT_GENERATION.fetch_add(1, Ordering::Release);
         Ok(Region { node, entries })
     }
 
@@ -253,6 +288,8 @@ impl Drop for Region {
         node.end.store(0, Ordering::Relaxed);
         node.entries.store(ptr::null_mut(), Ordering::Relaxed);
         node.claimed.store(false, Ordering::Release);
+        // No thread trusts a remembered hit in this region from here on.
+        LAYOUT_GENERATION.fetch_add(1, Ordering::Release);
         // A reader that validated this node before the counter went odd, and
         // found its address inside, is running on one of this pool's stacks,
         // which cannot be: the pool is being dropped, so no fiber of it runs.
@@ -273,6 +310,32 @@ impl Drop for Region {
 /// lifetime for that reason; do not keep it.
 #[inline]
 fn find(addr: usize) -> Option<&'static StackEntry> {
+    let generation = LAYOUT_GENERATION.load(Ordering::Acquire);
+    let last = LAST.get();
+    if last.generation == generation && addr >= last.low && addr < last.high {
+        // SAFETY: `scan` found this entry for this range under this generation, and
+        // no region was registered or dropped since we read it (a drop bumps it before
+        // freeing its entries, a registration after publishing, both with release
+        // ordering that our acquire load sees): it is the entry `scan` would return.
+        // It stays alive while used, for the reason the table's own hits do (see
+        // above): callers pass an address on the stack they run on, and a pool is not
+        // dropped while one of its fibers runs.
+        return Some(unsafe { &*last.entry });
+    }
+    let entry = scan(addr)?;
+    LAST.set(LastHit {
+        low: entry.bottom,
+        high: entry.bottom + entry.stride,
+        entry,
+        generation,
+    });
+    Some(entry)
+}
+
+/// [`find`] by the table alone: what the signal handler uses, which must not read a
+/// record the interrupted code may be writing.
+#[inline]
+fn scan(addr: usize) -> Option<&'static StackEntry> {
     for node in nodes() {
         // The range first, unvalidated (a miss needs no validation: a node
         // being rewritten is never the region of a running fiber)...
@@ -319,6 +382,13 @@ impl StackEntry {
     #[inline]
     pub(crate) fn find_running(addr: usize) -> Option<&'static StackEntry> {
         find(addr).filter(|e| e.running.load(Ordering::Acquire))
+    }
+
+    /// [`StackEntry::find_running`] for the signal handler: by the table alone (see
+    /// [`scan`]).
+    #[inline]
+    pub(crate) fn find_running_in_handler(addr: usize) -> Option<&'static StackEntry> {
+        scan(addr).filter(|e| e.running.load(Ordering::Acquire))
     }
 
     /// Marks a fiber running job `label` on this stack, resettable through `trap`.

@@ -158,7 +158,7 @@ unsafe extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: 
             gregs[libc::REG_RIP as usize] as usize,
         )
     };
-    if let Some(entry) = StackEntry::find_running(sp) {
+    if let Some(entry) = StackEntry::find_running_in_handler(sp) {
         if entry.is_overflow(fault, sp) {
             // SAFETY: we are the thread executing the fiber on `entry`'s
             // stack (its stack pointer is in it).
