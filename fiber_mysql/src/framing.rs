@@ -149,6 +149,11 @@ impl Framing {
         result
     }
 
+    /// Bytes queued and not sent yet.
+    pub(crate) fn queued(&self) -> usize {
+        self.write.len()
+    }
+
     /// Forgets what was queued and not sent (the connection is being given up).
     pub(crate) fn discard_queued(&mut self) {
         self.write.clear();

@@ -126,7 +126,7 @@ pub use mysql_common::value::convert::FromValueError;
 pub use mysql_common::value::Value;
 pub use opts::Opts;
 pub use pool::{Driver, Pool, PoolConfig, PoolStats, PooledConn, CHECKOUT_STACK_MARGIN};
-pub use query::{QueryResult, STMT_CACHE_PER_CONN};
+pub use query::{QueryResult, PIPELINE_BYTES, PIPELINE_STATEMENTS, STMT_CACHE_PER_CONN};
 pub use queryable::Queryable;
 pub use row::{ColumnIndex, RowExt};
 pub use session::ResetReason;

@@ -240,6 +240,15 @@ impl Backend {
         }
     }
 
+    fn exec_many(&mut self, sql: &str, params: Vec<Params>) -> Result<Vec<QueryResult>> {
+        match self {
+            Backend::Native(c) => c.exec_many(sql, params),
+            // The mysql crate has no pipelining: one execution after another.
+            #[cfg(feature = "threads")]
+            Backend::Threads(c) => params.into_iter().map(|p| c.exec(sql, p)).collect(),
+        }
+    }
+
     fn ping(&mut self) -> Result<()> {
         match self {
             Backend::Native(c) => c.ping(),
@@ -889,6 +898,17 @@ impl PooledConn {
     pub fn exec(&mut self, sql: &str, params: impl Into<Params>) -> Result<QueryResult> {
         let params = params.into();
         self.with(|c| c.exec(sql, params))
+    }
+
+    /// See [`Conn::exec_many`]: the executions pipelined, one cancellation and
+    /// deadline for them all.
+    pub fn exec_many<P: Into<Params>>(
+        &mut self,
+        sql: &str,
+        params: impl IntoIterator<Item = P>,
+    ) -> Result<Vec<QueryResult>> {
+        let params: Vec<Params> = params.into_iter().map(Into::into).collect();
+        self.with(|c| c.exec_many(sql, params))
     }
 
     /// COM_PING.

@@ -35,7 +35,7 @@ use mysql_common::params::Params;
 use mysql_common::prelude::FromValue;
 use mysql_common::proto::{Binary, MyDeserialize, MySerialize, Text};
 use mysql_common::row::{Row, RowDeserializer};
-use mysql_common::value::ServerSide;
+use mysql_common::value::{ServerSide, Value};
 
 use crate::auth::{self, PacketIo};
 use crate::cancel::Killer;
@@ -50,6 +50,14 @@ use crate::stmt_cache::StmtInfo;
 /// closed. MariaDB allows 16382 in total (`max_prepared_stmt_count`), so 32 x a pool
 /// of 250 stays well inside.
 pub const STMT_CACHE_PER_CONN: usize = 32;
+/// Most executions of [`Conn::exec_many`] sent before their answers are read; more
+/// go out in further rounds.
+pub const PIPELINE_STATEMENTS: usize = 64;
+/// Most bytes of executions sent before their answers are read: within what the
+/// server's socket takes unread (Linux's default receive buffer is 128 KiB), so a
+/// round's write completes even while the server, blocked writing a large answer to
+/// an earlier execution, reads nothing.
+pub const PIPELINE_BYTES: usize = 32 * 1024;
 /// How long we wait for the interrupted answer after `KILL QUERY`.
 pub(crate) const KILL_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// A packet this long or longer is a row, never a result set's terminating OK: a row
@@ -116,19 +124,21 @@ impl Stop {
     }
 }
 
-/// How a result's rows are encoded, and where its columns come from.
-#[derive(Clone, Copy)]
-enum Protocol<'a> {
+/// How a result's rows are encoded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Protocol {
     /// COM_QUERY: text rows, columns always sent.
     Text,
-    /// COM_STMT_EXECUTE: binary rows; the statement's columns as the cache knows
-    /// them, for an answer that omits them (MariaDB's metadata caching).
-    Binary(Option<&'a Arc<[Column]>>),
+    /// COM_STMT_EXECUTE: binary rows.
+    Binary,
 }
 
-/// The columns of a binary result set an execution sent again, for the statement
-/// cache (a `None` when it sent none: the cached ones were used).
-type SentColumns = Option<Arc<[Column]>>;
+/// A prepared statement's columns as the server last described them: what an
+/// execution's answer that omits them (MariaDB's metadata caching) is read with, and
+/// what an answer that sends them replaces at once, for the next answer of the same
+/// pipeline as much as for later executions (the server compares with what it sent
+/// last). `None` for text queries and statements without a result set.
+type Columns = Option<Arc<[Column]>>;
 
 impl Conn {
     /// Runs `sql` (one or several `;`-separated statements) with COM_QUERY.
@@ -142,24 +152,69 @@ impl Conn {
         out.push(Command::COM_QUERY as u8);
         out.extend_from_slice(sql.as_bytes());
         self.io.finish_packet(at);
-        self.round_trip(Protocol::Text).map(|(result, _)| result)
+        self.round_trip(Protocol::Text, &mut None)
     }
 
     /// Runs one statement with `?` placeholders as a prepared statement
     /// (binary protocol): values travel apart from the SQL, so they are never
     /// parsed as SQL. Statements are prepared once per connection and cached.
     pub fn exec(&mut self, sql: &str, params: impl Into<Params>) -> Result<QueryResult> {
-        let values = match params.into() {
-            Params::Empty => Vec::new(),
-            Params::Positional(values) => values,
-            Params::Named(_) => {
-                return Err(Error::Params(
-                    "named parameters are not supported; use `?` placeholders".into(),
-                ))
-            }
-        };
+        let values = positional(params.into())?;
         self.check_usable()?;
         let stmt = self.prepare(sql)?;
+        self.queue_execution(&stmt, &values)?;
+        let mut columns = stmt.columns;
+        let result = self.round_trip(Protocol::Binary, &mut columns);
+        self.keep_columns(sql, columns);
+        result
+    }
+
+    /// Runs the prepared statement `sql` once for each set of values in `params`,
+    /// pipelined: the executions go out together, up to [`PIPELINE_STATEMENTS`] (and
+    /// [`PIPELINE_BYTES`]) in one write, before their answers are read, so N
+    /// statements cost about one round trip rather than N. Each is still its own
+    /// statement with its own answer (nothing is merged into one query), run in
+    /// order; the results come back in that order.
+    ///
+    /// A statement that fails does not stop the ones sent with it: every answer of
+    /// the round is read, and the first failure is returned. Statements of later
+    /// rounds are not sent then. Inside a transaction the failure rolls back nothing
+    /// by itself, as with [`Conn::exec`]. A deadline or query timeout that passes
+    /// mid-pipeline stops the statement then running with `KILL QUERY` and closes the
+    /// connection (the answers still on their way cannot be told apart cheaply).
+    pub fn exec_many<P: Into<Params>>(
+        &mut self,
+        sql: &str,
+        params: impl IntoIterator<Item = P>,
+    ) -> Result<Vec<QueryResult>> {
+        self.check_usable()?;
+        let stmt = self.prepare(sql)?;
+        let mut columns = stmt.columns.clone();
+        let mut results = Vec::new();
+        let mut params = params.into_iter().peekable();
+        while params.peek().is_some() {
+            let mut queued = 0;
+            while queued < PIPELINE_STATEMENTS && self.io.queued() < PIPELINE_BYTES {
+                let Some(values) = params.next() else { break };
+                let values = positional(values.into());
+                match values.and_then(|values| self.queue_execution(&stmt, &values)) {
+                    Ok(()) => queued += 1,
+                    Err(e) => {
+                        self.io.discard_queued();
+                        return Err(e);
+                    }
+                }
+            }
+            let round = self.pipeline(queued, &mut columns);
+            self.keep_columns(sql, columns.clone());
+            results.extend(round?);
+        }
+        Ok(results)
+    }
+
+    /// Queues one COM_STMT_EXECUTE of `stmt` with `values`, built straight into the
+    /// write buffer.
+    fn queue_execution(&mut self, stmt: &StmtInfo, values: &[Value]) -> Result<()> {
         if values.len() != stmt.num_params as usize {
             return Err(Error::Params(format!(
                 "the statement has {} placeholders but {} values were given",
@@ -167,7 +222,7 @@ impl Conn {
                 values.len()
             )));
         }
-        let (request, as_long_data) = ComStmtExecuteRequestBuilder::new(stmt.id).build(&values);
+        let (request, as_long_data) = ComStmtExecuteRequestBuilder::new(stmt.id).build(values);
         if as_long_data {
             return Err(Error::Params(
                 "parameters larger than 16 MiB in total are not supported".into(),
@@ -178,14 +233,15 @@ impl Conn {
         let at = self.io.start_packet();
         request.serialize(self.io.out());
         self.io.finish_packet(at);
-        let (result, sent) = self.round_trip(Protocol::Binary(stmt.columns.as_ref()))?;
-        if let Some(columns) = sent {
-            // The statement's columns changed (a table altered since the prepare).
-            if let Some(cached) = self.stmts.get(sql) {
-                cached.columns = Some(columns);
-            }
+        Ok(())
+    }
+
+    /// Keeps `columns` as the statement's: what its executions' answers last said
+    /// (see [`Columns`]), whether the command succeeded or not.
+    fn keep_columns(&mut self, sql: &str, columns: Columns) {
+        if let Some(cached) = self.stmts.get(sql) {
+            cached.columns = columns;
         }
-        Ok(result)
     }
 
     fn prepare(&mut self, sql: &str) -> Result<StmtInfo> {
@@ -281,7 +337,7 @@ impl Conn {
 
     /// Sends the command queued in `self.io` and reads its whole answer, applying the
     /// query timeout and the caller's deadline.
-    fn round_trip(&mut self, protocol: Protocol<'_>) -> Result<(QueryResult, SentColumns)> {
+    fn round_trip(&mut self, protocol: Protocol, columns: &mut Columns) -> Result<QueryResult> {
         let bound = self.command_deadline();
         let stop = bound.map_or(Stop::QueryTimeout, |(_, stop)| stop);
         if let Some((at, Stop::Deadline)) = bound {
@@ -294,13 +350,13 @@ impl Conn {
         let first = self.flush().and_then(|()| self.next_payload());
         let first = match first {
             Ok(payload) => payload,
-            Err(Error::QueryTimeout) => return Err(self.kill_and_drain(protocol, stop)),
+            Err(Error::QueryTimeout) => return Err(self.kill_and_drain(protocol, columns, stop)),
             Err(e) => {
                 self.deadline = None;
                 return Err(self.fail(e));
             }
         };
-        let result = self.read_response(first, protocol);
+        let result = self.read_response(first, protocol, columns);
         self.deadline = None;
         match result {
             Err(Error::QueryTimeout) => {
@@ -321,7 +377,7 @@ impl Conn {
     }
 
     /// See the module comment: stop the query, then consume its answer.
-    fn kill_and_drain(&mut self, protocol: Protocol<'_>, stop: Stop) -> Error {
+    fn kill_and_drain(&mut self, protocol: Protocol, columns: &mut Columns, stop: Stop) -> Error {
         self.deadline = None;
         // Killed part-way: what it did is not reported (session.rs, rule 4).
         self.session.saw_error();
@@ -332,7 +388,7 @@ impl Conn {
         self.deadline = Some(Instant::now() + KILL_DRAIN_TIMEOUT);
         let drained = self
             .next_payload()
-            .and_then(|first| self.read_response(first, protocol));
+            .and_then(|first| self.read_response(first, protocol, columns));
         self.deadline = None;
         match drained {
             // Interrupted (1317) or finished just before the KILL: in sync either way.
@@ -340,6 +396,56 @@ impl Conn {
             Err(_) => self.mark_broken(),
         }
         stop.error()
+    }
+
+    /// Sends the `count` commands queued in `self.io` and reads their answers in
+    /// order, under the same limits as [`Conn::round_trip`]: every answer is read
+    /// before the first failure of a statement is returned. A limit passing, or any
+    /// failure of the stream, leaves the connection broken (see [`Conn::exec_many`]).
+    fn pipeline(&mut self, count: usize, columns: &mut Columns) -> Result<Vec<QueryResult>> {
+        let bound = self.command_deadline();
+        let stop = bound.map_or(Stop::QueryTimeout, |(_, stop)| stop);
+        if let Some((at, Stop::Deadline)) = bound {
+            if at <= Instant::now() {
+                self.io.discard_queued();
+                return Err(Stop::Deadline.error());
+            }
+        }
+        self.deadline = bound.map(|(at, _)| at);
+        let mut results = Vec::with_capacity(count);
+        let mut failed = None;
+        let read = self.flush().and_then(|()| {
+            for _ in 0..count {
+                self.io.expect_answer();
+                let first = self.next_payload()?;
+                match self.read_response(first, Protocol::Binary, columns) {
+                    Ok(result) => results.push(result),
+                    Err(e @ Error::Server { .. }) => {
+                        self.session.saw_error();
+                        failed.get_or_insert(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        });
+        self.deadline = None;
+        match read {
+            Err(Error::QueryTimeout) => {
+                self.session.saw_error();
+                let _ = self.kill_running_query();
+                self.mark_broken();
+                Err(stop.error())
+            }
+            Err(e) => {
+                self.mark_broken();
+                Err(self.fail(e))
+            }
+            Ok(()) => match failed {
+                Some(e) => Err(e),
+                None => Ok(results),
+            },
+        }
     }
 
     fn kill_running_query(&mut self) -> Result<()> {
@@ -357,27 +463,31 @@ impl Conn {
     fn read_response(
         &mut self,
         first: Payload,
-        protocol: Protocol<'_>,
-    ) -> Result<(QueryResult, SentColumns)> {
-        let (mut result, more, sent) = self.read_one_result(first, protocol, true)?;
+        protocol: Protocol,
+        columns: &mut Columns,
+    ) -> Result<QueryResult> {
+        let (mut result, more) = self.read_one_result(first, protocol, Some(columns))?;
         let mut more_results = more;
         while more_results {
+            // A later result (a procedure's) is not the statement's own: its columns
+            // always come with it.
             let payload = self.next_payload()?;
-            let (next, more, _) = self.read_one_result(payload, protocol, false)?;
+            let (next, more) = self.read_one_result(payload, protocol, None)?;
             result.more.push(next);
             more_results = more;
         }
-        Ok((result, sent))
+        Ok(result)
     }
 
     /// One result: an OK packet, an ERR packet, or a result set. Returns whether
-    /// more results follow, and the columns a binary result set sent.
+    /// more results follow. `columns`: the statement's (see [`Columns`]), for its
+    /// first result.
     fn read_one_result(
         &mut self,
         first: Payload,
-        protocol: Protocol<'_>,
-        is_first: bool,
-    ) -> Result<(QueryResult, bool, SentColumns)> {
+        protocol: Protocol,
+        columns: Option<&mut Columns>,
+    ) -> Result<(QueryResult, bool)> {
         let packet = self.io.payload(&first);
         match packet.first() {
             None => Err(Error::protocol("empty packet")),
@@ -392,22 +502,22 @@ impl Conn {
                 let flags = ok.status_flags();
                 self.session.saw_ok(flags);
                 let more = flags.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
-                Ok((result, more, None))
+                Ok((result, more))
             }
             Some(0xFF) => Err(auth::server_error(packet, self.caps)),
             Some(0xFB) => Err(Error::protocol(
                 "server asked for LOAD DATA LOCAL INFILE, which this client refuses",
             )),
-            Some(_) => self.read_result_set(first, protocol, is_first),
+            Some(_) => self.read_result_set(first, protocol, columns),
         }
     }
 
     fn read_result_set(
         &mut self,
         header: Payload,
-        protocol: Protocol<'_>,
-        is_first: bool,
-    ) -> Result<(QueryResult, bool, SentColumns)> {
+        protocol: Protocol,
+        statement: Option<&mut Columns>,
+    ) -> Result<(QueryResult, bool)> {
         let mut buf = ParseBuf(self.io.payload(&header));
         let count = buf
             .checked_eat_lenenc_int()
@@ -420,16 +530,19 @@ impl Conn {
         } else {
             true
         };
-        let (columns, sent) = match protocol {
+        let columns = match statement {
             _ if sends_columns => {
                 let columns = self.read_columns(count)?;
-                (Arc::clone(&columns), Some(columns))
+                if let (Protocol::Binary, Some(statement)) = (protocol, statement) {
+                    *statement = Some(Arc::clone(&columns));
+                }
+                columns
             }
-            Protocol::Binary(Some(cached)) if is_first && cached.len() as u64 == count => {
+            Some(Some(cached)) if protocol == Protocol::Binary && cached.len() as u64 == count => {
                 if !self.deprecate_eof() {
                     self.read_eof()?;
                 }
-                (Arc::clone(cached), None)
+                Arc::clone(cached)
             }
             _ => {
                 return Err(Error::protocol(
@@ -452,7 +565,7 @@ impl Conn {
                         ..QueryResult::default()
                     };
                     let more = flags.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
-                    return Ok((result, more, sent.filter(|_| is_first)));
+                    return Ok((result, more));
                 }
                 Some(0xFE) if !deprecate_eof && packet.len() < 9 => {
                     let flags = self.parse_eof(packet)?;
@@ -463,7 +576,7 @@ impl Conn {
                         ..QueryResult::default()
                     };
                     let more = flags.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
-                    return Ok((result, more, sent.filter(|_| is_first)));
+                    return Ok((result, more));
                 }
                 // An error in the middle of a result set ends it (e.g. KILL QUERY).
                 Some(0xFF) => return Err(auth::server_error(packet, self.caps)),
@@ -474,7 +587,7 @@ impl Conn {
                             &mut ParseBuf(packet),
                         )
                         .map(Into::into),
-                        Protocol::Binary(_) => RowDeserializer::<ServerSide, Binary>::deserialize(
+                        Protocol::Binary => RowDeserializer::<ServerSide, Binary>::deserialize(
                             columns.clone(),
                             &mut ParseBuf(packet),
                         )
@@ -513,5 +626,16 @@ impl Conn {
                 .map_err(|e| Error::protocol(format!("expected an EOF packet: {e}")))?
                 .into_inner();
         Ok(eof.status_flags())
+    }
+}
+
+/// The values of positional parameters; named ones are refused.
+fn positional(params: Params) -> Result<Vec<Value>> {
+    match params {
+        Params::Empty => Ok(Vec::new()),
+        Params::Positional(values) => Ok(values),
+        Params::Named(_) => Err(Error::Params(
+            "named parameters are not supported; use `?` placeholders".into(),
+        )),
     }
 }

@@ -56,6 +56,14 @@ pub trait Queryable {
     /// Runs one statement with `?` placeholders as a prepared statement ([`Conn::exec`]).
     fn exec(&mut self, sql: &str, params: impl Into<Params>) -> Result<QueryResult>;
 
+    /// Runs the prepared statement once per set of values, pipelined: one round trip
+    /// for them all ([`Conn::exec_many`]).
+    fn exec_many<P: Into<Params>>(
+        &mut self,
+        sql: &str,
+        params: impl IntoIterator<Item = P>,
+    ) -> Result<Vec<QueryResult>>;
+
     /// [`Queryable::query`], every row read as `T`.
     fn query_as<T: FromRow>(&mut self, sql: &str) -> Result<Vec<T>> {
         self.query(sql)?.rows_as()
@@ -96,6 +104,14 @@ impl Queryable for Conn {
     fn exec(&mut self, sql: &str, params: impl Into<Params>) -> Result<QueryResult> {
         Conn::exec(self, sql, params)
     }
+
+    fn exec_many<P: Into<Params>>(
+        &mut self,
+        sql: &str,
+        params: impl IntoIterator<Item = P>,
+    ) -> Result<Vec<QueryResult>> {
+        Conn::exec_many(self, sql, params)
+    }
 }
 
 impl Queryable for PooledConn {
@@ -105,6 +121,14 @@ impl Queryable for PooledConn {
 
     fn exec(&mut self, sql: &str, params: impl Into<Params>) -> Result<QueryResult> {
         PooledConn::exec(self, sql, params)
+    }
+
+    fn exec_many<P: Into<Params>>(
+        &mut self,
+        sql: &str,
+        params: impl IntoIterator<Item = P>,
+    ) -> Result<Vec<QueryResult>> {
+        PooledConn::exec_many(self, sql, params)
     }
 }
 
@@ -118,6 +142,14 @@ impl Queryable for fiber_pool::Lent<PooledConn> {
     fn exec(&mut self, sql: &str, params: impl Into<Params>) -> Result<QueryResult> {
         PooledConn::exec(self, sql, params)
     }
+
+    fn exec_many<P: Into<Params>>(
+        &mut self,
+        sql: &str,
+        params: impl IntoIterator<Item = P>,
+    ) -> Result<Vec<QueryResult>> {
+        PooledConn::exec_many(self, sql, params)
+    }
 }
 
 impl Queryable for Transaction<'_> {
@@ -127,5 +159,13 @@ impl Queryable for Transaction<'_> {
 
     fn exec(&mut self, sql: &str, params: impl Into<Params>) -> Result<QueryResult> {
         Transaction::exec(self, sql, params)
+    }
+
+    fn exec_many<P: Into<Params>>(
+        &mut self,
+        sql: &str,
+        params: impl IntoIterator<Item = P>,
+    ) -> Result<Vec<QueryResult>> {
+        Transaction::exec_many(self, sql, params)
     }
 }

@@ -41,6 +41,15 @@ impl Transaction<'_> {
         self.conn.exec(sql, params)
     }
 
+    /// See [`PooledConn::exec_many`].
+    pub fn exec_many<P: Into<Params>>(
+        &mut self,
+        sql: &str,
+        params: impl IntoIterator<Item = P>,
+    ) -> Result<Vec<QueryResult>> {
+        self.conn.exec_many(sql, params)
+    }
+
     /// See [`PooledConn::connection_id`].
     pub fn connection_id(&self) -> Option<u32> {
         self.conn.connection_id()

@@ -37,17 +37,21 @@ pub fn serve(
         .map_err(|_| "the server's accept loop panicked".to_string())
 }
 
+/// The rows of `ids`, each read by its own statement, pipelined (`exec_many`: one
+/// round trip for them all, as may-minihttp's own TFB entry pipelines its queries).
 fn worlds(conn: &mut fiber_mysql::PooledConn, ids: &[i32]) -> fiber_mysql::Result<Vec<World>> {
-    let mut worlds = Vec::with_capacity(ids.len());
-    for &id in ids {
-        let found = conn.exec("SELECT id, randomNumber FROM World WHERE id = ?", (id,))?;
-        let row = found.rows.first();
-        worlds.push(World {
+    let found = conn.exec_many(
+        "SELECT id, randomNumber FROM World WHERE id = ?",
+        ids.iter().map(|&id| (id,)),
+    )?;
+    Ok(ids
+        .iter()
+        .zip(&found)
+        .map(|(&id, r)| World {
             id,
-            random_number: row.and_then(|r| r.get::<i32, _>(1)).unwrap_or(0),
-        });
-    }
-    Ok(worlds)
+            random_number: r.rows.first().and_then(|r| r.get::<i32, _>(1)).unwrap_or(0),
+        })
+        .collect())
 }
 
 fn json(rsp: &mut Response, value: &impl serde::Serialize) -> io::Result<()> {
