@@ -44,9 +44,10 @@ pub const ALLOC_STACK_MARGIN: usize = 2048;
 /// static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 /// ```
 ///
-/// It never allocates itself, takes no lock, uses no thread-local, and off a
-/// fiber (any thread, signal handlers, before `main`) it costs a registry
-/// walk and forwards to `System`.
+/// It never allocates itself, takes no lock, and reads no thread-local that needs
+/// initialising or dropping (only the registry's record of the thread's last look,
+/// a plain value); off a fiber (any thread, signal handlers, before `main`) it costs
+/// that look, or a registry walk, and forwards to `System`.
 ///
 /// [`FiberPool::new`](crate::FiberPool::new) refuses to create a pool unless this
 /// is the global allocator (or the global allocator is a wrapper that calls it):

@@ -23,13 +23,17 @@
 //! never loses a running fiber: a node is written only when its pool is
 //! created or dropped, and neither happens while a fiber of that pool runs.
 //!
-//! **The last hit, per thread.** Every allocation on a fiber looks its stack up, and
-//! a thread runs one fiber after another on the same few stacks, so each thread
-//! remembers its last hit (one slot's range and entry) in a thread-local that needs
-//! no initialisation and has no destructor: reading it never allocates and never
-//! fails, even while the thread ends. The memory is trusted only while no pool has
-//! been registered or dropped since ([`LAYOUT_GENERATION`]). The signal handler does
-//! not use it (a signal can interrupt the update of the thread's record): it scans.
+//! **The last look, per thread.** Every allocation looks its stack up (on a fiber,
+//! to check the margin; off one, to find it is not), and a thread runs on the same
+//! few stacks over and over, so each thread remembers its last look in a
+//! thread-local that needs no initialisation and has no destructor: reading it never
+//! allocates and never fails, even while the thread ends. It keeps two: the last hit,
+//! one slot's range and entry, and the last miss, the aligned [`MISS_WINDOW`] around
+//! the address when no pool's region touches it (a may coroutine's stack, a
+//! thread's), since a fiber and its carrier take turns. The memory is
+//! trusted only while no pool has been registered or dropped since
+//! ([`LAYOUT_GENERATION`]). The signal handler does not use it (a signal can
+//! interrupt the update of the thread's record): it scans.
 
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
@@ -148,24 +152,41 @@ static NODES: [Node; MAX_POOLS] = [const { Node::free() }; MAX_POOLS];
 static USED: AtomicUsize = AtomicUsize::new(0);
 
 /// Bumped whenever a pool's region is published or withdrawn; a thread's remembered
-/// hit ([`LAST`]) is used only while it is unchanged.
+/// look ([`LAST_HIT`], [`LAST_MISS`]) is used only while it is unchanged.
 static LAYOUT_GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// A thread's last hit of [`find`]: the slot's stack `[low, high)`, its entry, and
-/// the [`LAYOUT_GENERATION`] it was found in.
+/// A thread's last hit or miss of [`find`]: `[low, high)` is one slot's stack
+/// (`entry` non-null) or a window of no pool's (`entry` null), seen in this
+/// [`LAYOUT_GENERATION`].
 #[derive(Clone, Copy)]
-struct LastHit {
+struct LastLook {
     low: usize,
     high: usize,
     entry: *const StackEntry,
     generation: u64,
 }
 
+/// The size (a power of two) of the aligned window around an address no pool's
+/// region holds that a thread remembers as such: a may coroutine's stack is at least
+/// this large, so the calls a carrier makes between two fibers mostly fall in it.
+pub(crate) const MISS_WINDOW: usize = 64 * 1024;
+
 thread_local! {
-    /// This thread's [`LastHit`]; empty (a range holding no address) to begin with.
-    static LAST: Cell<LastHit> = const {
-        Cell::new(LastHit { low: 0, high: 0, entry: ptr::null(), generation: 0 })
+    /// This thread's last hit (a [`LastLook`] with an entry); empty (a range holding
+    /// no address) to begin with.
+    static LAST_HIT: Cell<LastLook> = const {
+        Cell::new(LastLook { low: 0, high: 0, entry: ptr::null(), generation: 0 })
     };
+    /// This thread's last miss (without an entry), empty to begin with.
+    static LAST_MISS: Cell<LastLook> = const {
+        Cell::new(LastLook { low: 0, high: 0, entry: ptr::null(), generation: 0 })
+    };
+}
+
+impl LastLook {
+    fn holds(&self, addr: usize, generation: u64) -> bool {
+        self.generation == generation && addr >= self.low && addr < self.high
+    }
 }
 
 fn nodes() -> &'static [Node] {
@@ -311,8 +332,8 @@ impl Drop for Region {
 #[inline]
 fn find(addr: usize) -> Option<&'static StackEntry> {
     let generation = LAYOUT_GENERATION.load(Ordering::Acquire);
-    let last = LAST.get();
-    if last.generation == generation && addr >= last.low && addr < last.high {
+    let last = LAST_HIT.get();
+    if last.holds(addr, generation) {
         // SAFETY: `scan` found this entry for this range under this generation, and
         // no region was registered or dropped since we read it (a drop bumps it before
         // freeing its entries, a registration after publishing, both with release
@@ -322,14 +343,49 @@ fn find(addr: usize) -> Option<&'static StackEntry> {
         // dropped while one of its fibers runs.
         return Some(unsafe { &*last.entry });
     }
-    let entry = scan(addr)?;
-    LAST.set(LastHit {
+    if LAST_MISS.get().holds(addr, generation) {
+        return None;
+    }
+    let Some(entry) = scan(addr) else {
+        remember_miss(addr, generation);
+        return None;
+    };
+    LAST_HIT.set(LastLook {
         low: entry.bottom,
         high: entry.bottom + entry.stride,
         entry,
         generation,
     });
     Some(entry)
+}
+
+/// Remembers the [`MISS_WINDOW`] around `addr` as no fiber's, unless a pool's region
+/// touches it.
+fn remember_miss(addr: usize, generation: u64) {
+    let low = addr & !(MISS_WINDOW - 1);
+    let high = low.saturating_add(MISS_WINDOW);
+    // The regions as published now; one being written (odd counter) might be about
+    // to cover the window, so then nothing is remembered. A region published after
+    // this look bumps the generation, which forgets the window.
+    let clear = nodes().iter().all(|node| {
+        let seq = node.seq.load(Ordering::Acquire);
+        let (start, end) = (
+            node.start.load(Ordering::Relaxed),
+            node.end.load(Ordering::Relaxed),
+        );
+        fence(Ordering::Acquire);
+        let steady = node.seq.load(Ordering::Relaxed) == seq;
+        let free = seq % 2 == 1 && !node.claimed.load(Ordering::Relaxed);
+        (steady && seq % 2 == 0 && (end <= low || start >= high)) || (steady && free)
+    });
+    if clear {
+        LAST_MISS.set(LastLook {
+            low,
+            high,
+            entry: ptr::null(),
+            generation,
+        });
+    }
 }
 
 /// [`find`] by the table alone: what the signal handler uses, which must not read a

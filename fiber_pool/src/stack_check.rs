@@ -2,8 +2,9 @@
 //! ([`stack_remaining`]), overflowing on purpose before a deep call when too little
 //! is ([`reserve_stack`], a declared safe point, and [`check_stack`], which claims
 //! none), and the locks that check first ([`lock`], [`lock_anywhere`]). Each finds
-//! the fiber by the stack pointer in the [`registry`]: no lock, no
-//! allocation, no thread-local, so the global allocator can call them.
+//! the fiber by the stack pointer in the [`registry`] (the thread's last look, else
+//! the table): no lock, no allocation, and no thread-local that needs initialising
+//! or dropping, so the global allocator can call them.
 
 use crate::registry;
 
@@ -40,10 +41,11 @@ pub fn stack_remaining() -> Option<usize> {
 /// a library's internals) calls [`check_stack`] instead, which overflows the same
 /// way but claims nothing.
 ///
-/// Cost: reading the stack pointer and walking the registry, one node per
-/// live pool (about three loads each) and a division: a few nanoseconds
-/// (see the `pool_bench` example). It neither locks nor allocates, so it is
-/// usable from a global allocator ([`FiberSafeAlloc`](crate::FiberSafeAlloc) calls [`check_stack`]).
+/// Cost: reading the stack pointer and the thread's last look in the registry (a
+/// handful of loads and compares), or, after a switch to another stack, a walk of
+/// the registry, one node per live pool (about three loads each) and a division: a
+/// few nanoseconds either way (see the `pool_bench` example). It neither locks nor
+/// allocates, so it is usable from a global allocator ([`FiberSafeAlloc`](crate::FiberSafeAlloc) calls [`check_stack`]).
 ///
 /// Call it before taking a lock on a fiber, with `bytes` at least the stack
 /// the critical section needs:

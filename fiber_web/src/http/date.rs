@@ -198,8 +198,9 @@ mod tests {
         let secs = unix_secs();
         assert!(first == imf_fixdate(secs) || first == imf_fixdate(secs - 1));
         // Across the next two second boundaries the cached text catches up with the
-        // clock each time (within the thread's wake-up latency; 500 ms is generous),
-        // and it is never ahead of it.
+        // clock each time (within the thread's wake-up latency: 900 ms leaves room for
+        // a machine loaded by a whole test suite, and still fails a refresher a second
+        // late), and it is never ahead of it.
         for _ in 0..2 {
             let next = unix_secs() + 1;
             let deadline = std::time::Instant::now() + Duration::from_millis(1500);
@@ -213,10 +214,10 @@ mod tests {
                 assert!(std::time::Instant::now() < deadline, "stuck at {shown:?}");
                 std::thread::sleep(Duration::from_millis(5));
             }
-            // Shown within 500 ms of its second's start.
+            // Shown within 900 ms of its second's start.
             let into = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
             assert!(
-                into.as_secs() > next || into.subsec_millis() < 500,
+                into.as_secs() > next || into.subsec_millis() < 900,
                 "{into:?}"
             );
         }
