@@ -113,8 +113,8 @@ fn fortunes(pool: &Pool, _: &Request) -> Result<Response, Response> {
         .exec("SELECT id, message FROM Fortune", ())?;
     let mut all: Vec<(i32, String)> = rows
         .rows
-        .iter()
-        .map(|r| (r.get(0).unwrap_or(0), r.get(1).unwrap_or_default()))
+        .into_iter()
+        .map(|mut r| (r.take(0).unwrap_or(0), r.take(1).unwrap_or_default()))
         .collect();
     all.push((0, "Additional fortune added at request time.".into()));
     all.sort_by(|a, b| a.1.cmp(&b.1));

@@ -111,10 +111,10 @@ impl HttpService for Tfb {
                     Ok(found) => {
                         let fortunes = found
                             .rows
-                            .iter()
-                            .map(|r| {
-                                let id = r.get::<i32, _>(0).unwrap_or(0);
-                                (id, r.get::<String, _>(1).unwrap_or_default())
+                            .into_iter()
+                            .map(|mut r| {
+                                let id = r.take::<i32, _>(0).unwrap_or(0);
+                                (id, r.take::<String, _>(1).unwrap_or_default())
                             })
                             .collect();
                         rsp.header("Content-Type: text/html; charset=utf-8")
