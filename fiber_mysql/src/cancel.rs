@@ -89,6 +89,10 @@ impl QueryKiller for Killer {
     fn kill_query_of(self: Arc<Self>, connection_id: u32) -> Result<()> {
         self.kill_query(connection_id)
     }
+
+    fn kill_session_of(self: Arc<Self>, connection_id: u32) -> Result<()> {
+        self.kill_connection(connection_id)
+    }
 }
 
 impl std::fmt::Debug for Killer {
@@ -219,6 +223,10 @@ struct GateState {
     cancelled: bool,
     /// The command in flight: its number and its connection's server id.
     running: Option<(u64, u32)>,
+    /// The command in flight is a pipeline (`exec_many`): a cancel kills the whole
+    /// session, since `KILL QUERY` would stop only the statement running and leave
+    /// the ones queued behind it to run.
+    whole_session: bool,
     commands: u64,
     kills_in_flight: usize,
 }
@@ -235,12 +243,22 @@ impl Gate {
     /// A command of the checkout starts on connection `connection_id`; refused with
     /// [`Error::Cancelled`] once the checkout was cancelled.
     pub(crate) fn begin(&self, connection_id: u32) -> Result<()> {
+        self.begin_as(connection_id, false)
+    }
+
+    /// [`Gate::begin`] for a pipeline: a cancel meanwhile kills the whole session.
+    pub(crate) fn begin_pipeline(&self, connection_id: u32) -> Result<()> {
+        self.begin_as(connection_id, true)
+    }
+
+    fn begin_as(&self, connection_id: u32, whole_session: bool) -> Result<()> {
         let mut s = self.state();
         if s.cancelled {
             return Err(Error::Cancelled);
         }
         s.commands += 1;
         s.running = Some((s.commands, connection_id));
+        s.whole_session = whole_session;
         Ok(())
     }
 
@@ -307,12 +325,16 @@ impl CancelHandle {
             match s.running {
                 Some(running) => {
                     s.kills_in_flight += 1;
-                    running
+                    (running, s.whole_session)
                 }
                 None => return Ok(()),
             }
         };
-        let result = self.kill_while_running(target);
+        let result = match target {
+            // The connection dies with its session: one kill, nothing to retry.
+            ((_, connection_id), true) => self.killer.kill_connection(connection_id),
+            (running, false) => self.kill_while_running(running),
+        };
         self.gate.state().kills_in_flight -= 1;
         result
     }

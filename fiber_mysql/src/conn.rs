@@ -69,6 +69,8 @@ const TRACK_STATE_CHANGES: &str = "SET session_track_state_change = ON";
 pub(crate) trait QueryKiller: Send + Sync {
     /// Sends `KILL QUERY connection_id` and waits for its answer.
     fn kill_query_of(self: Arc<Self>, connection_id: u32) -> Result<()>;
+    /// Sends `KILL CONNECTION connection_id` and waits for its answer.
+    fn kill_session_of(self: Arc<Self>, connection_id: u32) -> Result<()>;
 }
 
 /// A native connection. Not `Sync`; move it between fibers freely (`Send`).

@@ -94,6 +94,19 @@ impl Framing {
         self.seq = 1;
     }
 
+    /// The answer to a command queued earlier comes next, its first packet with
+    /// sequence id `seq`: what [`Self::next_seq`] said after the command was queued
+    /// (1, or more for a command split into several packets).
+    pub(crate) fn expect_answer_at(&mut self, seq: u8) {
+        self.seq = seq;
+    }
+
+    /// The sequence id the next packet gets: after a command is queued, the one its
+    /// answer starts at.
+    pub(crate) fn next_seq(&self) -> u8 {
+        self.seq
+    }
+
     /// Queues one packet holding `payload` (split if it is 16 MiB or more).
     pub(crate) fn queue(&mut self, payload: &[u8]) {
         let at = self.start_packet();
@@ -146,6 +159,10 @@ impl Framing {
         debug_assert!(self.open.is_none(), "a packet is still being written");
         let result = io.write_all(&self.write).map_err(FrameError::Io);
         self.write.clear();
+        if self.write.capacity() > 4 * READ_BUFFER {
+            // Done with a large command: give the memory back.
+            self.write.shrink_to(READ_BUFFER);
+        }
         result
     }
 
@@ -170,6 +187,9 @@ impl Framing {
             });
         }
         self.joined.clear();
+        // A joined payload is 16 MiB or more; the last one's buffer is not kept for
+        // the life of the connection.
+        self.joined.shrink_to(MAX_CHUNK);
         self.joined.extend_from_slice(&self.read[range]);
         loop {
             let (range, last) = self.next_packet(io)?;

@@ -243,7 +243,9 @@ impl Backend {
     fn exec_many(&mut self, sql: &str, params: Vec<Params>) -> Result<Vec<QueryResult>> {
         match self {
             Backend::Native(c) => c.exec_many(sql, params),
-            // The mysql crate has no pipelining: one execution after another.
+            // The mysql crate has no pipelining: one execution after another, stopping
+            // at the first failure (the native driver reads every answer of a round
+            // before it reports one).
             #[cfg(feature = "threads")]
             Backend::Threads(c) => params.into_iter().map(|p| c.exec(sql, p)).collect(),
         }
@@ -786,6 +788,16 @@ impl PooledConn {
     /// Runs one command: opens the connection if the slot is empty, applies the
     /// checkout's deadline, and marks the command running for a [`CancelHandle`].
     fn with<T>(&mut self, command: impl FnOnce(&mut Backend) -> Result<T>) -> Result<T> {
+        self.with_as(false, command)
+    }
+
+    /// [`PooledConn::with`]; `pipeline`: the command is `exec_many`'s, which a cancel
+    /// stops by killing the whole session (see `Gate::begin_pipeline`).
+    fn with_as<T>(
+        &mut self,
+        pipeline: bool,
+        command: impl FnOnce(&mut Backend) -> Result<T>,
+    ) -> Result<T> {
         if self.gate.as_ref().is_some_and(|g| g.cancelled()) {
             return Err(Error::Cancelled);
         }
@@ -797,7 +809,11 @@ impl PooledConn {
         let Some(gate) = &self.gate else {
             return command(conn);
         };
-        gate.begin(conn.connection_id())?;
+        if pipeline {
+            gate.begin_pipeline(conn.connection_id())?;
+        } else {
+            gate.begin(conn.connection_id())?;
+        }
         let result = command(conn);
         let cancelled = gate.end();
         // Cancelled while it ran: the KILL either interrupted the statement (an error)
@@ -807,6 +823,8 @@ impl PooledConn {
         // (the connection broke) stays what it was.
         match result {
             Ok(_) if cancelled => Err(Error::Cancelled),
+            // A cancelled pipeline's session was killed: whatever failed, it was that.
+            Err(_) if cancelled && pipeline => Err(Error::Cancelled),
             Err(Error::Server { code, .. }) if cancelled && code == ER_QUERY_INTERRUPTED => {
                 Err(Error::Cancelled)
             }
@@ -908,7 +926,7 @@ impl PooledConn {
         params: impl IntoIterator<Item = P>,
     ) -> Result<Vec<QueryResult>> {
         let params: Vec<Params> = params.into_iter().map(Into::into).collect();
-        self.with(|c| c.exec_many(sql, params))
+        self.with_as(true, |c| c.exec_many(sql, params))
     }
 
     /// COM_PING.

@@ -176,36 +176,69 @@ impl Conn {
     /// statement with its own answer (nothing is merged into one query), run in
     /// order; the results come back in that order.
     ///
-    /// A statement that fails does not stop the ones sent with it: every answer of
-    /// the round is read, and the first failure is returned. Statements of later
-    /// rounds are not sent then. Inside a transaction the failure rolls back nothing
-    /// by itself, as with [`Conn::exec`]. A deadline or query timeout that passes
-    /// mid-pipeline stops the statement then running with `KILL QUERY` and closes the
-    /// connection (the answers still on their way cannot be told apart cheaply).
+    /// Every set of values is checked (its count, its size) before anything is sent.
+    /// A statement that fails does not stop the ones sent with it in the same write:
+    /// every answer of that round is read, the first failure is returned, and later
+    /// rounds are not sent.
+    ///
+    /// Inside a transaction (or with autocommit off) nothing is pipelined: the
+    /// statements run one at a time and the first failure stops them. A statement
+    /// that fails there may have ended the transaction (a deadlock rolls it back), and
+    /// statements sent behind it would then commit on their own, outside it.
+    ///
+    /// The query timeout and the caller's deadline bound the whole call. Past either,
+    /// the connection's session is killed (`KILL CONNECTION`: `KILL QUERY` would stop
+    /// only the statement running, and the server would go on with the ones queued
+    /// behind it) and the connection is closed; so is it on a cancel
+    /// ([`crate::PooledConn::cancel_handle`]) while a pipeline runs.
     pub fn exec_many<P: Into<Params>>(
         &mut self,
         sql: &str,
         params: impl IntoIterator<Item = P>,
     ) -> Result<Vec<QueryResult>> {
         self.check_usable()?;
+        let sets = params
+            .into_iter()
+            .map(|p| positional(p.into()))
+            .collect::<Result<Vec<_>>>()?;
         let stmt = self.prepare(sql)?;
-        let mut columns = stmt.columns.clone();
-        let mut results = Vec::new();
-        let mut params = params.into_iter().peekable();
-        while params.peek().is_some() {
-            let mut queued = 0;
-            while queued < PIPELINE_STATEMENTS && self.io.queued() < PIPELINE_BYTES {
-                let Some(values) = params.next() else { break };
-                let values = positional(values.into());
-                match values.and_then(|values| self.queue_execution(&stmt, &values)) {
-                    Ok(()) => queued += 1,
-                    Err(e) => {
-                        self.io.discard_queued();
-                        return Err(e);
-                    }
-                }
+        let mut requests = Vec::with_capacity(sets.len());
+        for values in &sets {
+            requests.push(execute_request(&stmt, values)?);
+        }
+        if self.session.in_transaction() {
+            // One at a time: see the doc comment.
+            let mut results = Vec::with_capacity(requests.len());
+            for values in &sets {
+                results.push(self.exec(sql, values.clone())?);
             }
-            let round = self.pipeline(queued, &mut columns);
+            return Ok(results);
+        }
+        let bound = self.command_deadline();
+        let mut columns = stmt.columns.clone();
+        let mut results = Vec::with_capacity(requests.len());
+        let mut requests = requests.iter().peekable();
+        while requests.peek().is_some() {
+            // A round: at most PIPELINE_STATEMENTS, and PIPELINE_BYTES unless a single
+            // execution is larger on its own (sent alone, it is read by the server in
+            // whole before any answer comes back).
+            let mut answers_at = Vec::new();
+            while let Some(request) = requests.peek() {
+                let full = answers_at.len() == PIPELINE_STATEMENTS
+                    || (!answers_at.is_empty()
+                        && self.io.queued() + request.len() + 4 > PIPELINE_BYTES);
+                if full {
+                    break;
+                }
+                self.session.saw_untracked(stmt.untracked);
+                self.io.begin_command();
+                let at = self.io.start_packet();
+                self.io.out().extend_from_slice(request);
+                self.io.finish_packet(at);
+                answers_at.push(self.io.next_seq());
+                requests.next();
+            }
+            let round = self.pipeline(&answers_at, bound, &mut columns);
             self.keep_columns(sql, columns.clone());
             results.extend(round?);
         }
@@ -215,19 +248,7 @@ impl Conn {
     /// Queues one COM_STMT_EXECUTE of `stmt` with `values`, built straight into the
     /// write buffer.
     fn queue_execution(&mut self, stmt: &StmtInfo, values: &[Value]) -> Result<()> {
-        if values.len() != stmt.num_params as usize {
-            return Err(Error::Params(format!(
-                "the statement has {} placeholders but {} values were given",
-                stmt.num_params,
-                values.len()
-            )));
-        }
-        let (request, as_long_data) = ComStmtExecuteRequestBuilder::new(stmt.id).build(values);
-        if as_long_data {
-            return Err(Error::Params(
-                "parameters larger than 16 MiB in total are not supported".into(),
-            ));
-        }
+        let request = checked_request(stmt, values)?;
         self.session.saw_untracked(stmt.untracked);
         self.io.begin_command();
         let at = self.io.start_packet();
@@ -398,30 +419,41 @@ impl Conn {
         stop.error()
     }
 
-    /// Sends the `count` commands queued in `self.io` and reads their answers in
-    /// order, under the same limits as [`Conn::round_trip`]: every answer is read
-    /// before the first failure of a statement is returned. A limit passing, or any
-    /// failure of the stream, leaves the connection broken (see [`Conn::exec_many`]).
-    fn pipeline(&mut self, count: usize, columns: &mut Columns) -> Result<Vec<QueryResult>> {
-        let bound = self.command_deadline();
+    /// Sends the commands queued in `self.io` and reads their answers in order, the
+    /// answer to each starting at the sequence id in `answers_at`, within `bound` (the
+    /// whole `exec_many`'s): every answer is read before the first failure of a
+    /// statement is returned, unless the failure breaks the connection. A limit passing,
+    /// or any failure of the stream, kills the session and leaves the connection broken
+    /// (see [`Conn::exec_many`]).
+    fn pipeline(
+        &mut self,
+        answers_at: &[u8],
+        bound: Option<(Instant, Stop)>,
+        columns: &mut Columns,
+    ) -> Result<Vec<QueryResult>> {
         let stop = bound.map_or(Stop::QueryTimeout, |(_, stop)| stop);
-        if let Some((at, Stop::Deadline)) = bound {
+        if let Some((at, _)) = bound {
             if at <= Instant::now() {
                 self.io.discard_queued();
-                return Err(Stop::Deadline.error());
+                return Err(stop.error());
             }
         }
         self.deadline = bound.map(|(at, _)| at);
-        let mut results = Vec::with_capacity(count);
+        let mut results = Vec::with_capacity(answers_at.len());
         let mut failed = None;
         let read = self.flush().and_then(|()| {
-            for _ in 0..count {
-                self.io.expect_answer();
+            for &seq in answers_at {
+                self.io.expect_answer_at(seq);
                 let first = self.next_payload()?;
                 match self.read_response(first, Protocol::Binary, columns) {
                     Ok(result) => results.push(result),
                     Err(e @ Error::Server { .. }) => {
                         self.session.saw_error();
+                        let e = self.fail(e);
+                        if self.is_broken() {
+                            // The server is going away: the rest will not come.
+                            return Err(e);
+                        }
                         failed.get_or_insert(e);
                     }
                     Err(e) => return Err(e),
@@ -433,11 +465,14 @@ impl Conn {
         match read {
             Err(Error::QueryTimeout) => {
                 self.session.saw_error();
-                let _ = self.kill_running_query();
+                let _ = self.kill_session();
                 self.mark_broken();
                 Err(stop.error())
             }
             Err(e) => {
+                if !self.is_broken() {
+                    let _ = self.kill_session();
+                }
                 self.mark_broken();
                 Err(self.fail(e))
             }
@@ -446,6 +481,17 @@ impl Conn {
                 None => Ok(results),
             },
         }
+    }
+
+    /// `KILL CONNECTION` for this connection, over its side channel: what stops a
+    /// pipeline, whose queued statements `KILL QUERY` would leave running.
+    fn kill_session(&mut self) -> Result<()> {
+        let id = self.connection_id();
+        let opts = &self.opts;
+        let killer = self
+            .killer
+            .get_or_insert_with(|| Arc::new(Killer::new(opts, 1)));
+        Arc::clone(killer).kill_session_of(id)
     }
 
     fn kill_running_query(&mut self) -> Result<()> {
@@ -638,4 +684,33 @@ fn positional(params: Params) -> Result<Vec<Value>> {
             "named parameters are not supported; use `?` placeholders".into(),
         )),
     }
+}
+
+/// The COM_STMT_EXECUTE payload of `stmt` with `values` (see [`checked_request`]).
+fn execute_request(stmt: &StmtInfo, values: &[Value]) -> Result<Vec<u8>> {
+    let mut payload = Vec::new();
+    checked_request(stmt, values)?.serialize(&mut payload);
+    Ok(payload)
+}
+
+/// COM_STMT_EXECUTE of `stmt` with `values`, after the checks a caller is told about
+/// before anything is sent: the count of values, and their size.
+fn checked_request<'a>(
+    stmt: &StmtInfo,
+    values: &'a [Value],
+) -> Result<mysql_common::packets::ComStmtExecuteRequest<'a>> {
+    if values.len() != stmt.num_params as usize {
+        return Err(Error::Params(format!(
+            "the statement has {} placeholders but {} values were given",
+            stmt.num_params,
+            values.len()
+        )));
+    }
+    let (request, as_long_data) = ComStmtExecuteRequestBuilder::new(stmt.id).build(values);
+    if as_long_data {
+        return Err(Error::Params(
+            "parameters larger than 16 MiB in total are not supported".into(),
+        ));
+    }
+    Ok(request)
 }

@@ -130,6 +130,12 @@ impl SessionState {
         self.untracked |= names_untracked;
     }
 
+    /// Whether a statement now runs inside a transaction: one is open, or autocommit
+    /// is off so the next statement opens one (as the last OK packet said).
+    pub(crate) fn in_transaction(&self) -> bool {
+        self.in_trans || self.autocommit_off
+    }
+
     /// The application knows of a change no rule sees.
     pub(crate) fn mark(&mut self) {
         self.marked = true;

@@ -58,7 +58,8 @@ fn a_failing_statement_stops_none_sent_with_it_and_the_first_failure_is_returned
         .rows_as::<(i64,)>()
         .unwrap();
     assert_eq!(ids, vec![(1,), (2,), (3,), (4,)], "every other insert ran");
-    // Wrong arity is refused before anything is sent.
+    // Wrong arity is refused before anything is sent (`a_bad_set_anywhere_sends_nothing`
+    // has one in a later round).
     let sets: [Vec<fiber_mysql::Value>; 2] = [vec![5.into()], vec![]];
     let err = conn.exec_many(&insert, sets).unwrap_err();
     assert!(matches!(err, Error::Params(_)), "{err:?}");
@@ -205,4 +206,122 @@ fn a_result_typed_by_its_values_reads_right_in_every_answer() {
     let again = conn.exec_many("SELECT ?", [7, 8].map(|i| (i,))).unwrap();
     let got: Vec<i64> = again.iter().map(|r| r.rows[0].get(0).unwrap()).collect();
     assert_eq!(got, [7, 8]);
+}
+
+/// A table `(id INT PRIMARY KEY)` no other test uses, on `conn`.
+fn id_table(conn: &mut Conn, prefix: &str) -> String {
+    let table = common::unique_table(prefix);
+    conn.query(&format!("CREATE TABLE {table} (id INT PRIMARY KEY)"))
+        .unwrap();
+    table
+}
+
+fn count(conn: &mut Conn, table: &str) -> i64 {
+    let sql = format!("SELECT COUNT(*) FROM {table}");
+    conn.query(&sql).unwrap().scalar::<i64>().unwrap().unwrap()
+}
+
+/// Every set is checked before anything is sent, in later rounds too.
+#[test]
+fn a_bad_set_anywhere_sends_nothing() {
+    let mut conn = Conn::connect(&common::opts()).unwrap();
+    let table = id_table(&mut conn, "pipeline_checked");
+    let insert = format!("INSERT INTO {table} (id) VALUES (?)");
+    let mut sets: Vec<Vec<fiber_mysql::Value>> = (0..PIPELINE_STATEMENTS as i64 + 6)
+        .map(|i| vec![i.into()])
+        .collect();
+    sets.push(vec![]);
+    let err = conn.exec_many(&insert, sets).unwrap_err();
+    assert!(matches!(err, Error::Params(_)), "{err:?}");
+    assert_eq!(count(&mut conn, &table), 0, "nothing of it ran");
+}
+
+/// Inside a transaction the statements run one at a time and the first failure stops
+/// them: a failure there may have ended the transaction (a deadlock rolls it back),
+/// and statements sent behind it would commit on their own.
+#[test]
+fn inside_a_transaction_the_first_failure_stops_the_rest() {
+    let mut conn = Conn::connect(&common::opts()).unwrap();
+    let table = id_table(&mut conn, "pipeline_in_tx");
+    let insert = format!("INSERT INTO {table} (id) VALUES (?)");
+    conn.query("START TRANSACTION").unwrap();
+    let err = conn
+        .exec_many(&insert, [1, 2, 2, 3].map(|id| (id,)))
+        .unwrap_err();
+    assert!(matches!(err, Error::Server { code: 1062, .. }), "{err:?}");
+    conn.query("COMMIT").unwrap();
+    let ids = conn
+        .query(&format!("SELECT id FROM {table} ORDER BY id"))
+        .unwrap()
+        .rows_as::<(i64,)>()
+        .unwrap();
+    assert_eq!(
+        ids,
+        vec![(1,), (2,)],
+        "the insert after the failure never ran"
+    );
+}
+
+/// A deadline that passes mid-pipeline kills the session, so the statements queued
+/// behind the one running never run (`KILL QUERY` would stop only that one).
+#[test]
+fn a_deadline_mid_pipeline_runs_none_of_the_statements_queued_behind() {
+    let mut setup = Conn::connect(&common::opts()).unwrap();
+    let table = id_table(&mut setup, "pipeline_killed");
+    let mut conn = Conn::connect(&common::opts()).unwrap();
+    let id = conn.connection_id();
+    conn.set_deadline(Some(Instant::now() + Duration::from_millis(300)));
+    let insert = format!("INSERT INTO {table} (id) SELECT ? FROM DUAL WHERE SLEEP(?) = 0");
+    let err = conn
+        .exec_many(&insert, [(1, 2.0), (2, 0.0), (3, 0.0), (4, 0.0)])
+        .unwrap_err();
+    assert!(matches!(err, Error::DeadlineExceeded { .. }), "{err:?}");
+    assert!(conn.is_broken(), "the connection is given up");
+    drop(conn);
+    // Once the session is gone (a server still reading the pipeline would run the
+    // inserts queued behind the killed one first), nothing of it is there.
+    let gone = format!("SELECT COUNT(*) FROM information_schema.processlist WHERE id = {id}");
+    let until = Instant::now() + Duration::from_secs(10);
+    while setup.query(&gone).unwrap().scalar::<i64>().unwrap() != Some(0) {
+        assert!(Instant::now() < until, "session {id} is still there");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(count(&mut setup, &table), 0);
+}
+
+/// An execution too large to share a round goes out alone: before, it was written
+/// behind one whose answer, larger than the socket buffers, the server was blocked
+/// writing, and both sides waited until the read timeout.
+#[test]
+fn a_large_execution_after_a_large_answer_does_not_wait_for_a_timeout() {
+    let mut opts = common::opts();
+    opts.read_timeout = Duration::from_secs(10);
+    let mut conn = Conn::connect(&opts).unwrap();
+    let sql = "SELECT LENGTH(REPEAT('x', ?)), LENGTH(?)";
+    let big = "y".repeat(12 << 20);
+    let started = Instant::now();
+    let r = conn
+        .exec_many(sql, [(8i64 << 20, String::new()), (1, big)])
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(r[0].rows[0].get::<i64, _>(0), Some(8 << 20));
+    assert_eq!(r[1].rows[0].get::<i64, _>(1), Some(12 << 20));
+}
+
+/// An execution of exactly 0xFFFFFF bytes goes out as two packets (the second empty),
+/// so its answer starts at sequence id 2, not 1.
+#[test]
+fn an_execution_split_into_two_packets_is_answered_in_step() {
+    let mut conn = Conn::connect(&common::opts()).unwrap();
+    // COM_STMT_EXECUTE of one string: 14 bytes of header and types, a 4-byte length.
+    let exact = "z".repeat(0xFF_FFFF - 18);
+    let r = conn
+        .exec_many("SELECT LENGTH(?)", [exact, "ab".to_string()].map(|s| (s,)))
+        .unwrap();
+    assert_eq!(r[0].rows[0].get::<i64, _>(0), Some(0xFF_FFFF - 18));
+    assert_eq!(r[1].rows[0].get::<i64, _>(0), Some(2));
 }

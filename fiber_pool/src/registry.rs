@@ -3,10 +3,10 @@
 //! The signal handler must find the fiber that faulted without locks or
 //! allocation; `Lent`, [`reserve_stack`](crate::reserve_stack) and with it
 //! [`FiberSafeAlloc`](crate::FiberSafeAlloc) (so: every allocation) must find
-//! the fiber they run on, cheaply. None of them uses a thread-local: the signal
-//! handler may read no lazily initialised state, and a thread-local with a
-//! destructor would allocate on first use (inside the allocator, in
-//! `FiberSafeAlloc`'s case).
+//! the fiber they run on, cheaply. None of them uses a thread-local that is lazily
+//! initialised or has a destructor: the signal handler may read no lazily initialised
+//! state, and such a thread-local would allocate on first use (inside the allocator,
+//! in `FiberSafeAlloc`'s case). The thread's last look below is a plain value.
 //!
 //! Each pool's stacks are one contiguous reservation (see `stack`), so the
 //! registry holds one `Node` per *pool*: `[start, end)`, the slot stride,
@@ -38,7 +38,9 @@
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    compiler_fence, fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 
 use corosensei::trap::CoroutineTrapHandler;
@@ -152,41 +154,69 @@ static NODES: [Node; MAX_POOLS] = [const { Node::free() }; MAX_POOLS];
 static USED: AtomicUsize = AtomicUsize::new(0);
 
 /// Bumped whenever a pool's region is published or withdrawn; a thread's remembered
-/// look ([`LAST_HIT`], [`LAST_MISS`]) is used only while it is unchanged.
+/// look ([`LAST_HIT`], [`LAST_MISS`]) is used only while it is unchanged. Never
+/// [`WRITING`]: it would take 2^64 pools.
 static LAYOUT_GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// A thread's last hit or miss of [`find`]: `[low, high)` is one slot's stack
-/// (`entry` non-null) or a window of no pool's (`entry` null), seen in this
-/// [`LAYOUT_GENERATION`].
-#[derive(Clone, Copy)]
-struct LastLook {
-    low: usize,
-    high: usize,
-    entry: *const StackEntry,
-    generation: u64,
+/// (`entry` non-null) or a window of no pool's (`entry` null), seen in `generation`
+/// of [`LAYOUT_GENERATION`]. Fields of their own, each a plain `Cell`, written in an
+/// order a signal handler interrupting the write could not misread (see
+/// [`Look::remember`]): no handler reads it today (the overflow handler scans), but
+/// [`crate::stack_remaining`] and the checks are public.
+struct Look {
+    low: Cell<usize>,
+    high: Cell<usize>,
+    entry: Cell<*const StackEntry>,
+    generation: Cell<u64>,
 }
+
+/// A [`Look::generation`] no layout has: the record is being written.
+const WRITING: u64 = u64::MAX;
 
 /// The size (a power of two) of the aligned window around an address no pool's
 /// region holds that a thread remembers as such: a may coroutine's stack is at least
 /// this large, so the calls a carrier makes between two fibers mostly fall in it.
 pub(crate) const MISS_WINDOW: usize = 64 * 1024;
 
-thread_local! {
-    /// This thread's last hit (a [`LastLook`] with an entry); empty (a range holding
-    /// no address) to begin with.
-    static LAST_HIT: Cell<LastLook> = const {
-        Cell::new(LastLook { low: 0, high: 0, entry: ptr::null(), generation: 0 })
-    };
-    /// This thread's last miss (without an entry), empty to begin with.
-    static LAST_MISS: Cell<LastLook> = const {
-        Cell::new(LastLook { low: 0, high: 0, entry: ptr::null(), generation: 0 })
-    };
+impl Look {
+    const fn empty() -> Look {
+        Look {
+            low: Cell::new(0),
+            high: Cell::new(0),
+            entry: Cell::new(ptr::null()),
+            generation: Cell::new(WRITING),
+        }
+    }
+
+    /// The entry (null for a miss) if `addr` lies in the range seen in `generation`.
+    fn holds(&self, addr: usize, generation: u64) -> Option<*const StackEntry> {
+        // The generation first: a write in progress shows `WRITING`, and the fields
+        // are read only after a matching one (what `remember` stored last).
+        let seen = self.generation.get();
+        compiler_fence(Ordering::SeqCst);
+        (seen == generation && addr >= self.low.get() && addr < self.high.get())
+            .then(|| self.entry.get())
+    }
+
+    /// Replaces the record: marked as being written first, and valid again only once
+    /// every field is in place.
+    fn remember(&self, low: usize, high: usize, entry: *const StackEntry, generation: u64) {
+        self.generation.set(WRITING);
+        compiler_fence(Ordering::SeqCst);
+        self.low.set(low);
+        self.high.set(high);
+        self.entry.set(entry);
+        compiler_fence(Ordering::SeqCst);
+        self.generation.set(generation);
+    }
 }
 
-impl LastLook {
-    fn holds(&self, addr: usize, generation: u64) -> bool {
-        self.generation == generation && addr >= self.low && addr < self.high
-    }
+thread_local! {
+    /// This thread's last hit (a [`Look`] with an entry).
+    static LAST_HIT: Look = const { Look::empty() };
+    /// This thread's last miss (a [`Look`] without one).
+    static LAST_MISS: Look = const { Look::empty() };
 }
 
 fn nodes() -> &'static [Node] {
@@ -321,41 +351,39 @@ impl Drop for Region {
     }
 }
 
-/// The entry of the slot whose stack (guard included) contains `addr`,
-/// whether or not a fiber runs on it. Lock-free and allocation-free: callable
-/// from a signal handler and from the global allocator.
+/// The entry of the slot whose stack (guard included) contains `addr`, the caller's
+/// own stack pointer, whether or not a fiber runs on it: the thread's last look
+/// first, else [`scan`]. Lock-free and allocation-free: callable from the global
+/// allocator (the signal handler uses [`scan`], see the module comment).
 ///
 /// The reference is valid while the pool lives; callers use it only while
-/// running on that very stack (or interrupting the fiber that does, in the
-/// signal handler), which keeps the pool alive (`run` borrows it). Unbounded
-/// lifetime for that reason; do not keep it.
+/// running on that very stack, which keeps the pool alive (`run` borrows it).
+/// Unbounded lifetime for that reason; do not keep it.
 #[inline]
 fn find(addr: usize) -> Option<&'static StackEntry> {
     let generation = LAYOUT_GENERATION.load(Ordering::Acquire);
-    let last = LAST_HIT.get();
-    if last.holds(addr, generation) {
-        // SAFETY: `scan` found this entry for this range under this generation, and
-        // no region was registered or dropped since we read it (a drop bumps it before
-        // freeing its entries, a registration after publishing, both with release
-        // ordering that our acquire load sees): it is the entry `scan` would return.
-        // It stays alive while used, for the reason the table's own hits do (see
-        // above): callers pass an address on the stack they run on, and a pool is not
-        // dropped while one of its fibers runs.
-        return Some(unsafe { &*last.entry });
+    if let Some(entry) = LAST_HIT.with(|hit| hit.holds(addr, generation)) {
+        // SAFETY: `scan` found this entry for this range under this generation, which
+        // is still current: a region registered or dropped since would have bumped it
+        // (no pool can take over the range without a registration, and a thread that
+        // runs on a new pool's stacks learned of it, through the hand-off of the job,
+        // after its registration). It stays alive while used, for the reason the
+        // table's own hits do: callers pass their own stack pointer, and the pool
+        // owning that memory cannot be dropped while a call runs on it.
+        return Some(unsafe { &*entry });
     }
-    if LAST_MISS.get().holds(addr, generation) {
+    if LAST_MISS
+        .with(|miss| miss.holds(addr, generation))
+        .is_some()
+    {
         return None;
     }
     let Some(entry) = scan(addr) else {
         remember_miss(addr, generation);
         return None;
     };
-    LAST_HIT.set(LastLook {
-        low: entry.bottom,
-        high: entry.bottom + entry.stride,
-        entry,
-        generation,
-    });
+    let high = entry.bottom + entry.stride;
+    LAST_HIT.with(|hit| hit.remember(entry.bottom, high, entry, generation));
     Some(entry)
 }
 
@@ -379,17 +407,13 @@ fn remember_miss(addr: usize, generation: u64) {
         (steady && seq % 2 == 0 && (end <= low || start >= high)) || (steady && free)
     });
     if clear {
-        LAST_MISS.set(LastLook {
-            low,
-            high,
-            entry: ptr::null(),
-            generation,
-        });
+        LAST_MISS.with(|miss| miss.remember(low, high, ptr::null(), generation));
     }
 }
 
-/// [`find`] by the table alone: what the signal handler uses, which must not read a
-/// record the interrupted code may be writing.
+/// [`find`] by the table alone: what the signal handler uses (it must not read a
+/// record the interrupted code may be writing), with an `addr` that is the
+/// interrupted fiber's stack pointer. Lock-free and allocation-free.
 #[inline]
 fn scan(addr: usize) -> Option<&'static StackEntry> {
     for node in nodes() {
@@ -432,9 +456,10 @@ fn scan(addr: usize) -> Option<&'static StackEntry> {
 }
 
 impl StackEntry {
-    /// The running entry whose stack (guard included) contains `addr`.
-    /// Lock-free and allocation-free: callable from a signal handler. See
-    /// [`find`] for how long the reference may be used.
+    /// The running entry whose stack (guard included) contains `addr`, the caller's
+    /// own stack pointer. Lock-free and allocation-free; the signal handler uses
+    /// [`StackEntry::find_running_in_handler`]. See [`find`] for how long the
+    /// reference may be used.
     #[inline]
     pub(crate) fn find_running(addr: usize) -> Option<&'static StackEntry> {
         find(addr).filter(|e| e.running.load(Ordering::Acquire))
