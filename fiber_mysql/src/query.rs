@@ -197,27 +197,40 @@ impl Conn {
         params: impl IntoIterator<Item = P>,
     ) -> Result<Vec<QueryResult>> {
         self.check_usable()?;
-        let sets = params
+        let mut sets = params
             .into_iter()
             .map(|p| positional(p.into()))
             .collect::<Result<Vec<_>>>()?;
+        if sets.len() == 1 {
+            // Nothing to pipeline: one execution, as `exec` makes it.
+            let values = sets.pop().unwrap_or_default();
+            return self.exec(sql, values).map(|result| vec![result]);
+        }
         let stmt = self.prepare(sql)?;
-        let mut requests = Vec::with_capacity(sets.len());
+        // Every execution built (and so checked) before anything is sent, into one
+        // buffer: `ends[i]` is where the i-th ends.
+        let mut built = Vec::new();
+        let mut ends = Vec::with_capacity(sets.len());
         for values in &sets {
-            requests.push(execute_request(&stmt, values)?);
+            checked_request(&stmt, values)?.serialize(&mut built);
+            ends.push(built.len());
         }
         if self.session.in_transaction() {
             // One at a time: see the doc comment.
-            let mut results = Vec::with_capacity(requests.len());
-            for values in &sets {
-                results.push(self.exec(sql, values.clone())?);
+            let mut results = Vec::with_capacity(sets.len());
+            for values in sets {
+                results.push(self.exec(sql, values)?);
             }
             return Ok(results);
         }
         let bound = self.command_deadline();
         let mut columns = stmt.columns.clone();
-        let mut results = Vec::with_capacity(requests.len());
-        let mut requests = requests.iter().peekable();
+        let mut results = Vec::with_capacity(sets.len());
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let mut requests = starts
+            .zip(&ends)
+            .map(|(from, &to)| &built[from..to])
+            .peekable();
         while requests.peek().is_some() {
             // A round: at most PIPELINE_STATEMENTS, and PIPELINE_BYTES unless a single
             // execution is larger on its own (sent alone, it is read by the server in
@@ -684,13 +697,6 @@ fn positional(params: Params) -> Result<Vec<Value>> {
             "named parameters are not supported; use `?` placeholders".into(),
         )),
     }
-}
-
-/// The COM_STMT_EXECUTE payload of `stmt` with `values` (see [`checked_request`]).
-fn execute_request(stmt: &StmtInfo, values: &[Value]) -> Result<Vec<u8>> {
-    let mut payload = Vec::new();
-    checked_request(stmt, values)?.serialize(&mut payload);
-    Ok(payload)
 }
 
 /// COM_STMT_EXECUTE of `stmt` with `values`, after the checks a caller is told about

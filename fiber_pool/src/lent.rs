@@ -88,6 +88,20 @@ unsafe impl<T: Send> Send for LentCell<T> {}
 // SAFETY: as above; there is no concurrent access to the `UnsafeCell`s.
 unsafe impl<T: Send> Sync for LentCell<T> {}
 
+impl<T> LentCell<T> {
+    /// A cell holding `value` (or none yet), not claimed by anyone.
+    fn new(value: Option<T>, on_abandon: OnAbandon<T>) -> Arc<LentCell<T>> {
+        let filled = value.is_some();
+        Arc::new(LentCell {
+            value: UnsafeCell::new(value),
+            on_abandon: UnsafeCell::new(Some(on_abandon)),
+            claimed: AtomicBool::new(false),
+            unwound: AtomicBool::new(false),
+            filled: AtomicBool::new(filled),
+        })
+    }
+}
+
 impl<T: Send + 'static> Registered for LentCell<T> {
     fn abandon(self: Arc<Self>) {
         if self.claimed.swap(true, Ordering::AcqRel) {
@@ -176,14 +190,7 @@ impl<T: Send + 'static> Lent<T> {
             Some((ledger, home)) => (Some(ledger), Some(home)),
             None => (None, None),
         };
-        let filled = value.is_some();
-        let cell = Arc::new(LentCell {
-            value: UnsafeCell::new(value),
-            on_abandon: UnsafeCell::new(Some(on_abandon)),
-            claimed: AtomicBool::new(false),
-            unwound: AtomicBool::new(false),
-            filled: AtomicBool::new(filled),
-        });
+        let cell = LentCell::new(value, on_abandon);
         // The ledger's lock and its push (which may allocate) on the carrier: an
         // overflow strikes before the switch, never with the lock held.
         let registration = ledger.map(|ledger| {
@@ -197,6 +204,39 @@ impl<T: Send + 'static> Lent<T> {
             home,
             _local: PhantomData,
         }
+    }
+
+    /// [`Lent::registered`] of an empty cell, and `then` run on the carrier's stack
+    /// right after the registration, in the same switch (what [`Lent::acquire`] makes
+    /// its value in). Its own function: `registered` (every `Lent::new`) keeps its
+    /// small frame, for jobs on small stacks.
+    fn registered_then<R>(
+        on_abandon: OnAbandon<T>,
+        then: impl FnOnce(&LentCell<T>) -> R + Send,
+    ) -> (Lent<T>, R) {
+        let (ledger, home) = match current_job() {
+            Some((ledger, home)) => (Some(ledger), Some(home)),
+            None => (None, None),
+        };
+        let cell = LentCell::new(None, on_abandon);
+        let item = ledger
+            .as_ref()
+            .map(|_| Arc::clone(&cell) as Arc<dyn Registered>);
+        let (id, made) = {
+            let (ledger, cell) = (&ledger, &*cell);
+            crate::on_carrier(move || {
+                let id = ledger.as_ref().zip(item).map(|(l, item)| l.register(item));
+                (id, then(cell))
+            })
+        };
+        let registration = ledger.zip(id);
+        let lent = Lent {
+            cell,
+            registration,
+            home,
+            _local: PhantomData,
+        };
+        (lent, made)
     }
 
     /// Takes the value out; an overflow no longer leaks it or tells its owner.
@@ -355,20 +395,20 @@ impl<T: Send + 'static> Lent<T> {
         make: impl FnOnce() -> Result<T, E> + Send,
         on_abandon: impl FnOnce(Abandoned<T>) + Send + 'static,
     ) -> Result<Lent<T>, E> {
-        let lent = Lent::registered(None, Box::new(on_abandon));
-        let slot = Slot(lent.cell.value.get());
-        let filled = &lent.cell.filled;
-        crate::on_carrier(move || {
-            let slot = slot;
+        // Registered first, then made, in one switch to the carrier: the value goes
+        // straight into a registered cell.
+        let (lent, made) = Lent::registered_then(Box::new(on_abandon), move |cell| {
+            let slot = Slot(cell.value.get());
             make().map(|value| {
+                let slot = slot;
                 // SAFETY: see `Slot`: the fiber is suspended in `on_carrier`, and
                 // nothing else reaches a cell that is registered but unclaimed
                 // while its fiber runs (an abandon needs the fiber gone).
                 unsafe { *slot.0 = Some(value) };
-                filled.store(true, Ordering::Release);
+                cell.filled.store(true, Ordering::Release);
             })
-        })
-        .map(|()| lent)
+        });
+        made.map(|()| lent)
     }
 }
 
