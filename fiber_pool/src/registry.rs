@@ -28,11 +28,11 @@
 //! few stacks over and over, so each thread remembers its last look in a
 //! thread-local that needs no initialisation and has no destructor: reading it never
 //! allocates and never fails, even while the thread ends. It keeps two: the last hit,
-//! one slot's range and entry, and the last miss, the aligned [`MISS_WINDOW`] around
+//! one slot's range and entry, and the last miss, the aligned `MISS_WINDOW` around
 //! the address when no pool's region touches it (a may coroutine's stack, a
 //! thread's), since a fiber and its carrier take turns. The memory is
 //! trusted only while no pool has been registered or dropped since
-//! ([`LAYOUT_GENERATION`]). The signal handler does not use it (a signal can
+//! (`LAYOUT_GENERATION`). The signal handler does not use it (a signal can
 //! interrupt the update of the thread's record): it scans.
 
 use std::any::Any;
