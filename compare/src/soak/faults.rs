@@ -6,11 +6,12 @@
 //!
 //! - **kill-worker**: `kill -9` of a serving worker; recovered when the supervisor has
 //!   its workers again, each accepting, and the victim is gone.
-//! - **sighup**: SIGHUP to the supervisor; recovered when every worker of the moment is
-//!   gone and as many new ones accept.
+//! - **sighup**: SIGHUP to the supervisor; recovered when the roll has started a worker
+//!   for every slot, every worker of the moment is gone and as many new ones accept.
 //! - **sighup + kill**: the same, with `kill -9` of a worker once the roll's first
 //!   replacement accepts (the one the roll is about to replace, or the fresh one, by
-//!   turns).
+//!   turns). The roll replaces the killed worker's replacement too, when it comes to
+//!   that slot: recovery waits for it.
 //! - **mariadb-outage**: MariaDB SIGKILLed; `/readyz` must go 503; a worker is killed
 //!   while MariaDB is down, so its replacement starts without a database; MariaDB is
 //!   started again; recovered when `/readyz` of the demo and of the todo API answer 200
@@ -260,9 +261,10 @@ impl Drill {
                 Err(why) => self.check_failed(Fault::Sighup, start, why),
             }
         }
-        // The kill's recovery and the roll's are one wait: every old worker and the
-        // victim gone, as many new ones accepting.
-        let settled = self.settled(&gone);
+        // The kill's recovery and the roll's are one wait: every slot rolled (a slot whose
+        // worker the kill replaced is rolled again), every old worker and the victim
+        // gone, as many new ones accepting.
+        let settled = self.rolled(start).and_then(|()| self.settled(&gone));
         let end = settled.as_ref().map_or_else(|_| self.now(), |at| *at);
         if let Some(killed) = killed {
             self.window(Fault::WorkerKill, killed, end);
@@ -278,6 +280,36 @@ impl Drill {
                 ),
             ),
             Err(why) => self.check_failed(Fault::Sighup, start, why),
+        }
+    }
+
+    /// Wait until the supervisor has started a worker of the rolling restart begun at
+    /// `since` for every slot it said it would restart.
+    fn rolled(&self, since: f64) -> Result<(), String> {
+        let deadline = Instant::now() + RECOVERY_TIMEOUT;
+        loop {
+            let lines = self.demo_log.since(since);
+            let slots: Option<Vec<String>> = lines
+                .iter()
+                .find_map(|l| l.split("got SIGHUP: restarting workers [").nth(1))
+                .and_then(|rest| rest.split(']').next())
+                .map(|ids| ids.split(", ").map(str::to_string).collect());
+            let rolled = |slot: &String| {
+                let started = format!("started worker {slot} generation ");
+                lines
+                    .iter()
+                    .any(|l| l.contains(&started) && l.contains(ROLLING_START))
+            };
+            if slots.as_ref().is_some_and(|s| s.iter().all(rolled)) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the rolling restart did not start a worker for each of {slots:?} within \
+                     {RECOVERY_TIMEOUT:?}"
+                ));
+            }
+            std::thread::sleep(POLL);
         }
     }
 
@@ -425,11 +457,17 @@ impl Drill {
                         .unwrap_or("0")
                         .to_string()
                 };
+                // ab counts each 503 twice: non-2xx, and a failure of "Length" (its body
+                // is not the first answer's); the breakdown tells resets from those.
+                let breakdown = text
+                    .lines()
+                    .find(|l| l.contains("(Connect:"))
+                    .map_or(String::new(), |l| format!(" {}", l.trim()));
                 self.say(
                     fault.name(),
                     &format!(
                         "over in {:.1}s: {} complete, {} non-2xx (the 503s past the queue), {} \
-                         failed",
+                         failed{breakdown}",
                         end - start,
                         count("Complete requests:"),
                         count("Non-2xx responses:"),
@@ -577,6 +615,9 @@ impl Drill {
         });
     }
 }
+
+/// How the supervisor names the start of a worker of a rolling restart.
+const ROLLING_START: &str = "(SIGHUP: rolling restart)";
 
 /// The route label of a failed check of `fault`.
 fn check_route(fault: Fault) -> &'static str {
