@@ -38,7 +38,7 @@ use faults::Drill;
 use load::{Load, Tally};
 use plan::Plan;
 use procs::{MariaDb, Server};
-use report::{Processes, Sample};
+use report::{Monitor, Processes, Sample};
 use rule::Growth;
 
 /// Worker processes of the demo: the default is one, and a supervisor with one worker
@@ -48,8 +48,6 @@ pub const PROCESSES: usize = 2;
 pub const TODO_POOL: usize = 10;
 /// Unexplained failures printed (all are in the failures file).
 pub const UNEXPLAINED_SHOWN: usize = 20;
-/// MariaDB's timeouts for the soak's own `Threads_connected` reading.
-const MONITOR_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// `compare soak`'s flags.
 #[derive(clap::Args, Debug)]
@@ -106,42 +104,6 @@ fn needs(program: &str, package: &str) -> Result<(), compare::Error> {
             "the soak needs `{program}`: apt-get install {package} (scripts/install-deps)"
         )
         .into()),
-    }
-}
-
-/// MariaDB's `Threads_connected`, over a connection of the soak's own (counted in it).
-struct Monitor {
-    opts: fiber_mysql::Opts,
-    conn: Option<fiber_mysql::Conn>,
-}
-
-impl Monitor {
-    fn new(url: &str) -> Result<Monitor, compare::Error> {
-        let mut opts = fiber_mysql::Opts::from_url(url)?;
-        opts.connect_timeout = MONITOR_TIMEOUT;
-        opts.read_timeout = MONITOR_TIMEOUT;
-        Ok(Monitor { opts, conn: None })
-    }
-
-    /// The count now; a connection that MariaDB's restart closed is opened again once.
-    fn threads_connected(&mut self) -> Option<u64> {
-        for _ in 0..2 {
-            if self.conn.is_none() {
-                self.conn = fiber_mysql::Conn::connect(&self.opts).ok();
-            }
-            let got = self
-                .conn
-                .as_mut()?
-                .query("show global status like 'Threads_connected'")
-                .ok()
-                .and_then(|r| r.rows.first().and_then(|row| row.get::<String, _>(1)))
-                .and_then(|n| n.parse().ok());
-            match got {
-                Some(n) => return Some(n),
-                None => self.conn = None,
-            }
-        }
-        None
     }
 }
 

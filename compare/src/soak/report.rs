@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use super::client;
 use super::load::RowCounts;
@@ -14,6 +15,46 @@ use super::procs::{fds, rss_kib};
 /// Fresh connections a row's `/stats` reading may take to hear from every worker (the
 /// kernel hands each to whichever worker accepts first).
 pub const STATS_TRIES: usize = 60;
+
+/// MariaDB's timeouts for the soak's own `Threads_connected` reading.
+const MONITOR_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// MariaDB's `Threads_connected`, over a connection of the soak's own (counted in it).
+pub struct Monitor {
+    opts: fiber_mysql::Opts,
+    conn: Option<fiber_mysql::Conn>,
+}
+
+impl Monitor {
+    /// A reader of the server at `url` (connected at its first reading).
+    pub fn new(url: &str) -> Result<Monitor, compare::Error> {
+        let mut opts = fiber_mysql::Opts::from_url(url)?;
+        opts.connect_timeout = MONITOR_TIMEOUT;
+        opts.read_timeout = MONITOR_TIMEOUT;
+        Ok(Monitor { opts, conn: None })
+    }
+
+    /// The count now; a connection that MariaDB's restart closed is opened again once.
+    pub fn threads_connected(&mut self) -> Option<u64> {
+        for _ in 0..2 {
+            if self.conn.is_none() {
+                self.conn = fiber_mysql::Conn::connect(&self.opts).ok();
+            }
+            let got = self
+                .conn
+                .as_mut()?
+                .query("show global status like 'Threads_connected'")
+                .ok()
+                .and_then(|r| r.rows.first().and_then(|row| row.get::<String, _>(1)))
+                .and_then(|n| n.parse().ok());
+            match got {
+                Some(n) => return Some(n),
+                None => self.conn = None,
+            }
+        }
+        None
+    }
+}
 
 /// What a row found, beyond its line.
 #[derive(Clone, Debug, Default)]
