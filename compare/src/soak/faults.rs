@@ -394,8 +394,9 @@ impl Drill {
             Ok(()) => self.say(
                 what,
                 &format!(
-                    "MariaDB started again (pid {:?})",
+                    "MariaDB started again (pid {})",
                     procs::mariadbd_under(self.mariadb_control)
+                        .map_or("?".into(), |p| p.to_string())
                 ),
             ),
             Err(e) => self.check_failed(fault, start, format!("MariaDB did not start again: {e}")),
