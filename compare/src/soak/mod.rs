@@ -119,6 +119,8 @@ pub fn run(args: &SoakArgs) -> Result<(), compare::Error> {
 
     let t0 = Instant::now();
     let defaults = fiberstack::flags::parse(Vec::new())?;
+    // Room for every pool and one replacement's beside the one it replaces, as `serve`
+    // sizes its own private server; the same for the todo API.
     let pools = defaults.db_pool * (PROCESSES + 1) + TODO_POOL * 2;
     let mariadb = MariaDb::start(&fiberstack, pools + CONNECTION_HEADROOM)?;
     let url = mariadb.url().to_string();
@@ -135,7 +137,6 @@ pub fn run(args: &SoakArgs) -> Result<(), compare::Error> {
         .args(["--bind", "127.0.0.1:0"])
         .env("DATABASE_URL", &url);
     let mut todo = Server::start("todo API", todo_cmd, t0, &args.out.join("todo.log"))?;
-    drop(url);
 
     let tally = Arc::new(Tally::new(t0, plan.row, plan.rows()));
     let burst = ((defaults.web.fibers + defaults.web.queue) * PROCESSES) as f64
