@@ -1,7 +1,8 @@
 //! The binary as a user runs it: the start-up line, flags refused by name, a taken
 //! port, a MySQL error turned into a logged 500, and graceful shutdown on SIGTERM with
-//! requests in flight (also under plain ab), the private MariaDB stopped with it; and
-//! the README's flag table is exactly what `serve` accepts.
+//! requests in flight (also under plain ab), the private MariaDB stopped with it; the
+//! README's flag table is exactly what `serve` accepts; and `fiberstack mariadb
+//! --control` kills and starts its server on command.
 
 mod common;
 
@@ -255,4 +256,69 @@ fn a_mysql_error_is_a_500_whose_text_is_logged_and_not_sent() {
     assert_eq!(get(s.addr, "/healthz").status, 200);
     drop(s);
     db.stop();
+}
+
+/// `fiberstack mariadb --control`, the outage drill of scripts/soak: `kill` takes the
+/// server down (a connect is refused), `start` brings it back on the same port with its
+/// data, an unknown command is named, and the end of stdin stops it like SIGTERM.
+#[test]
+fn mariadb_control_kills_and_starts_the_server_and_stops_at_the_end_of_stdin() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(BIN)
+        .args(["mariadb", "--control", "--max-connections", "20"])
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut commands = child.stdin.take().unwrap();
+    let (tx, said) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = || {
+        said.recv_timeout(Duration::from_secs(60))
+            .expect("fiberstack mariadb said nothing within 60 s")
+    };
+    let opts = fiber_mysql::Opts::from_url(&next()).unwrap();
+    let mut conn = fiber_mysql::Conn::connect(&opts).unwrap();
+    conn.query("create table kept (x int)").unwrap();
+    conn.query("insert into kept values (7)").unwrap();
+
+    writeln!(commands, "kill").unwrap();
+    assert_eq!(next(), "stopped");
+    assert!(fiber_mysql::Conn::connect(&opts).is_err(), "still answers");
+    writeln!(commands, "reboot").unwrap();
+    assert!(next().contains("unknown command 'reboot'"));
+    writeln!(commands, "start").unwrap();
+    let started = next();
+    let pid: u32 = started
+        .strip_prefix("started ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{started:?}"));
+    let mut conn = fiber_mysql::Conn::connect(&opts).unwrap();
+    let rows = conn.query("select x from kept").unwrap().rows;
+    assert_eq!(
+        rows[0].get::<i64, _>(0),
+        Some(7),
+        "the data did not survive"
+    );
+
+    drop(commands);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running after its stdin ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    assert!(!alive(pid), "mariadbd {pid} outlived its controller");
 }

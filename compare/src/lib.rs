@@ -5,7 +5,8 @@
 //! Layout, each layer using only those below it:
 //! ```text
 //! binary: src/main.rs    serve.rs (serve --runtime async|minihttp), tfb_cmd.rs (tfb),
-//!                        bench/, cancel_report.rs
+//!                        bench/, cancel_report.rs, soak/ (the demo as a user runs it,
+//!                        under every fault at once: scripts/soak)
 //!   -> twin/ (tokio + axum + mysql_async: server, limit, db, client, one file per
 //!            route group, beside the demo's fiberstack::app file by file)
 //!   -> mini/ (stock may_minihttp on may: the bench's raw baseline)

@@ -1,6 +1,7 @@
 //! The `compare` binary: the demo's routes on the async twin or raw may_minihttp
-//! (`serve --runtime`), and the tools that measure them against the fiber server
-//! (`bench`, `cancel-report`). It parses the command line and calls the library.
+//! (`serve --runtime`), the tools that measure them against the fiber server
+//! (`bench`, `cancel-report`), and the soak of the fiber server (`soak`). It parses the
+//! command line and calls the library.
 
 #![forbid(unsafe_code)]
 
@@ -12,6 +13,7 @@ static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
 mod bench;
 mod cancel_report;
 mod serve;
+mod soak;
 mod tfb_cmd;
 
 use std::process::ExitCode;
@@ -46,6 +48,9 @@ enum Command {
         #[arg(last = true)]
         serve: Vec<String>,
     },
+    /// The demo as a user starts it, every fault at once for minutes: nothing lost that
+    /// a fault does not explain, nothing growing (scripts/soak runs it).
+    Soak(soak::SoakArgs),
     /// TechEmpower's six tests on axum + mysql_async or raw may_minihttp + fiber_mysql,
     /// on the database DATABASE_URL names (the fiber_web one is examples/techempower).
     Tfb(tfb_cmd::TfbArgs),
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
             Command::CancelReport { rounds, serve } => fiberstack::flags::parse(serve)
                 .map_err(compare::Error::from)
                 .and_then(|cfg| cancel_report::run(&cfg, rounds as usize)),
+            Command::Soak(args) => soak::run(&args),
             Command::Tfb(args) => tfb_cmd::run(&args).map_err(compare::Error::from),
         }
     };

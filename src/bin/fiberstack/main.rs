@@ -28,7 +28,8 @@ Commands:
   serve          Run the demo server (a private MariaDB unless --database-url is given)
   stack-report   Start the demo, run every route on fibers, and print each route's stack use
   mariadb        Start a private throwaway MariaDB, print its URL, and keep it until
-                 Ctrl-C/SIGTERM (--max-connections N)
+                 Ctrl-C/SIGTERM (--max-connections N; --control: also take `kill` and
+                 `start` lines on stdin, and stop at its end)
 
 `fiberstack serve --help` lists the flags of serve and stack-report. The comparison rig
 (the async twin, raw may_minihttp, the bench) is the `compare` binary.";
@@ -83,30 +84,72 @@ fn main() -> ExitCode {
     }
 }
 
-/// `fiberstack mariadb [--max-connections N]`: a private MariaDB for tests or
-/// experiments, its URL on stdout, stopped on Ctrl-C or SIGTERM.
+/// `fiberstack mariadb [--max-connections N] [--control]`: a private MariaDB for tests
+/// or experiments, its URL on stdout, stopped on Ctrl-C or SIGTERM. With `--control`
+/// it also obeys stdin, a line at a time, for outage drills (`scripts/soak`): `kill`
+/// SIGKILLs `mariadbd` as a crash would (answered `stopped`), `start` starts it again on
+/// the same port and data and waits until it answers (answered `started PID`), and the
+/// end of stdin stops it like SIGTERM, so that it never outlives whoever drives it.
 fn mariadb(args: &[String]) -> Result<(), Error> {
     let mut cfg = LaunchConfig::default();
-    match args {
-        [] => {}
-        [flag, n] if flag == "--max-connections" => {
-            cfg.max_connections = n.parse().map_err(|_| {
-                Error::Usage(format!("--max-connections: '{n}' is not a whole number"))
-            })?;
-        }
-        _ => {
-            return Err(Error::Usage(
-                "mariadb takes only --max-connections N".into(),
-            ))
+    let mut control = false;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match (arg.as_str(), rest.as_slice().first()) {
+            ("--max-connections", Some(n)) => {
+                cfg.max_connections = n.parse().map_err(|_| {
+                    Error::Usage(format!("--max-connections: '{n}' is not a whole number"))
+                })?;
+                rest.next();
+            }
+            ("--control", _) => control = true,
+            _ => {
+                return Err(Error::Usage(
+                    "mariadb takes only --max-connections N and --control".into(),
+                ))
+            }
         }
     }
     let stops =
         fiber_web::rig::stop_requests().map_err(|e| Error::io("install signal handlers", e))?;
-    let db = MariaDb::start(cfg).map_err(fiberstack::setup::db_failed(
+    let mut db = MariaDb::start(cfg).map_err(fiberstack::setup::db_failed(
         fiberstack::error::DbStep::PrivateServer,
     ))?;
     println!("{}", db.url());
-    stops.wait();
-    drop(db);
+    if !control {
+        stops.wait();
+        return Ok(());
+    }
+    // Stdin's lines and the stop signals, in the order they come, on one channel.
+    let (tx, commands) = std::sync::mpsc::channel::<Option<String>>();
+    let stdin_tx = tx.clone();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            if stdin_tx.send(Some(line)).is_err() {
+                return;
+            }
+        }
+        let _ = stdin_tx.send(None);
+    });
+    std::thread::spawn(move || {
+        stops.wait();
+        let _ = tx.send(None);
+    });
+    while let Ok(Some(command)) = commands.recv() {
+        let done = match command.trim() {
+            "kill" => db.kill_server().map(|()| "stopped".to_string()),
+            "start" => db.start_server().map(|()| format!("started {}", db.pid())),
+            other => {
+                println!("unknown command '{other}': use kill or start");
+                continue;
+            }
+        };
+        println!(
+            "{}",
+            done.map_err(fiberstack::setup::db_failed(
+                fiberstack::error::DbStep::PrivateServer,
+            ))?
+        );
+    }
     Ok(())
 }
