@@ -84,12 +84,28 @@ pub fn fiber_mysql_pool(
         db_where,
     } = database(cfg)?;
     opts.query_timeout = Some(cfg.query_timeout);
-    let db = fiber_mysql::Pool::new(fiber_mysql::PoolConfig {
+    let pool_config = fiber_mysql::PoolConfig {
         wait_timeout: cfg.db_wait_timeout,
         driver: cfg.db_driver,
         ..fiber_mysql::PoolConfig::new(opts, cfg.db_pool)
-    })
-    .map_err(db_failed(DbStep::open_pool(cfg)))?;
+    };
+    let db = match fiber_mysql::Pool::new(pool_config.clone()) {
+        Ok(db) => db,
+        // A worker that replaces another while MySQL is down (killed during an outage)
+        // starts anyway, not ready until MySQL is back: refusing to start would leave
+        // its slot, and with one process the whole port, unanswered for the outage.
+        // Its slot's first worker created the schema. A first start still fails: an
+        // unreachable server there is as likely a wrong URL as an outage.
+        Err(e) if e.is_unavailable() && replacing() => {
+            log::warn!(
+                "fiberstack: MySQL is unavailable ({e}): this replacement worker serves,                  not ready (/readyz 503), until it is back"
+            );
+            let db = fiber_mysql::Pool::new_lazy(pool_config)
+                .map_err(db_failed(DbStep::open_pool(cfg)))?;
+            return Ok((db, mariadb, db_where));
+        }
+        Err(e) => return Err(db_failed(DbStep::open_pool(cfg))(e)),
+    };
     {
         let mut conn = db.get().map_err(db_failed(DbStep::Reach))?;
         for sql in crate::app::schema::init_sql() {
@@ -97,6 +113,11 @@ pub fn fiber_mysql_pool(
         }
     }
     Ok((db, mariadb, db_where))
+}
+
+/// Whether this process is a supervised worker that replaces an earlier one.
+fn replacing() -> bool {
+    fiber_web::worker::current().is_some_and(|w| w.is_replacement())
 }
 
 /// The address the listener is bound to (`local_addr()`), with one warning in the log

@@ -2,7 +2,8 @@
 //! with plain `ab` as the load: a worker killed with `kill -9` (only its own in-flight
 //! requests may fail, no connection is refused, a replacement answers soon), a rolling
 //! restart on SIGHUP (no failed request), a worker replaced past `--overflow-limit`
-//! (no failed request), SIGTERM (every worker, then MariaDB, exit 0),
+//! (no failed request), a worker killed while MySQL is down (replaced at once, not
+//! ready until MySQL is back), SIGTERM (every worker, then MariaDB, exit 0),
 //! the default without a supervisor, systemd's socket activation, and the supervisor's
 //! start-up errors, each naming its flag. About 40 s of CI time, mostly the two `ab`
 //! runs (5000 requests of 0.1 s at 100 at once: 5 s each at best).
@@ -568,4 +569,86 @@ fn a_server_whose_stdout_is_closed_keeps_serving() {
         .status();
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
+}
+
+/// A worker killed while MySQL is down is replaced at once: the replacement serves, not
+/// ready (its pool opens no connection until MySQL is back), and is ready once MySQL
+/// returns. Before, the replacement exited at start-up (its pool could not open) and
+/// the supervisor kept restarting it: with one process, nothing answered the port for
+/// the whole outage. The MariaDB is `fiberstack mariadb --control`, which the test
+/// takes down and brings back, its URL given by the environment.
+#[test]
+fn a_worker_killed_while_mysql_is_down_is_replaced_and_serves_not_ready() {
+    use std::io::{BufRead, BufReader};
+    let mut mariadb = Command::new(BIN)
+        .args(["mariadb", "--control", "--max-connections", "60"])
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut control = mariadb.stdin.take().unwrap();
+    let (tx, said) = std::sync::mpsc::channel();
+    let stdout = mariadb.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = || {
+        said.recv_timeout(START_TIMEOUT)
+            .expect("fiberstack mariadb said nothing")
+    };
+    let url = next();
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--fibers",
+        "20",
+        "--db-pool",
+        "5",
+    ])
+    .args([
+        "--threads",
+        "1",
+        "--processes",
+        "1",
+        "--shutdown-grace",
+        "5",
+    ])
+    .env("DATABASE_URL", &url);
+    let serve = Served::start(cmd, |line| line.contains("supervisor pid"), START_TIMEOUT);
+    let addr = serve.addr;
+    let first = poll_stats(addr, Duration::from_secs(10), |_| true);
+    assert_eq!(get(addr, "/readyz").map(|(s, _)| s), Some(200));
+
+    writeln!(control, "kill").unwrap();
+    assert_eq!(next(), "stopped");
+    kill9(first.pid);
+    // Within a few seconds (the first restart is immediate), not after the outage.
+    let replacement = poll_stats(addr, Duration::from_secs(10), |a| a.pid != first.pid);
+    assert_ne!(replacement.pid, first.pid);
+    assert_eq!(
+        get(addr, "/readyz").map(|(s, _)| s),
+        Some(503),
+        "not ready without MySQL"
+    );
+
+    writeln!(control, "start").unwrap();
+    assert!(next().starts_with("started "));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while get(addr, "/readyz").map(|(s, _)| s) != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "never ready after MySQL came back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(get(addr, "/widgets?sleep=0").map(|(s, _)| s), Some(200));
+    assert_eq!(stats(addr).map(|a| a.pid), Some(replacement.pid));
+    stop(serve);
+    drop(control);
+    let _ = mariadb.wait();
 }

@@ -513,7 +513,30 @@ impl Pool {
                 max_connections,
             });
         }
-        let shared = Arc::new(Shared {
+        let shared = Pool::empty(cfg);
+        open_all(&shared)?;
+        Ok(Pool { shared })
+    }
+
+    /// A pool that opens no connection now: each checkout opens its slot's connection
+    /// when it finds none, as after a connection broke. For a server that must start
+    /// while its database is unreachable (a worker replaced during an outage): it
+    /// answers, not ready, and its checkouts fail as unavailable until the database is
+    /// back. What [`Pool::new`] checks at once is not checked: a pool larger than the
+    /// server's `max_connections` shows as connects refused with error 1040 ("too many
+    /// connections") under load.
+    pub fn new_lazy(cfg: PoolConfig) -> Result<Pool> {
+        if cfg.size == 0 {
+            return Err(Error::Params("pool size must be at least 1".into()));
+        }
+        Ok(Pool {
+            shared: Pool::empty(cfg),
+        })
+    }
+
+    /// The pool's shared state, with no connection open.
+    fn empty(cfg: PoolConfig) -> Arc<Shared> {
+        Arc::new(Shared {
             killer: Arc::new(Killer::new(&cfg.opts, KILL_CONNECTIONS)),
             permits: Semphore::new(cfg.size),
             idle: Mutex::new(Vec::with_capacity(cfg.size)),
@@ -528,9 +551,7 @@ impl Pool {
             reset_failures: AtomicU64::new(0),
             opened: AtomicU64::new(0),
             cfg,
-        });
-        open_all(&shared)?;
-        Ok(Pool { shared })
+        })
     }
 
     /// How a handler on a fiber gets a connection: waits (FIFO, parking the fiber) up

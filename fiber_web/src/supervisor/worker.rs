@@ -61,6 +61,13 @@ fn from_env() -> Option<Worker> {
 }
 
 impl Worker {
+    /// Whether this worker replaces an earlier one of its slot (after a crash, a
+    /// replacement asked for, or a rolling restart): its slot's first worker has
+    /// started, so what start-up set up once (a database schema) is there already.
+    pub fn is_replacement(&self) -> bool {
+        self.generation > 0
+    }
+
     fn say(&self, line: &str) -> io::Result<()> {
         let mut control = self.control.lock().unwrap_or_else(|e| e.into_inner());
         control.write_all(format!("{line}\n").as_bytes())
