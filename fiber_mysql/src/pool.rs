@@ -436,7 +436,9 @@ impl Shared {
         // A cancelled checkout: no KILL of it may reach the connection's next user
         // (cancel.rs), and what the killed statement did is unknown (session.rs).
         if let Some(gate) = gate {
-            let (cancelled, settled) = gate.close(conn.is_some());
+            // A connection closed anyway (cut off, or broken) waits for no KILL.
+            let kept = conn.as_ref().is_some_and(|c| !c.is_broken());
+            let (cancelled, settled) = gate.close(kept);
             if !settled {
                 conn = conn.map(|mut c| {
                     c.mark_broken();
@@ -495,6 +497,7 @@ impl Pool {
             .query("SELECT @@max_connections")?
             .scalar::<u64>()?
             .unwrap_or(0) as usize;
+        let extra_port = crate::killer::extra_port(&mut probe);
         drop(probe);
         if cfg.size + KILL_HEADROOM > max_connections {
             return Err(Error::PoolTooBig {
@@ -502,8 +505,9 @@ impl Pool {
                 max_connections,
             });
         }
+        let killer = Killer::with_extra_port(&cfg.opts, KILL_CONNECTIONS, extra_port);
         let shared = Arc::new(Shared {
-            killer: Arc::new(Killer::new(&cfg.opts, KILL_CONNECTIONS)),
+            killer: Arc::new(killer),
             permits: Semphore::new(cfg.size),
             idle: Mutex::new(Vec::with_capacity(cfg.size)),
             in_use: AtomicUsize::new(0),
@@ -519,6 +523,7 @@ impl Pool {
             cfg,
         });
         open_all(&shared)?;
+        shared.killer.open_ahead();
         Ok(Pool { shared })
     }
 
@@ -788,17 +793,22 @@ impl PooledConn {
         let Some(gate) = &self.gate else {
             return command(conn);
         };
-        gate.begin(conn.connection_id())?;
+        gate.begin(conn.connection_id(), conn.shutdown_handle())?;
         let result = command(conn);
-        let cancelled = gate.end();
+        let ended = gate.end();
+        if ended.cut {
+            conn.mark_broken();
+        }
         // Cancelled while it ran: the KILL either interrupted the statement (an error)
         // or cut it short with a result that is not the statement's (a killed
-        // `SLEEP(10)` returns 1 at once), so neither is the answer; as in Go's
-        // database/sql, the caller gets the cancellation. A failure of another kind
-        // (the connection broke) stays what it was.
+        // `SLEEP(10)` returns 1 at once), or the command was cut off (cancel.rs), so
+        // none is the answer; as in Go's database/sql, the caller gets the
+        // cancellation. A failure of another kind (the connection broke) stays what
+        // it was.
         match result {
-            Ok(_) if cancelled => Err(Error::Cancelled),
-            Err(Error::Server { code, .. }) if cancelled && code == ER_QUERY_INTERRUPTED => {
+            _ if ended.cut => Err(Error::Cancelled),
+            Ok(_) if ended.cancelled => Err(Error::Cancelled),
+            Err(Error::Server { code, .. }) if ended.cancelled && code == ER_QUERY_INTERRUPTED => {
                 Err(Error::Cancelled)
             }
             other => other,
