@@ -5,12 +5,14 @@
 //! ```text
 //! supervisor (process.rs): binds the port once, owns what the workers share (the
 //!   |   private MariaDB: its URL goes to the workers in the environment, never argv),
-//!   |   never accepts. SIGHUP: rolling restart. SIGTERM/SIGINT: stop all, then return.
+//!   |   accepts only while no worker does (refuse.rs: a 503 with Retry-After).
+//!   |   SIGHUP: rolling restart. SIGTERM/SIGINT: stop all, then return.
 //!   |-- worker 1 (this same binary, re-executed with the same arguments)
 //!   |-- worker 2      each inherits the listening socket (inherit.rs: LISTEN_FDS, as
 //!   '-- ...           systemd passes it) and talks to the supervisor on its stdin
-//!                     (worker.rs: "ready", "replace <reason>"; the supervisor:
-//!                     "stop <why>" when replaced, "stop-all <why>" when all stop)
+//!                     (worker.rs: "ready", "replace <reason>", "suspect <reason>";
+//!                     the supervisor: "stop <why>" when replaced, "stop-all <why>"
+//!                     when all stop)
 //! ```
 //!
 //! A replacement goes in this order: the new worker starts and says `ready` once it
@@ -41,6 +43,7 @@
 
 pub(crate) mod inherit;
 pub(crate) mod process;
+pub(crate) mod refuse;
 pub(crate) mod worker;
 
 pub(crate) use process::{Supervisor, SupervisorConfig, MAX_PROCESSES};
