@@ -29,8 +29,11 @@
 //! may call `ask_for_replacement(reason)`. It never blocks for long (one short write,
 //! bounded by [`worker::CONTROL_WRITE_TIMEOUT`]) and never stops the caller's process
 //! by itself. In a supervised worker the supervisor logs the reason, starts a new
-//! worker, and once that one accepts, tells this one to stop (gracefully: SIGTERM-like,
-//! in-flight requests finish up to `--shutdown-grace`). Repeated calls while a
+//! worker (at once, or when its rate bound lets it: `process.rs`), and once that one
+//! accepts, tells this one to stop (gracefully: SIGTERM-like, in-flight requests
+//! finish up to `--shutdown-grace`). A worker that a stack overflow left suspect has
+//! stopped accepting already (`suspect.rs`); while no worker accepts, the supervisor
+//! answers the port itself (`refuse.rs`). Repeated calls while a
 //! replacement is under way are ignored by the supervisor. Without a supervisor
 //! (`--processes 1`, the default) it only logs that nobody can replace this process,
 //! and the process carries on.
