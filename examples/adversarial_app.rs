@@ -17,6 +17,9 @@
 //! - `/skip_guard`: recurses to near the end of the stack, then skips 8 KiB down as C's
 //!   `alloca` does, past a one-page guard; the wide guard catches it.
 //! - `/bomb`: panics with a payload whose own drop panics.
+//! - `/scope?depth=N`: a fan-out child that locks a `static std::sync::Mutex`, then
+//!   recurses N levels: the child's overflow fails the request too, outside a safe
+//!   point.
 //!
 //! With `?depth=1` each route does its work without breaking anything (what a later
 //! request, on a fresh worker, should get); `/lazy` has no such form.
@@ -35,7 +38,7 @@ use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use fiber_web::metrics::HandlerPool;
-use fiber_web::{App, Options, Request, Response};
+use fiber_web::{fan_out, App, Options, Request, Response};
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
@@ -51,6 +54,9 @@ struct State {
 }
 
 static COUNTER: Mutex<u64> = Mutex::new(0);
+
+/// What `/scope`'s child locks (its own, so that `/mutex` never meets it).
+static CHILD_COUNTER: Mutex<u64> = Mutex::new(0);
 
 static MAY_COUNTER: LazyLock<may::sync::Mutex<u64>> = LazyLock::new(|| may::sync::Mutex::new(0));
 
@@ -166,6 +172,19 @@ fn bomb(_: &State, req: &Request) -> Response {
     Response::text(200, "defused\n")
 }
 
+fn scope(_: &State, req: &Request) -> Result<Response, Response> {
+    let n = depth(req);
+    let count = fan_out::scope(|s| {
+        s.spawn(|| {
+            let mut count = CHILD_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
+            *count += recurse(n);
+            Ok(*count)
+        })
+        .join()
+    })?;
+    Ok(Response::text(200, format!("{count}\n")))
+}
+
 fn lazy(_: &State, _: &Request) -> Response {
     Response::text(200, format!("{}\n", *TABLE))
 }
@@ -242,6 +261,8 @@ fn main() -> Result<(), fiber_web::Error> {
                 .named("skip_guard")
                 .get("/bomb", bomb)
                 .named("bomb")
+                .get("/scope", scope)
+                .named("scope")
                 .get("/print", print)
                 .named("print")
                 .get("/thread_sleep", thread_sleep)

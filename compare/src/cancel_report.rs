@@ -1,22 +1,35 @@
-//! `compare cancel-report`: what a client that leaves costs, on both runtimes.
+//! `compare cancel-report`: what a client that leaves costs, on both runtimes, against
+//! a MariaDB in each thread mode.
 //!
-//! Two measurements, each against the demo started in this process (a private
-//! MariaDB unless `--database-url` is given):
+//! For each `--thread-handling` (both by default: `pool-of-threads`, as the demo's
+//! private server runs, and `one-thread-per-connection`, MariaDB's own default; a
+//! user's server may run either), a private MariaDB is started in that mode (with its
+//! `extra_port`, where the pools send their KILLs) and both runtimes are measured
+//! against it, one after the other. With `--database-url` the one server it names is
+//! measured instead, in whatever mode it runs. Three measurements each:
 //! - **the storm**: [`LEAVING`] clients ask for `/widgets?sleep=10` and close their
 //!   connections [`PATIENCE`] later (what `curl -m 0.3` does); `db.in_use` from
 //!   `/stats` at [`SAMPLES`] after the close, and when it first read 0;
 //! - **the latency**: `--rounds` times, one client asks for `/widgets?sleep=10`,
 //!   closes once its query holds a connection, and the report polls `/stats` until
-//!   the connection is back; the median, p90, p99 and largest of those times.
+//!   the connection is back; the median, p90, p99 and largest of those times;
+//! - **the storms**: `--rounds` times, [`LEAVING`] clients ask at once and close once
+//!   all their queries hold connections, and the report polls until every
+//!   connection is back: the same four figures, for the last of the twenty, and the
+//!   time until the server runs none of their statements (a KILL that has not landed
+//!   leaves one running). Each round waits for that before it starts.
 //!
 //! The times include the poll's own round trip (a fresh connection per poll, well
-//! under a millisecond on loopback).
+//! under a millisecond on loopback). The fiber server's `db.replaced` says how many
+//! connections were cut off (a KILL slower than fiber_mysql's `KILL_PATIENCE`) and
+//! opened again.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use compare::Runtime;
+use fiber_mysql::launcher::{LaunchConfig, MariaDb, ThreadHandling, CONNECTION_HEADROOM};
 use fiberstack::config::ServeConfig;
 
 /// Clients in the storm.
@@ -34,18 +47,31 @@ const SAMPLES: [Duration; 4] = [
 const ROUND_TIMEOUT: Duration = Duration::from_secs(15);
 /// Time between two reads of `/stats`.
 const POLL_EVERY: Duration = Duration::from_millis(1);
+/// Server connections the report's private MariaDB allows per pool connection: the
+/// twin drops a leaving client's connection at once (its session lives on until the
+/// KILL lands) and opens a new one for that KILL, and its pool opens another for the
+/// next client, so for a moment after a storm it holds three per client.
+const TWIN_CONNECTIONS_PER_CLIENT: usize = 3;
 /// Time the report's requests get to end when it stops a runtime.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// One runtime's figures.
+/// One runtime's figures against one server.
 struct Figures {
     runtime: Runtime,
+    /// The server's thread mode (`@@thread_handling`).
+    threads: String,
+    /// Connections the pool cut off and opened again (`db.replaced`), over the whole run.
+    replaced: u64,
     /// `db.in_use` at each of [`SAMPLES`].
     storm: Vec<u64>,
     /// When `db.in_use` first read 0 after the storm's clients left.
     storm_back: Option<Duration>,
     /// Each round's time from the close to the connection's return, sorted.
     rounds: Vec<Duration>,
+    /// Each storm's time from the closes to the last connection's return, sorted.
+    storms: Vec<Duration>,
+    /// Each storm's time from the closes until the server ran none of its statements.
+    settled: Vec<Duration>,
 }
 
 /// Either runtime, started in this process.
@@ -81,42 +107,162 @@ impl Server {
     }
 }
 
-/// `compare cancel-report`: both runtimes, one after the other, then the tables.
-pub fn run(cfg: &ServeConfig, rounds: usize) -> Result<(), compare::Error> {
+/// Which servers `compare cancel-report` measures against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Modes {
+    /// A private MariaDB in each thread mode.
+    Both,
+    /// A private MariaDB in this one.
+    One(ThreadHandling),
+}
+
+impl std::str::FromStr for Modes {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Modes, String> {
+        match s {
+            "both" => Ok(Modes::Both),
+            other => other.parse().map(Modes::One),
+        }
+    }
+}
+
+/// `compare cancel-report`: for each server, both runtimes one after the other; then
+/// the tables.
+pub fn run(cfg: &ServeConfig, rounds: usize, modes: Modes) -> Result<(), compare::Error> {
     // Ctrl-C stops the report like a server: the private MariaDBs are cleaned up.
     let _stops = fiber_web::rig::stop_requests()
         .map_err(|e| fiberstack::Error::io("install signal handlers", e))?;
+    let mut cfg = cfg.clone();
+    cfg.web.bind = "127.0.0.1:0".parse().expect("a literal address");
+    cfg.web.access_log = false;
+    cfg.db_pool = cfg.db_pool.max(LEAVING + 1);
+    cfg.web.fibers = cfg.web.fibers.max(LEAVING + 4);
+    let modes: Vec<Option<ThreadHandling>> = match (&cfg.database_url, modes) {
+        (Some(_), _) => vec![None],
+        (None, Modes::Both) => ThreadHandling::ALL.into_iter().map(Some).collect(),
+        (None, Modes::One(mode)) => vec![Some(mode)],
+    };
     let mut all = Vec::new();
-    for runtime in [Runtime::Fibers, Runtime::Async] {
+    for mode in modes {
         let mut cfg = cfg.clone();
-        cfg.web.bind = "127.0.0.1:0".parse().expect("a literal address");
-        cfg.web.access_log = false;
-        cfg.db_pool = cfg.db_pool.max(LEAVING + 1);
-        cfg.web.fibers = cfg.web.fibers.max(LEAVING + 4);
-        eprintln!("cancel-report: {runtime}: the storm, then {rounds} rounds");
-        let server = Server::start(runtime, &cfg)?;
-        let figures = measure(&server, runtime, rounds);
-        server.stop();
-        all.push(figures?);
+        // The private server in this mode, shared by both runtimes; dropped (stopped)
+        // after them.
+        let _server = match mode {
+            Some(mode) => {
+                let db = MariaDb::start(LaunchConfig {
+                    max_connections: TWIN_CONNECTIONS_PER_CLIENT * cfg.db_pool
+                        + CONNECTION_HEADROOM,
+                    mariadbd: cfg.mariadbd.clone(),
+                    thread_handling: mode,
+                    ..LaunchConfig::default()
+                })?;
+                cfg.database_url = Some(db.url());
+                Some(db)
+            }
+            None => None,
+        };
+        let mut db = Watcher::connect(&cfg)?;
+        for runtime in [Runtime::Fibers, Runtime::Async] {
+            eprintln!(
+                "cancel-report: {runtime} on {}: the storm, then {rounds} rounds of one \
+                 client and {rounds} of {LEAVING}",
+                db.thread_handling()?
+            );
+            let server = Server::start(runtime, &cfg)?;
+            let figures = measure(&server, runtime, rounds, &mut db);
+            server.stop();
+            all.push(figures?);
+        }
     }
     println!("{}", render(&all));
     Ok(())
 }
 
-fn measure(server: &Server, runtime: Runtime, rounds: usize) -> Result<Figures, compare::Error> {
+fn measure(
+    server: &Server,
+    runtime: Runtime,
+    rounds: usize,
+    db: &mut Watcher,
+) -> Result<Figures, compare::Error> {
     let addr = server.addr();
     let (storm, storm_back) = storm(addr)?;
+    db.settle()?;
     let mut times = Vec::with_capacity(rounds);
     for _ in 0..rounds {
-        times.push(round(addr)?);
+        times.push(round(addr, 1, db)?.0);
     }
     times.sort();
+    let (mut storms, mut settled) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for _ in 0..rounds {
+        let (back, ended) = round(addr, LEAVING, db)?;
+        storms.push(back);
+        settled.push(ended);
+    }
+    storms.sort();
+    settled.sort();
     Ok(Figures {
         runtime,
+        threads: db.thread_handling()?,
+        replaced: db_stat(addr, "replaced")?,
         storm,
         storm_back,
         rounds: times,
+        storms,
+        settled,
     })
+}
+
+/// A connection of the report's own to the server, to see what it still runs.
+struct Watcher(fiber_mysql::Conn);
+
+impl Watcher {
+    fn connect(cfg: &ServeConfig) -> Result<Watcher, compare::Error> {
+        let url = cfg.database_url.as_deref().ok_or("no database URL")?;
+        Ok(Watcher(fiber_mysql::Conn::connect(
+            &fiber_mysql::Opts::from_url(url)?,
+        )?))
+    }
+
+    /// The server's thread mode (`@@thread_handling`).
+    fn thread_handling(&mut self) -> Result<String, compare::Error> {
+        let mode = self
+            .0
+            .query("SELECT @@thread_handling")?
+            .scalar::<String>()?;
+        Ok(mode.unwrap_or_default())
+    }
+
+    /// Statements the server runs now for others (`/widgets`' sleeps, killed or not).
+    /// `SHOW PROCESSLIST`, not information_schema, which needs a temporary table.
+    fn running(&mut self) -> Result<usize, compare::Error> {
+        let own = u64::from(self.0.connection_id());
+        let list = self.0.query("SHOW PROCESSLIST")?;
+        Ok(list
+            .rows
+            .iter()
+            .filter(|row| row.get::<u64, _>("Id") != Some(own))
+            .filter(|row| {
+                let command = row.get::<String, _>("Command");
+                matches!(command.as_deref(), Some("Query" | "Killed"))
+            })
+            .count())
+    }
+
+    /// Waits until the server runs none of the report's statements, for at most
+    /// [`ROUND_TIMEOUT`], so that a round starts on a quiet server.
+    fn settle(&mut self) -> Result<(), compare::Error> {
+        let started = Instant::now();
+        while self.running()? > 0 {
+            if started.elapsed() > ROUND_TIMEOUT {
+                return Err(
+                    format!("the server still ran statements after {ROUND_TIMEOUT:?}").into(),
+                );
+            }
+            std::thread::sleep(POLL_EVERY);
+        }
+        Ok(())
+    }
 }
 
 /// The storm: `db.in_use` at each sample time, and when it first read 0.
@@ -147,14 +293,24 @@ fn storm(addr: SocketAddr) -> Result<(Vec<u64>, Option<Duration>), compare::Erro
     Ok((samples, back))
 }
 
-/// One round: the time from the client's close to its connection's return.
-fn round(addr: SocketAddr) -> Result<Duration, compare::Error> {
-    let client = ask(addr, "/widgets?sleep=10")?;
-    wait_for(addr, 1)?;
-    drop(client);
+/// One round of `clients`: the time from their closes, once every one's query holds
+/// a connection, to the last connection's return, and to the server's running none
+/// of their statements any more.
+fn round(
+    addr: SocketAddr,
+    clients: usize,
+    db: &mut Watcher,
+) -> Result<(Duration, Duration), compare::Error> {
+    let asked = (0..clients)
+        .map(|_| ask(addr, "/widgets?sleep=10"))
+        .collect::<Result<Vec<_>, _>>()?;
+    wait_for(addr, clients as u64)?;
+    drop(asked);
     let left = Instant::now();
     wait_for(addr, 0)?;
-    Ok(left.elapsed())
+    let back = left.elapsed();
+    db.settle()?;
+    Ok((back, left.elapsed()))
 }
 
 /// Poll `/stats` until `db.in_use` is `want`, for at most [`ROUND_TIMEOUT`].
@@ -180,6 +336,11 @@ fn ask(addr: SocketAddr, path: &str) -> Result<TcpStream, compare::Error> {
 
 /// `db.in_use` from `/stats`.
 fn in_use(addr: SocketAddr) -> Result<u64, compare::Error> {
+    db_stat(addr, "in_use")
+}
+
+/// `db.<name>` from `/stats` (0 when the runtime does not count it).
+fn db_stat(addr: SocketAddr, name: &str) -> Result<u64, compare::Error> {
     let mut s = ask(addr, "/stats")?;
     s.set_read_timeout(Some(ROUND_TIMEOUT))
         .map_err(|e| fiberstack::Error::io("time out a read of /stats", e))?;
@@ -197,9 +358,12 @@ fn in_use(addr: SocketAddr) -> Result<u64, compare::Error> {
         reply.extend_from_slice(&buf[..n]);
         if let Some(body) = complete_body(&reply) {
             let stats: serde_json::Value = serde_json::from_slice(body)?;
-            return stats["db"]["in_use"]
-                .as_u64()
-                .ok_or_else(|| "/stats has no db.in_use".into());
+            return match &stats["db"][name] {
+                serde_json::Value::Null if name != "in_use" => Ok(0),
+                value => value
+                    .as_u64()
+                    .ok_or_else(|| format!("/stats has no db.{name}").into()),
+            };
         }
     }
     Err("/stats: the connection closed before the body ended".into())
@@ -217,7 +381,7 @@ fn complete_body(reply: &[u8]) -> Option<&[u8]> {
     reply.get(head_end..head_end + length)
 }
 
-/// The two tables, as Markdown.
+/// The three tables, as Markdown: a row per runtime and server.
 fn render(all: &[Figures]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -226,14 +390,14 @@ fn render(all: &[Figures]) -> String {
         "{LEAVING} clients ask for `/widgets?sleep=10` and leave after {} ms:\n",
         PATIENCE.as_millis()
     );
-    let _ = write!(out, "| time after the clients left |");
+    let _ = write!(out, "| `db.in_use` of | MariaDB |");
     for at in SAMPLES {
         let _ = write!(out, " {} s |", at.as_secs_f64());
     }
     let _ = writeln!(out, " back to 0 after |");
-    let _ = writeln!(out, "|---|{}---:|", "---:|".repeat(SAMPLES.len()));
+    let _ = writeln!(out, "|---|---|{}---:|", "---:|".repeat(SAMPLES.len()));
     for f in all {
-        let _ = write!(out, "| `db.in_use`, {} |", f.runtime);
+        let _ = write!(out, "| {} | {} |", f.runtime, f.threads);
         for n in &f.storm {
             let _ = write!(out, " {n} |");
         }
@@ -252,21 +416,55 @@ fn render(all: &[Figures]) -> String {
         "\nOne client leaves once its query runs; time until its connection is back in \
          the pool:\n"
     );
-    let _ = writeln!(out, "| runtime | rounds | median | p90 | p99 | largest |");
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+    times_table(&mut out, all, |f| &f.rounds);
+    let _ = writeln!(
+        out,
+        "\n{LEAVING} clients leave at once, once their queries run; time until the last \
+         connection is back in the pool:\n"
+    );
+    times_table(&mut out, all, |f| &f.storms);
+    let _ = writeln!(
+        out,
+        "\nThe same storms; time until the server runs none of their statements (the \
+         next storm waits for it):\n"
+    );
+    times_table(&mut out, all, |f| &f.settled);
+    let _ = writeln!(
+        out,
+        "\nConnections the fiber server cut off (a KILL slower than fiber_mysql's \
+         KILL_PATIENCE) and opened again, over each whole run (`db.replaced`): {}",
+        all.iter()
+            .filter(|f| f.runtime == Runtime::Fibers)
+            .map(|f| format!("{} on {}", f.replaced, f.threads))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    out
+}
+
+/// A table of each runtime's sorted times (`times` picks them): how many, median,
+/// p90, p99, largest.
+fn times_table(out: &mut String, all: &[Figures], times: impl Fn(&Figures) -> &[Duration]) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "| runtime | MariaDB | rounds | median | p90 | p99 | largest |"
+    );
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|");
     for f in all {
+        let t = times(f);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             f.runtime,
-            f.rounds.len(),
-            ms(quantile(&f.rounds, 0.5)),
-            ms(quantile(&f.rounds, 0.9)),
-            ms(quantile(&f.rounds, 0.99)),
-            ms(f.rounds.last().copied()),
+            f.threads,
+            t.len(),
+            ms(quantile(t, 0.5)),
+            ms(quantile(t, 0.9)),
+            ms(quantile(t, 0.99)),
+            ms(t.last().copied()),
         );
     }
-    out
 }
 
 /// The `q` quantile of sorted `times` (nearest rank).

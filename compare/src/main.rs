@@ -38,12 +38,18 @@ struct Cli {
 enum Command {
     /// Measure fibers, the async twin and raw may_minihttp, pinned apart from ab and wrk.
     Bench(bench::BenchArgs),
-    /// Start both runtimes in turn and measure what clients that leave cost them: the
-    /// pool's connections after 20 leave, and how soon one comes back (median, p99).
+    /// Start both runtimes in turn, against a private MariaDB in each thread mode, and
+    /// measure what clients that leave cost them: the pool's connections after 20
+    /// leave, and how soon one, or twenty at once, come back (median, p99).
     CancelReport {
-        /// Rounds of one client leaving, per runtime.
+        /// Rounds of one client leaving, and as many of 20 leaving at once, per runtime
+        /// and server.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         rounds: u64,
+        /// The private MariaDB's thread mode: both (one server each, in turn),
+        /// pool-of-threads or one-thread-per-connection; ignored with --database-url.
+        #[arg(long, default_value = "both")]
+        thread_handling: cancel_report::Modes,
         /// Flags of `fiberstack serve` for both servers (after `--`).
         #[arg(last = true)]
         serve: Vec<String>,
@@ -69,9 +75,13 @@ fn main() -> ExitCode {
         fiber_web::rig::init_logging();
         match cli.command {
             Command::Bench(args) => bench::run(&args).map_err(compare::Error::from),
-            Command::CancelReport { rounds, serve } => fiberstack::flags::parse(serve)
+            Command::CancelReport {
+                rounds,
+                thread_handling,
+                serve,
+            } => fiberstack::flags::parse(serve)
                 .map_err(compare::Error::from)
-                .and_then(|cfg| cancel_report::run(&cfg, rounds as usize)),
+                .and_then(|cfg| cancel_report::run(&cfg, rounds as usize, thread_handling)),
             Command::Soak(args) => soak::run(&args),
             Command::Tfb(args) => tfb_cmd::run(&args).map_err(compare::Error::from),
         }

@@ -1,5 +1,5 @@
-//! Stopping a running query from outside: [`CancelHandle`], and the pool's side
-//! channel that sends `KILL QUERY` ([`Killer`]).
+//! Stopping a running query from outside: [`CancelHandle`], one checkout's side of a
+//! cancel. The kills themselves go through the pool's side channel (`killer.rs`).
 //!
 //! A handle comes from a checkout ([`PooledConn::cancel_handle`](crate::PooledConn::cancel_handle))
 //! and is `Send + Sync + Clone`: another coroutine or thread calls
@@ -12,203 +12,57 @@
 //!   cancel keeps its result; one that was running when it came fails with
 //!   `Error::Cancelled` even if an answer arrived (a killed `SLEEP` answers 1, not an
 //!   error: whatever came is not the statement's result).
+//! - A command still running [`KILL_PATIENCE`] after the cancel (its KILL is slow:
+//!   MariaDB may take 2 s over one, `killer.rs` says when) is cut off: its socket is
+//!   shut down, so the command fails at once and the checkout ends; the connection is
+//!   closed, not reused, and its pool slot is free for a new one. The KILL still goes
+//!   out and ends the statement on the server. So a slow KILL delays no request, its
+//!   own included, by more than [`KILL_PATIENCE`]; what it costs is a reconnect.
 //! - It never touches another checkout, even of the same connection. The handle's
 //!   state (the gate) belongs to one checkout, and a KILL is sent only while that
 //!   checkout's command is marked running, decided under the gate's lock. A KILL
 //!   that lands after its command ended hits an idle session, and MariaDB drops a
 //!   `KILL QUERY` that an idle session receives when the next command starts
 //!   (`tests/cancel.rs` checks it): so the next command of *this* connection is safe
-//!   once every KILL sent has been answered, and the give-back waits for that (at
-//!   most [`KILL_SETTLE_TIMEOUT`], else the connection is closed instead of reused).
+//!   once every KILL sent has been answered, and the give-back of a connection that
+//!   is kept waits for that (at most [`KILL_SETTLE_TIMEOUT`], else the connection is
+//!   closed instead of reused). A connection that was cut off is never reused.
 //! - A command that had been marked running but had not reached the server when its
 //!   KILL arrived would run on (the KILL was dropped as above): while the same
-//!   command still runs, the KILL is sent again, up to [`KILL_ATTEMPTS`] times,
-//!   [`KILL_RETRY_AFTER`] apart.
+//!   command still runs, or was cut off while its last KILL had been answered, the
+//!   KILL is sent again, up to [`KILL_ATTEMPTS`] times, [`KILL_RETRY_AFTER`] apart.
 //! - A cancelled checkout is reset at give-back (`session.rs`): a killed statement
 //!   may have done part of its work.
 //!
-//! ## The side channel
-//! Each pool has one [`Killer`]: at most [`KILL_CONNECTIONS`] connections (the
-//! headroom the pool keeps free on the server, [`KILL_HEADROOM`]), opened on first
-//! use with the pool's options and [`KILL_CONNECT_TIMEOUT`], and kept for the next
-//! kill. A storm of cancels queues for them ([`KILL_WAIT`] at most) instead of
-//! opening a connection each. Query timeouts and deadlines kill through it too, and
-//! so does the pool for a threads-driver checkout that a fiber's overflow leaked:
-//! `KILL CONNECTION`, the whole session (`pool.rs`, "Abandoned checkouts").
+//! Query timeouts and deadlines kill through the side channel too, and so does the
+//! pool for a threads-driver checkout that a fiber's overflow leaked: `KILL
+//! CONNECTION`, the whole session (`pool.rs`, "Abandoned checkouts").
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use may::sync::Semphore;
-
-use crate::conn::{Conn, QueryKiller};
 use crate::error::{Error, Result};
-use crate::headroom::KILL_HEADROOM;
-use crate::opts::Opts;
+pub(crate) use crate::killer::Killer;
+use crate::killer::{Kill, KILL_THREAD_STACK};
+pub use crate::killer::{
+    KILL_ANSWER_TIMEOUT, KILL_CONNECTIONS, KILL_CONNECT_TIMEOUT, KILL_TURN, KILL_WAIT,
+};
 
-/// Connections a pool's side channel opens at most: the server connections the pool
-/// leaves free beyond its size.
-pub const KILL_CONNECTIONS: usize = KILL_HEADROOM;
-/// Connect timeout of a side-channel connection.
-pub const KILL_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Longest wait for the answer to one `KILL QUERY`.
-pub const KILL_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
-/// Longest wait for a free side-channel connection. Kills queue for the side
-/// channel one round trip each: 30 at once took 8-18 ms here idle, and a loaded
-/// machine (the whole test suite beside it) was seen to pass 2 s.
-pub const KILL_WAIT: Duration = Duration::from_secs(10);
 /// How often a kill is sent while the same command still runs (see the module comment).
 pub const KILL_ATTEMPTS: usize = 3;
 /// How long a canceller waits for the killed command to end before sending again:
 /// long enough that a busy machine's slow wake-up of the killed command does not
 /// send a second KILL for nothing (and hold the side channel from other cancels).
 pub const KILL_RETRY_AFTER: Duration = Duration::from_millis(200);
+/// How long a cancelled command may run on before it is cut off (see the module
+/// comment): a KILL is answered and its statement ends in about a millisecond here,
+/// and kills queued behind others wait [`KILL_TURN`] at most each.
+pub const KILL_PATIENCE: Duration = Duration::from_millis(100);
 /// Longest a give-back waits for the KILLs of a cancelled checkout to be answered; a
 /// connection whose KILLs are still out after it is closed, not reused.
 pub const KILL_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Stack of the thread a kill runs on when asked from a may coroutine.
-pub const KILL_THREAD_STACK: usize = 256 * 1024;
-/// How often a give-back looks whether those KILLs were answered.
+/// How often a give-back, or a canceller, looks whether those KILLs were answered.
 const KILL_SETTLE_POLL: Duration = Duration::from_millis(1);
-
-/// What a kill stops: the running statement, or the whole session.
-#[derive(Clone, Copy, Debug)]
-enum Kill {
-    Query,
-    Connection,
-}
-
-/// A pool's side channel for `KILL QUERY`; see the module comment.
-pub(crate) struct Killer {
-    opts: Opts,
-    permits: Semphore,
-    idle: Mutex<Vec<Conn>>,
-}
-
-impl QueryKiller for Killer {
-    fn kill_query_of(self: Arc<Self>, connection_id: u32) -> Result<()> {
-        self.kill_query(connection_id)
-    }
-
-    fn kill_session_of(self: Arc<Self>, connection_id: u32) -> Result<()> {
-        self.kill_connection(connection_id)
-    }
-}
-
-impl std::fmt::Debug for Killer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Killer").finish_non_exhaustive()
-    }
-}
-
-impl Killer {
-    /// A side channel to the server of `opts`, at most `connections` wide.
-    pub(crate) fn new(opts: &Opts, connections: usize) -> Killer {
-        let mut opts = opts.clone();
-        opts.query_timeout = None;
-        opts.connect_timeout = opts.connect_timeout.min(KILL_CONNECT_TIMEOUT);
-        opts.read_timeout = opts.read_timeout.min(KILL_ANSWER_TIMEOUT);
-        Killer {
-            opts,
-            permits: Semphore::new(connections.max(1)),
-            idle: Mutex::new(Vec::with_capacity(connections)),
-        }
-    }
-
-    /// Sends `KILL QUERY connection_id` and waits for its answer. In a may coroutine
-    /// (a fiber's carrier among them) the kill runs on a thread of its own
-    /// ([`KILL_THREAD_STACK`]) while the coroutine parks on a may channel: opening a
-    /// side-channel connection authenticates (SHA-1 in mysql_common), which in a
-    /// debug build is more stack than a connection coroutine's 32 KiB, and a kill
-    /// is rare enough that a thread's start (tens of microseconds) is nothing beside
-    /// its round trip. On a plain thread it runs here.
-    pub(crate) fn kill_query(self: &Arc<Self>, connection_id: u32) -> Result<()> {
-        self.kill(Kill::Query, connection_id)
-    }
-
-    /// Sends `KILL CONNECTION connection_id` and waits for its answer (see
-    /// [`Killer::kill_query`] for where it runs): the server ends that session, rolls
-    /// back its transaction and frees its locks, whatever our side of its socket
-    /// does. For a checkout whose connection an overflow leaked (`pool.rs`,
-    /// "Abandoned checkouts").
-    pub(crate) fn kill_connection(self: &Arc<Self>, connection_id: u32) -> Result<()> {
-        self.kill(Kill::Connection, connection_id)
-    }
-
-    fn kill(self: &Arc<Self>, what: Kill, connection_id: u32) -> Result<()> {
-        if !may::coroutine::is_coroutine() {
-            return self.kill_here(what, connection_id);
-        }
-        let killer = Arc::clone(self);
-        fiber_pool::on_carrier(move || {
-            let (tx, rx) = may::sync::mpsc::channel();
-            std::thread::Builder::new()
-                .name("kill-query".into())
-                .stack_size(KILL_THREAD_STACK)
-                .spawn(move || {
-                    let _ = tx.send(killer.kill_here(what, connection_id));
-                })
-                .map_err(Error::Io)?;
-            // The thread's every wait is bounded: the permit, the connect, the answer.
-            let bound = KILL_WAIT + KILL_CONNECT_TIMEOUT + 2 * KILL_ANSWER_TIMEOUT;
-            rx.recv_timeout(bound)
-                .unwrap_or(Err(Error::PoolTimeout { waited: bound }))
-        })
-    }
-
-    fn kill_here(&self, what: Kill, connection_id: u32) -> Result<()> {
-        if !self.permits.wait_timeout(KILL_WAIT) {
-            return Err(Error::PoolTimeout { waited: KILL_WAIT });
-        }
-        let sql = match what {
-            Kill::Query => format!("KILL QUERY {connection_id}"),
-            Kill::Connection => format!("KILL CONNECTION {connection_id}"),
-        };
-        // A kept connection may have died (server restart): one more try on a new one.
-        let result = match self.take_idle() {
-            Some(mut conn) => match conn.query(&sql) {
-                Err(e) if e.poisons_connection() => self.on_new_connection(&sql),
-                other => other.map(|_| self.keep(conn)),
-            },
-            None => self.on_new_connection(&sql),
-        };
-        self.permits.post();
-        result
-    }
-
-    fn on_new_connection(&self, sql: &str) -> Result<()> {
-        let mut conn = Conn::connect(&self.opts)?;
-        conn.query(sql)?;
-        self.keep(conn);
-        Ok(())
-    }
-
-    fn take_idle(&self) -> Option<Conn> {
-        let mut idle = self.idle();
-        while let Some(conn) = idle.pop() {
-            if conn.looks_alive() {
-                return Some(conn);
-            }
-        }
-        None
-    }
-
-    /// Connections kept open for the next kill.
-    pub(crate) fn kept(&self) -> usize {
-        self.idle().len()
-    }
-
-    fn keep(&self, conn: Conn) {
-        self.idle().push(conn);
-    }
-
-    fn idle(&self) -> MutexGuard<'_, Vec<Conn>> {
-        // Read on fibers too (`kept`, for a /stats route): the stack is checked before
-        // locking (`fiber_pool::lock_anywhere`), so an overflow never strikes with it
-        // held. Nothing panics while holding it; a poisoned lock is recovered.
-        fiber_pool::lock_anywhere(&self.idle)
-    }
-}
 
 /// One checkout's cancellation state, shared by its [`CancelHandle`]s.
 #[derive(Debug, Default)]
@@ -221,14 +75,49 @@ struct GateState {
     /// The checkout has ended: handles do nothing any more.
     closed: bool,
     cancelled: bool,
-    /// The command in flight: its number and its connection's server id.
-    running: Option<(u64, u32)>,
-    /// The command in flight is a pipeline (`exec_many`): a cancel kills the whole
-    /// session, since `KILL QUERY` would stop only the statement running and leave
-    /// the ones queued behind it to run.
-    whole_session: bool,
+    running: Option<Running>,
     commands: u64,
     kills_in_flight: usize,
+    /// The command whose kills are out (one sender of kills per command).
+    killing: Option<u64>,
+    /// The command that was cut off, and when.
+    cut: Option<(u64, Instant)>,
+}
+
+/// The command in flight.
+#[derive(Debug)]
+struct Running {
+    /// Its number within the checkout.
+    command: u64,
+    /// Its connection's server id.
+    connection_id: u32,
+    /// A second handle on its connection's socket, whose shutdown cuts the command
+    /// off; `None` for a connection without one (the threads driver).
+    socket: Option<Arc<std::net::TcpStream>>,
+    /// It is a pipeline (`exec_many`): its kill is `KILL CONNECTION`, since `KILL
+    /// QUERY` would stop only the statement running and leave the ones queued behind
+    /// it to run (so would a cut-off: the server goes on reading what was sent).
+    whole_session: bool,
+}
+
+/// How a command ended, for its checkout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ended {
+    /// The checkout was cancelled while it ran.
+    pub(crate) cancelled: bool,
+    /// It was cut off: its connection must not be used again.
+    pub(crate) cut: bool,
+}
+
+impl GateState {
+    /// Whether `command` still runs and was not cut off.
+    fn runs(&self, command: u64) -> bool {
+        self.running.as_ref().is_some_and(|r| r.command == command) && !self.was_cut(command)
+    }
+
+    fn was_cut(&self, command: u64) -> bool {
+        self.cut.is_some_and(|(c, _)| c == command)
+    }
 }
 
 impl Gate {
@@ -240,25 +129,43 @@ impl Gate {
         fiber_pool::lock_anywhere(&self.state)
     }
 
-    /// A command of the checkout starts on connection `connection_id`; refused with
+    /// A command of the checkout starts on connection `connection_id`, whose socket
+    /// `socket` is a second handle on (to cut the command off); refused with
     /// [`Error::Cancelled`] once the checkout was cancelled.
-    pub(crate) fn begin(&self, connection_id: u32) -> Result<()> {
-        self.begin_as(connection_id, false)
+    pub(crate) fn begin(
+        &self,
+        connection_id: u32,
+        socket: Option<Arc<std::net::TcpStream>>,
+    ) -> Result<()> {
+        self.begin_as(connection_id, socket, false)
     }
 
     /// [`Gate::begin`] for a pipeline: a cancel meanwhile kills the whole session.
-    pub(crate) fn begin_pipeline(&self, connection_id: u32) -> Result<()> {
-        self.begin_as(connection_id, true)
+    pub(crate) fn begin_pipeline(
+        &self,
+        connection_id: u32,
+        socket: Option<Arc<std::net::TcpStream>>,
+    ) -> Result<()> {
+        self.begin_as(connection_id, socket, true)
     }
 
-    fn begin_as(&self, connection_id: u32, whole_session: bool) -> Result<()> {
+    fn begin_as(
+        &self,
+        connection_id: u32,
+        socket: Option<Arc<std::net::TcpStream>>,
+        whole_session: bool,
+    ) -> Result<()> {
         let mut s = self.state();
         if s.cancelled {
             return Err(Error::Cancelled);
         }
         s.commands += 1;
-        s.running = Some((s.commands, connection_id));
-        s.whole_session = whole_session;
+        s.running = Some(Running {
+            command: s.commands,
+            connection_id,
+            socket,
+            whole_session,
+        });
         Ok(())
     }
 
@@ -267,11 +174,45 @@ impl Gate {
         self.state().cancelled
     }
 
-    /// The command ended; returns whether the checkout was cancelled meanwhile.
-    pub(crate) fn end(&self) -> bool {
+    /// The command ended: whether the checkout was cancelled meanwhile, and whether
+    /// the command was cut off.
+    pub(crate) fn end(&self) -> Ended {
         let mut s = self.state();
-        s.running = None;
-        s.cancelled
+        let cut = s
+            .running
+            .take()
+            .is_some_and(|r| s.cut.is_some_and(|(c, _)| c == r.command));
+        Ended {
+            cancelled: s.cancelled,
+            cut,
+        }
+    }
+
+    /// Cuts `command` off if it still runs: shuts its socket down, so that it fails
+    /// at once. False when it runs and cannot be cut (no socket).
+    fn cut(&self, command: u64) -> bool {
+        let mut s = self.state();
+        if !s.runs(command) {
+            return true;
+        }
+        let Some(socket) = s.running.as_ref().and_then(|r| r.socket.clone()) else {
+            return false;
+        };
+        s.cut = Some((command, Instant::now()));
+        drop(s);
+        let _ = socket.shutdown(std::net::Shutdown::Both);
+        true
+    }
+
+    /// Whether `command` needs no more kills, its last answered at `answered`: it
+    /// ended by itself, or it was cut off before that answer came (the KILL was slow,
+    /// not dropped, and has landed).
+    fn needs_no_kill(&self, command: u64, answered: Instant) -> bool {
+        let s = self.state();
+        match s.cut {
+            Some((c, at)) if c == command => at <= answered,
+            _ => !s.runs(command),
+        }
     }
 
     /// The checkout ends: handles stop acting. Waits until every KILL already sent is
@@ -305,54 +246,115 @@ pub struct CancelHandle {
     killer: Arc<Killer>,
 }
 
+/// The answer to a command's first KILL, from the thread that sends its kills.
+type FirstAnswer = may::sync::mpsc::Receiver<Result<()>>;
+
 impl CancelHandle {
     pub(crate) fn new(gate: Arc<Gate>, killer: Arc<Killer>) -> CancelHandle {
         CancelHandle { gate, killer }
     }
 
     /// Cancels the checkout: its running command, if any, is killed (and returns
-    /// [`Error::Cancelled`]), and its later commands fail with `Error::Cancelled`
-    /// unsent. After the checkout ended it does nothing. Waits for the `KILL QUERY`
-    /// answers (on a fiber, the waits park it). An error means the KILL could not be
-    /// sent (side channel busy past [`KILL_WAIT`], or the server unreachable): the
-    /// running command then runs on, but the later ones still fail.
+    /// [`Error::Cancelled`]), or cut off after [`KILL_PATIENCE`], and its later
+    /// commands fail with `Error::Cancelled` unsent. After the checkout ended it does
+    /// nothing. Returns once the running command has ended or was cut off (on a
+    /// fiber, the waits park it). An error means the KILL could not be sent (side
+    /// channel busy past [`KILL_WAIT`], or the server unreachable) and the command
+    /// could not be cut off (the threads driver): it then runs on, but the later
+    /// ones still fail.
     pub fn cancel(&self) -> Result<()> {
-        let target = {
+        let (command, connection_id, kill, first) = {
             let mut s = self.gate.state();
             if s.closed {
                 return Ok(());
             }
             s.cancelled = true;
-            match s.running {
-                Some(running) => {
-                    s.kills_in_flight += 1;
-                    (running, s.whole_session)
-                }
-                None => return Ok(()),
+            let Some(running) = &s.running else {
+                return Ok(());
+            };
+            let (command, connection_id) = (running.command, running.connection_id);
+            let kill = match running.whole_session {
+                true => Kill::Connection,
+                false => Kill::Query,
+            };
+            // The first cancel of a command sends its kills; a later one waits alike.
+            let first = s.killing != Some(command);
+            if first {
+                s.killing = Some(command);
+                s.kills_in_flight += 1;
             }
+            (command, connection_id, kill, first)
         };
-        let result = match target {
-            // The connection dies with its session: one kill, nothing to retry.
-            ((_, connection_id), true) => self.killer.kill_connection(connection_id),
-            (running, false) => self.kill_while_running(running),
-        };
-        self.gate.state().kills_in_flight -= 1;
-        result
-    }
-
-    fn kill_while_running(&self, (command, connection_id): (u64, u32)) -> Result<()> {
-        for _ in 0..KILL_ATTEMPTS {
-            self.killer.kill_query(connection_id)?;
-            let until = Instant::now() + KILL_RETRY_AFTER;
-            loop {
-                if self.gate.state().running.map(|(c, _)| c) != Some(command) {
+        let answer = match first {
+            true => match self.send_kills(command, connection_id, kill) {
+                Ok(answer) => Some(answer),
+                // No thread for the kills: the command is cut off at once instead.
+                Err(e) if self.gate.cut(command) => {
+                    drop(e);
                     return Ok(());
                 }
-                if Instant::now() >= until {
-                    break;
-                }
-                fiber_pool::sleep(KILL_SETTLE_POLL);
+                Err(e) => return Err(e),
+            },
+            false => None,
+        };
+        self.wait_or_cut(command, answer)
+    }
+
+    /// Starts the thread that sends `command`'s kills (see the module comment); the
+    /// first one's answer comes on the receiver.
+    fn send_kills(&self, command: u64, connection_id: u32, kill: Kill) -> Result<FirstAnswer> {
+        let (gate, killer) = (Arc::clone(&self.gate), Arc::clone(&self.killer));
+        let spawned = fiber_pool::on_carrier(move || {
+            let (tx, rx) = may::sync::mpsc::channel();
+            std::thread::Builder::new()
+                .name("kill-query".into())
+                .stack_size(KILL_THREAD_STACK)
+                .spawn(move || send_kills(&gate, &killer, command, connection_id, kill, &tx))
+                .map(|_| rx)
+        });
+        spawned.map_err(|e| {
+            self.gate.state().kills_in_flight -= 1;
+            Error::Io(e)
+        })
+    }
+
+    /// Waits until `command` ends, or cuts it off once [`KILL_PATIENCE`] has passed or
+    /// its KILL failed.
+    fn wait_or_cut(&self, command: u64, answer: Option<FirstAnswer>) -> Result<()> {
+        let until = Instant::now() + KILL_PATIENCE;
+        loop {
+            if !self.gate.state().runs(command) {
+                return Ok(());
             }
+            let failed = match answer.as_ref().map(|a| a.try_recv()) {
+                Some(Ok(Err(e))) => Some(e),
+                _ => None,
+            };
+            if failed.is_some() || Instant::now() >= until {
+                if self.gate.cut(command) {
+                    return Ok(());
+                }
+                return match failed {
+                    Some(e) => Err(e),
+                    None => self.wait_uncut(command, answer),
+                };
+            }
+            fiber_pool::sleep(KILL_SETTLE_POLL);
+        }
+    }
+
+    /// For a command that cannot be cut off: waits for its first KILL's answer, then
+    /// for it to end while its kills are sent again.
+    fn wait_uncut(&self, command: u64, answer: Option<FirstAnswer>) -> Result<()> {
+        if let Some(answer) = answer {
+            let bound = KILL_WAIT + KILL_CONNECT_TIMEOUT + 2 * KILL_ANSWER_TIMEOUT;
+            answer
+                .recv_timeout(bound)
+                .unwrap_or(Err(Error::PoolTimeout { waited: bound }))?;
+        }
+        let until = Instant::now() + KILL_RETRY_AFTER * KILL_ATTEMPTS as u32;
+        while self.gate.state().runs(command) && Instant::now() < until {
+            fiber_pool::sleep(KILL_SETTLE_POLL);
         }
         Ok(())
     }
@@ -361,4 +363,36 @@ impl CancelHandle {
     pub fn is_cancelled(&self) -> bool {
         self.gate.cancelled()
     }
+}
+
+/// Sends `command`'s kills, on a thread of its own: the first (its answer goes to
+/// `first`), then again while the command runs on (see the module comment).
+fn send_kills(
+    gate: &Gate,
+    killer: &Killer,
+    command: u64,
+    connection_id: u32,
+    kill: Kill,
+    first: &may::sync::mpsc::Sender<Result<()>>,
+) {
+    // The turn is held until the statement ended here, or was cut off.
+    let ended = || !gate.state().runs(command);
+    let sent = killer.kill_on_thread(kill, connection_id, &ended);
+    let mut answered = sent.is_ok().then(Instant::now);
+    let _ = first.send(sent);
+    for _ in 1..KILL_ATTEMPTS {
+        let Some(at) = answered else { break };
+        let until = at + KILL_RETRY_AFTER;
+        while !gate.needs_no_kill(command, at) && Instant::now() < until {
+            std::thread::sleep(KILL_SETTLE_POLL);
+        }
+        if gate.needs_no_kill(command, at) {
+            break;
+        }
+        answered = killer
+            .kill_on_thread(kill, connection_id, &ended)
+            .is_ok()
+            .then(Instant::now);
+    }
+    gate.state().kills_in_flight -= 1;
 }

@@ -75,6 +75,59 @@ pub struct LaunchConfig {
     pub startup_timeout: Duration,
     /// `mariadbd` to use; `None`: look in PATH, then /usr/sbin.
     pub mariadbd: Option<PathBuf>,
+    /// How the server runs its connections' statements (`--thread-handling`).
+    pub thread_handling: ThreadHandling,
+}
+
+/// MariaDB's `--thread-handling`: a user's own server may run either, so the client is
+/// measured against both (`compare cancel-report --thread-handling`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThreadHandling {
+    /// `pool-of-threads`: a few thread groups (one per core) serve every connection;
+    /// a busy group gets another thread only after `thread_pool_stall_limit` (500 ms
+    /// by default) and thread-creation throttling. The private server's default: it
+    /// ran 1000 concurrent `select sleep(1)` in 2.55 s here (docs/FACTS.md).
+    #[default]
+    PoolOfThreads,
+    /// `one-thread-per-connection`: MariaDB's own default.
+    OneThreadPerConnection,
+}
+
+impl ThreadHandling {
+    /// Both, in the order reports list them.
+    pub const ALL: [ThreadHandling; 2] = [
+        ThreadHandling::PoolOfThreads,
+        ThreadHandling::OneThreadPerConnection,
+    ];
+
+    /// The value of `--thread-handling`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadHandling::PoolOfThreads => "pool-of-threads",
+            ThreadHandling::OneThreadPerConnection => "one-thread-per-connection",
+        }
+    }
+}
+
+impl std::fmt::Display for ThreadHandling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ThreadHandling {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        ThreadHandling::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "`{s}` is not a thread handling: pool-of-threads or one-thread-per-connection"
+                )
+            })
+    }
 }
 
 impl Default for LaunchConfig {
@@ -86,6 +139,7 @@ impl Default for LaunchConfig {
             user: "app".into(),
             startup_timeout: Duration::from_secs(20),
             mariadbd: None,
+            thread_handling: ThreadHandling::default(),
         }
     }
 }
@@ -97,6 +151,8 @@ pub struct MariaDb {
     events: BufReader<ChildStdout>,
     dir: PathBuf,
     port: u16,
+    /// `extra_port`: one thread per connection, for the pools' KILLs (killer.rs).
+    extra_port: u16,
     pid: u32,
     password: String,
     admin_password: String,
@@ -168,7 +224,7 @@ impl MariaDb {
             let _ = fs::remove_dir_all(&dir);
             return Err(e);
         }
-        let port = free_port()?;
+        let [port, extra_port] = free_ports()?;
         let password = format!("fs-{}", random_hex(12)?);
         let admin_password = format!("fs-{}", random_hex(12)?);
 
@@ -179,13 +235,18 @@ impl MariaDb {
             format!("--socket={}", dir.join("sock").display()),
             format!("--pid-file={}", dir.join("pid").display()),
             format!("--port={port}"),
+            // One thread per connection, whatever the thread handling: the pools find
+            // it (`@@extra_port`) and send their KILLs there, answered while every
+            // thread of a busy pool-of-threads runs a statement (killer.rs).
+            format!("--extra-port={extra_port}"),
+            format!("--extra-max-connections={}", cfg.max_connections),
             "--bind-address=127.0.0.1".into(),
             format!("--max-connections={}", cfg.max_connections),
             format!(
                 "--back-log={}",
                 cfg.max_connections + BACK_LOG_ABOVE_MAX_CONNECTIONS
             ),
-            "--thread-handling=pool-of-threads".into(),
+            format!("--thread-handling={}", cfg.thread_handling),
             "--skip-log-bin".into(),
             "--skip-name-resolve".into(),
             "--innodb-buffer-pool-size=16M".into(),
@@ -216,6 +277,7 @@ impl MariaDb {
             events,
             dir,
             port,
+            extra_port,
             pid: 0,
             password,
             admin_password,
@@ -336,6 +398,12 @@ impl MariaDb {
         self.port
     }
 
+    /// The `extra_port` (one thread per connection, whatever the thread handling): a
+    /// pool finds it as `@@extra_port` and sends its KILLs there.
+    pub fn extra_port(&self) -> u16 {
+        self.extra_port
+    }
+
     /// The pid of the running `mariadbd` (changes on restart).
     pub fn pid(&self) -> u32 {
         self.pid
@@ -414,15 +482,22 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
-fn free_port() -> Result<u16> {
-    // Bind port 0, read the port, release it for mariadbd. The window in
-    // which another process could take it is tiny; start fails loudly if so.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| Error::Launch(format!("no free loopback port: {e}")))?;
-    Ok(listener
-        .local_addr()
-        .map_err(|e| Error::Launch(e.to_string()))?
-        .port())
+/// Two free loopback ports: the server's and its `extra_port`.
+fn free_ports() -> Result<[u16; 2]> {
+    // Bind port 0 twice (both held, so the two differ), read the ports, release them
+    // for mariadbd. The window in which another process could take one is tiny;
+    // start fails loudly if so.
+    let bind = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| Error::Launch(format!("no free loopback port: {e}")))
+    };
+    let port = |l: &std::net::TcpListener| {
+        l.local_addr()
+            .map(|a| a.port())
+            .map_err(|e| Error::Launch(e.to_string()))
+    };
+    let (a, b) = (bind()?, bind()?);
+    Ok([port(&a)?, port(&b)?])
 }
 
 /// Copies this user's template data directory into the (empty, private) `dir`,

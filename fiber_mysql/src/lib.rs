@@ -18,8 +18,10 @@
 //! - `conn`: TCP, handshake, packet I/O, timeouts, poisoning ([`Conn`]);
 //! - `accounts`: who may log in to the private server (no passwordless account over
 //!   TCP);
-//! - `cancel`: stopping a running query from outside ([`CancelHandle`]) and the
-//!   pool's side channel for `KILL QUERY`;
+//! - `killer`: the pool's side channel for `KILL QUERY`: its connections, opened
+//!   ahead on the server's `extra_port` when it has one, and the turn kills take;
+//! - `cancel`: stopping a running query from outside ([`CancelHandle`]), cutting off
+//!   one whose KILL is slow;
 //! - `row`: one column of a row read as a Rust type by name or position, with an error
 //!   naming the column and the type ([`RowExt::try_get`], [`ColumnProblem`]);
 //! - `query`: COM_QUERY, prepared statements, result sets, query timeout ([`QueryResult`]);
@@ -81,6 +83,7 @@ pub mod error;
 mod framing;
 mod from_row;
 mod headroom;
+mod killer;
 pub mod launcher;
 pub mod opts;
 pub mod pool;
@@ -99,7 +102,7 @@ mod transaction;
 
 pub use cancel::{
     CancelHandle, KILL_ANSWER_TIMEOUT, KILL_ATTEMPTS, KILL_CONNECTIONS, KILL_CONNECT_TIMEOUT,
-    KILL_RETRY_AFTER, KILL_SETTLE_TIMEOUT, KILL_WAIT,
+    KILL_PATIENCE, KILL_RETRY_AFTER, KILL_SETTLE_TIMEOUT, KILL_TURN, KILL_WAIT,
 };
 pub use conn::{Conn, RESET_TIMEOUT};
 pub use error::{ColumnProblem, Error, Phase, Result};

@@ -35,6 +35,13 @@ pub struct Opts {
     /// A query running longer is stopped with `KILL QUERY` and fails with
     /// [`Error::QueryTimeout`]. `None`: only `read_timeout` applies.
     pub query_timeout: Option<Duration>,
+    /// The port a pool sends `KILL QUERY` to. `None`: the server's `extra_port`
+    /// when it has one (a pool asks for `@@extra_port` when it starts), else `port`.
+    /// A MariaDB `extra_port` is served one thread per connection even while every
+    /// thread of its pool (`thread_handling=pool-of-threads`) is busy, so a kill
+    /// there never waits for the pool's stall limit. Set it when the server's own
+    /// number is not how this client reaches that port (a container maps it).
+    pub kill_port: Option<u16>,
 }
 
 impl std::fmt::Debug for Opts {
@@ -61,6 +68,7 @@ impl Opts {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             read_timeout: DEFAULT_READ_TIMEOUT,
             query_timeout: None,
+            kill_port: None,
         }
     }
 
@@ -68,7 +76,8 @@ impl Opts {
     ///
     /// User and password may be percent-encoded. A host name is resolved
     /// here, once, with blocking DNS (call this at start-up, not in a fiber).
-    /// Query options: `connect_timeout_ms`, `read_timeout_ms`, `query_timeout_ms`.
+    /// Query options: `connect_timeout_ms`, `read_timeout_ms`, `query_timeout_ms`,
+    /// `kill_port` ([`Opts::kill_port`]).
     pub fn from_url(url: &str) -> Result<Opts> {
         // The `url` crate parses; its errors never quote the input, which may hold
         // the password (a `/` in an unencoded password ends the authority early).
@@ -114,6 +123,11 @@ impl Opts {
                 "connect_timeout_ms" => opts.connect_timeout = ms()?,
                 "read_timeout_ms" => opts.read_timeout = ms()?,
                 "query_timeout_ms" => opts.query_timeout = Some(ms()?),
+                "kill_port" => {
+                    let port = value.parse::<u16>().ok().filter(|&p| p != 0);
+                    let why = || Error::Url(format!("`kill_port` must be a port, not `{value}`"));
+                    opts.kill_port = Some(port.ok_or_else(why)?);
+                }
                 other => return Err(Error::Url(format!("unknown option `{other}`"))),
             }
         }
@@ -141,6 +155,9 @@ impl Opts {
         }
         if let Some(t) = self.query_timeout {
             options.push(format!("query_timeout_ms={}", t.as_millis()));
+        }
+        if let Some(port) = self.kill_port {
+            options.push(format!("kill_port={port}"));
         }
         if !options.is_empty() {
             url.push('?');
@@ -237,14 +254,17 @@ mod tests {
 
     #[test]
     fn parses_a_full_url() {
-        let o =
-            Opts::from_url("mysql://app:p%40ss@127.0.0.1:3307/shop?query_timeout_ms=250").unwrap();
+        let o = Opts::from_url(
+            "mysql://app:p%40ss@127.0.0.1:3307/shop?query_timeout_ms=250&kill_port=3308",
+        )
+        .unwrap();
         assert_eq!(o.user, "app");
         assert_eq!(o.password, "p@ss");
         assert_eq!(o.host, "127.0.0.1");
         assert_eq!(o.port, 3307);
         assert_eq!(o.db.as_deref(), Some("shop"));
         assert_eq!(o.query_timeout, Some(Duration::from_millis(250)));
+        assert_eq!(o.kill_port, Some(3308));
         assert_eq!(o.url_redacted(), "mysql://app:***@127.0.0.1:3307/shop");
         assert_eq!(Opts::from_url(&o.url()).unwrap(), o);
         assert!(!format!("{o:?}").contains("p@ss"));
@@ -268,6 +288,8 @@ mod tests {
             "mysql://u@[::1/db",
             "mysql://u:p%zz@1.2.3.4/db",
             "mysql://u@1.2.3.4/db?read_timeout_ms",
+            "mysql://u@1.2.3.4/db?kill_port=0",
+            "mysql://u@1.2.3.4/db?kill_port=70000",
             "localhost:3306",
         ] {
             assert!(matches!(Opts::from_url(bad), Err(Error::Url(_))), "{bad}");

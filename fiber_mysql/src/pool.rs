@@ -447,7 +447,9 @@ impl Shared {
         // A cancelled checkout: no KILL of it may reach the connection's next user
         // (cancel.rs), and what the killed statement did is unknown (session.rs).
         if let Some(gate) = gate {
-            let (cancelled, settled) = gate.close(conn.is_some());
+            // A connection closed anyway (cut off, or broken) waits for no KILL.
+            let kept = conn.as_ref().is_some_and(|c| !c.is_broken());
+            let (cancelled, settled) = gate.close(kept);
             if !settled {
                 conn = conn.map(|mut c| {
                     c.mark_broken();
@@ -506,6 +508,7 @@ impl Pool {
             .query("SELECT @@max_connections")?
             .scalar::<u64>()?
             .unwrap_or(0) as usize;
+        let extra_port = crate::killer::extra_port(&mut probe);
         drop(probe);
         if cfg.size + KILL_HEADROOM > max_connections {
             return Err(Error::PoolTooBig {
@@ -513,8 +516,10 @@ impl Pool {
                 max_connections,
             });
         }
-        let shared = Pool::empty(cfg);
+        let killer = Killer::with_extra_port(&cfg.opts, KILL_CONNECTIONS, extra_port);
+        let shared = Pool::empty(cfg, killer);
         open_all(&shared)?;
+        shared.killer.open_ahead();
         Ok(Pool { shared })
     }
 
@@ -524,20 +529,23 @@ impl Pool {
     /// answers, not ready, and its checkouts fail as unavailable until the database is
     /// back. What [`Pool::new`] checks at once is not checked: a pool larger than the
     /// server's `max_connections` shows as connects refused with error 1040 ("too many
-    /// connections") under load.
+    /// connections") under load. Its KILLs go to the server's own port (the
+    /// `kill_port` URL option names another): the server could not be asked for its
+    /// `extra_port`, and its side channel opens on first use.
     pub fn new_lazy(cfg: PoolConfig) -> Result<Pool> {
         if cfg.size == 0 {
             return Err(Error::Params("pool size must be at least 1".into()));
         }
+        let killer = Killer::with_extra_port(&cfg.opts, KILL_CONNECTIONS, None);
         Ok(Pool {
-            shared: Pool::empty(cfg),
+            shared: Pool::empty(cfg, killer),
         })
     }
 
     /// The pool's shared state, with no connection open.
-    fn empty(cfg: PoolConfig) -> Arc<Shared> {
+    fn empty(cfg: PoolConfig, killer: Killer) -> Arc<Shared> {
         Arc::new(Shared {
-            killer: Arc::new(Killer::new(&cfg.opts, KILL_CONNECTIONS)),
+            killer: Arc::new(killer),
             permits: Semphore::new(cfg.size),
             idle: Mutex::new(Vec::with_capacity(cfg.size)),
             in_use: AtomicUsize::new(0),
@@ -831,22 +839,27 @@ impl PooledConn {
             return command(conn);
         };
         if pipeline {
-            gate.begin_pipeline(conn.connection_id())?;
+            gate.begin_pipeline(conn.connection_id(), conn.shutdown_handle())?;
         } else {
-            gate.begin(conn.connection_id())?;
+            gate.begin(conn.connection_id(), conn.shutdown_handle())?;
         }
         let result = command(conn);
-        let cancelled = gate.end();
+        let ended = gate.end();
+        if ended.cut {
+            conn.mark_broken();
+        }
         // Cancelled while it ran: the KILL either interrupted the statement (an error)
         // or cut it short with a result that is not the statement's (a killed
-        // `SLEEP(10)` returns 1 at once), so neither is the answer; as in Go's
-        // database/sql, the caller gets the cancellation. A failure of another kind
-        // (the connection broke) stays what it was.
+        // `SLEEP(10)` returns 1 at once), or the command was cut off (cancel.rs), so
+        // none is the answer; as in Go's database/sql, the caller gets the
+        // cancellation. A failure of another kind (the connection broke) stays what
+        // it was.
         match result {
-            Ok(_) if cancelled => Err(Error::Cancelled),
+            _ if ended.cut => Err(Error::Cancelled),
+            Ok(_) if ended.cancelled => Err(Error::Cancelled),
             // A cancelled pipeline's session was killed: whatever failed, it was that.
-            Err(_) if cancelled && pipeline => Err(Error::Cancelled),
-            Err(Error::Server { code, .. }) if cancelled && code == ER_QUERY_INTERRUPTED => {
+            Err(_) if ended.cancelled && pipeline => Err(Error::Cancelled),
+            Err(Error::Server { code, .. }) if ended.cancelled && code == ER_QUERY_INTERRUPTED => {
                 Err(Error::Cancelled)
             }
             other => other,

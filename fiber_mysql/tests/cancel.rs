@@ -1,12 +1,16 @@
 //! Cancelling a checkout's query from another coroutine or thread, and deadlines,
 //! against a real MariaDB: `select sleep(10)` stops within milliseconds, the connection
-//! is reused afterwards, and a cancel never reaches another checkout.
+//! is reused afterwards, a cancel never reaches another checkout, the kills go to the
+//! server's `extra_port` (past a thread pool with no thread free) or, without one, to
+//! its own port, a storm of cancels ends every statement at once in either thread
+//! mode, and a query whose KILL is slow is cut off.
 mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fiber_mysql::{Conn, Error, Phase, Pool, PoolConfig, KILL_CONNECTIONS};
+use fiber_mysql::launcher::ThreadHandling;
+use fiber_mysql::{Conn, Error, Phase, Pool, PoolConfig, KILL_CONNECTIONS, KILL_PATIENCE};
 
 /// How many cancels the latency figures are taken over.
 const RUNS: usize = 50;
@@ -225,6 +229,292 @@ fn a_storm_of_cancels_shares_the_side_channel() {
         max_used as usize <= QUERIES + KILL_CONNECTIONS + 2,
         "{max_used}"
     );
+}
+
+/// A `SHOW GLOBAL STATUS` counter.
+fn status(conn: &mut Conn, name: &str) -> u64 {
+    let sql = format!("SHOW GLOBAL STATUS LIKE '{name}'");
+    let r = conn.query(&sql).unwrap();
+    r.rows[0].get::<String, _>(1).unwrap().parse().unwrap()
+}
+
+/// Established TCP connections on this machine to `port` (on loopback: the tests'
+/// private servers), read from /proc/net/tcp.
+fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let remote = fields.get(2).and_then(|a| a.rsplit(':').next());
+            fields.get(3) == Some(&"01")
+                && remote.and_then(|p| u16::from_str_radix(p, 16).ok()) == Some(port)
+        })
+        .count()
+}
+
+/// Polls until `what` holds, for at most [`STATE_WAIT`].
+fn wait_for(what: &str, mut holds: impl FnMut() -> bool) {
+    let until = Instant::now() + STATE_WAIT;
+    while !holds() {
+        assert!(Instant::now() < until, "never: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The server connections that run a statement now (killed ones included), the
+/// watcher's own left out.
+fn statements(watcher: &mut Conn) -> Vec<u64> {
+    let own = u64::from(watcher.connection_id());
+    let r = watcher.query("SHOW PROCESSLIST").unwrap();
+    r.rows
+        .iter()
+        .filter(|row| {
+            let command = row.get::<String, _>("Command");
+            matches!(command.as_deref(), Some("Query" | "Killed"))
+        })
+        .filter_map(|row| row.get::<u64, _>("Id"))
+        .filter(|&id| id != own)
+        .collect()
+}
+
+/// The administrator, through the server's `extra_port` (served even when its thread
+/// pool has no thread free).
+fn extra_port_admin(server: &fiber_mysql::launcher::MariaDb) -> Conn {
+    Conn::connect(&fiber_mysql::Opts {
+        port: server.extra_port(),
+        ..server.admin_opts()
+    })
+    .unwrap()
+}
+
+/// The pool finds the server's `extra_port` itself (the private server's URL does
+/// not name it) and opens its side channel there, ahead of any kill: every KILL
+/// connection goes to that port, and the server's own port has only the pool's.
+#[test]
+fn the_side_channel_is_opened_ahead_on_the_servers_extra_port() {
+    const SIZE: usize = 2;
+    let server = common::private_server(SIZE + 20);
+    assert_eq!(server.opts().kill_port, None, "found, not told");
+    let pool = pool(server.opts(), SIZE);
+    wait_for("the side channel opened on the extra port", || {
+        connections_to(server.extra_port()) == KILL_CONNECTIONS
+    });
+    assert_eq!(pool.stats().kill_connections, KILL_CONNECTIONS);
+    // A cancel goes through them: no connection of its own, on either port.
+    let mut conn = pool.get().unwrap();
+    let handle = conn.cancel_handle();
+    let query = may::go!(move || conn.query("select sleep(10)"));
+    let mut watcher = extra_port_admin(&server);
+    wait_for("the query ran", || statements(&mut watcher).len() == 1);
+    handle.cancel().unwrap();
+    assert!(matches!(query.join().unwrap(), Err(Error::Cancelled)));
+    assert_eq!(connections_to(server.extra_port()), KILL_CONNECTIONS + 1);
+    assert_eq!(connections_to(server.port()), SIZE);
+}
+
+/// Kills on the `extra_port` reach a statement while the server's thread pool has no
+/// thread free (held to the threads it has, each running a sleep), and end it on the
+/// server at once. A pool told to send its kills to the server's own port
+/// (`kill_port`, as to a server without an `extra_port`) gets no KILL answered then:
+/// its cancelled query is cut off after `KILL_PATIENCE` instead and its connection
+/// replaced, while the statement runs on until the pool has a thread again.
+#[test]
+fn kills_pass_a_thread_pool_with_no_thread_free_and_a_slow_kill_is_cut_off() {
+    const EACH: usize = 8;
+    let server = common::private_server(2 * EACH + 40);
+    let extra = pool(server.opts(), EACH);
+    let own_port = fiber_mysql::Opts {
+        kill_port: Some(server.port()),
+        ..server.opts()
+    };
+    let own = pool(own_port, EACH);
+    let mut watcher = extra_port_admin(&server);
+    // Every thread the pool has now is idle: held to that many, it makes no more.
+    let mut threads = 0;
+    wait_for("both side channels opened, every pool thread idle", || {
+        threads = status(&mut watcher, "Threadpool_threads");
+        extra.stats().kill_connections == KILL_CONNECTIONS
+            && own.stats().kill_connections == KILL_CONNECTIONS
+            && status(&mut watcher, "Threadpool_idle_threads") == threads
+    });
+    watcher
+        .query(&format!("SET GLOBAL thread_pool_max_threads = {threads}"))
+        .unwrap();
+    // Sleeps on every thread: the pools' own, and more if the pool has more threads.
+    let blockers: Vec<_> = (0..(threads as usize).saturating_sub(2 * EACH))
+        .map(|_| {
+            let mut conn = Conn::connect(&server.opts()).unwrap();
+            may::go!(move || conn.query("select sleep(10)").map(drop))
+        })
+        .collect();
+    let mut running = Vec::new();
+    for pool in [&extra, &own] {
+        for _ in 0..EACH {
+            let mut conn = pool.get().unwrap();
+            let id = u64::from(conn.connection_id().unwrap());
+            let handle = conn.cancel_handle();
+            running.push((id, handle, may::go!(move || conn.query("select sleep(10)"))));
+        }
+    }
+    let sleeping = |watcher: &mut Conn| -> Vec<u64> {
+        let r = watcher.query("SHOW PROCESSLIST").unwrap();
+        r.rows
+            .iter()
+            .filter(|row| {
+                let state = row.get::<Option<String>, _>("State").flatten();
+                state.as_deref() == Some("User sleep")
+            })
+            .filter_map(|row| row.get::<u64, _>("Id"))
+            .collect()
+    };
+    // (Threadpool_idle_threads counts a thread in a SLEEP as idle: not a measure.)
+    wait_for("every pool thread asleep", || {
+        sleeping(&mut watcher).len() as u64 == threads
+    });
+    let asleep = sleeping(&mut watcher);
+    let pick = |from: std::ops::Range<usize>| {
+        from.clone()
+            .find(|&i| asleep.contains(&running[i].0))
+            .unwrap_or_else(|| panic!("no statement of {from:?} runs: {asleep:?}"))
+    };
+    // Through the extra port: the KILL is answered and the statement ends at once.
+    let fast = pick(0..EACH);
+    let started = Instant::now();
+    running[fast].1.cancel().unwrap();
+    wait_for("the killed statement ended", || {
+        !statements(&mut watcher).contains(&running[fast].0)
+    });
+    let took = started.elapsed();
+    println!("a cancel through the extra port, no pool thread free: {took:?}");
+    assert!(took < KILL_PATIENCE, "{took:?}");
+    assert_eq!(extra.stats().replaced, 0);
+    // Through the server's own port: no thread answers the KILL, so the query is cut
+    // off, its slot free at once, while its statement runs on.
+    let slow = pick(EACH..2 * EACH);
+    let started = Instant::now();
+    running[slow].1.cancel().unwrap();
+    let took = started.elapsed();
+    println!("a cancel whose KILL waits for a pool thread: cut off after {took:?}");
+    assert!(
+        took >= KILL_PATIENCE && took < 3 * KILL_PATIENCE,
+        "{took:?}"
+    );
+    wait_for("the cut-off checkout ended", || {
+        own.stats().in_use == EACH - 1
+    });
+    assert!(statements(&mut watcher).contains(&running[slow].0));
+    // The pool has threads again: the KILLs still out land, the rest are cancelled.
+    watcher
+        .query("SET GLOBAL thread_pool_max_threads = 500")
+        .unwrap();
+    for (_, handle, _) in &running {
+        handle.cancel().unwrap();
+    }
+    for (id, _, query) in running {
+        let result = query.join().unwrap();
+        assert!(matches!(result, Err(Error::Cancelled)), "{id}: {result:?}");
+    }
+    for id in statements(&mut watcher) {
+        let _ = watcher.query(&format!("KILL QUERY {id}"));
+    }
+    for b in blockers {
+        let _ = b.join();
+    }
+    wait_for("every statement ended", || {
+        statements(&mut watcher).is_empty()
+    });
+    assert_eq!(own.stats().replaced, 1, "{:?}", own.stats());
+}
+
+/// A storm of cancels in either thread mode: every query fails as cancelled, every
+/// statement has ended on the server within a second, and no connection is cut off.
+/// The kills take turns: sent all at once, MariaDB answers nearly each KILL of a
+/// `SLEEP` 2 s late (`killer.rs`), the statements run on for those 2 s, and the
+/// checkouts are cut off.
+#[test]
+fn a_storm_of_cancels_in_either_thread_mode_ends_every_statement_at_once() {
+    const QUERIES: usize = 20;
+    const STORMS: usize = 3;
+    /// Cut off connections tolerated over all storms: a KILL may still meet another
+    /// sleeper's hold on the server's shared mutex now and then.
+    const CUT_AT_MOST: u64 = 3;
+    for threads in ThreadHandling::ALL {
+        let server = common::private_server_in(QUERIES + 20, threads);
+        let pool = pool(server.opts(), QUERIES);
+        let mut watcher = extra_port_admin(&server);
+        wait_for("the side channel opened", || {
+            pool.stats().kill_connections == KILL_CONNECTIONS
+        });
+        for storm in 0..STORMS {
+            let mut handles = Vec::new();
+            let mut queries = Vec::new();
+            for _ in 0..QUERIES {
+                let mut conn = pool.get().unwrap();
+                handles.push(conn.cancel_handle());
+                queries.push(may::go!(move || conn.query("select sleep(10)")));
+            }
+            wait_for("every query ran", || {
+                statements(&mut watcher).len() == QUERIES
+            });
+            let started = Instant::now();
+            let cancels: Vec<_> = handles
+                .into_iter()
+                .map(|h| may::go!(move || h.cancel()))
+                .collect();
+            for c in cancels {
+                c.join().unwrap().unwrap();
+            }
+            for q in queries {
+                assert!(matches!(q.join().unwrap(), Err(Error::Cancelled)));
+            }
+            let returned = started.elapsed();
+            wait_for("every statement ended", || {
+                statements(&mut watcher).is_empty()
+            });
+            let ended = started.elapsed();
+            println!("{threads}, storm {storm}: {QUERIES} cancels returned in {returned:?}, their statements ended in {ended:?}");
+            assert!(ended < Duration::from_secs(1), "{threads}: {ended:?}");
+        }
+        let stats = pool.stats();
+        println!("{threads}: {stats:?}");
+        assert!(stats.replaced <= CUT_AT_MOST, "{threads}: {stats:?}");
+    }
+}
+
+/// A client must not depend on an `extra_port`: told of one where nothing listens,
+/// the side channel opens on the server's own port, and cancels work as ever.
+#[test]
+fn kills_go_to_the_servers_own_port_when_the_kill_port_refuses() {
+    let server = common::private_server(20);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = fiber_mysql::Opts {
+        kill_port: Some(closed),
+        ..server.opts()
+    };
+    let pool = pool(opts, 1);
+    wait_for("the side channel opened", || {
+        pool.stats().kill_connections == KILL_CONNECTIONS
+    });
+    assert_eq!(connections_to(server.extra_port()), 0);
+    let mut watcher = extra_port_admin(&server);
+    let mut conn = pool.get().unwrap();
+    let handle = conn.cancel_handle();
+    let query = may::go!(move || conn.query("select sleep(10)"));
+    wait_for("the query ran", || statements(&mut watcher).len() == 1);
+    let started = Instant::now();
+    handle.cancel().unwrap();
+    assert!(matches!(query.join().unwrap(), Err(Error::Cancelled)));
+    wait_for("the statement ended", || {
+        statements(&mut watcher).is_empty()
+    });
+    assert!(started.elapsed() < KILL_PATIENCE, "{:?}", started.elapsed());
+    assert_eq!(pool.stats().replaced, 0);
 }
 
 #[test]

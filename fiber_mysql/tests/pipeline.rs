@@ -325,3 +325,38 @@ fn an_execution_split_into_two_packets_is_answered_in_step() {
     assert_eq!(r[0].rows[0].get::<i64, _>(0), Some(0xFF_FFFF - 18));
     assert_eq!(r[1].rows[0].get::<i64, _>(0), Some(2));
 }
+
+/// A cancel while a pipeline runs kills its whole session too: the statements queued
+/// behind the one running never run, and the checkout fails as cancelled.
+#[test]
+fn a_cancelled_pipeline_runs_none_of_the_statements_queued_behind() {
+    let mut setup = Conn::connect(&common::opts()).unwrap();
+    let table = id_table(&mut setup, "pipeline_cancelled");
+    let pool = common::pool(common::opts(), 1, Driver::Native);
+    let mut conn = pool.get().unwrap();
+    let handle = conn.cancel_handle();
+    let id = conn.connection_id().unwrap();
+    let insert = format!("INSERT INTO {table} (id) SELECT ? FROM DUAL WHERE SLEEP(?) = 0");
+    let running = std::thread::spawn(move || {
+        let r = conn.exec_many(&insert, [(1, 5.0), (2, 0.0), (3, 0.0)]);
+        drop(conn);
+        r
+    });
+    let sleeping = format!(
+        "SELECT COUNT(*) FROM information_schema.processlist WHERE id = {id} AND state = 'User sleep'"
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    while setup.query(&sleeping).unwrap().scalar::<i64>().unwrap() != Some(1) {
+        assert!(Instant::now() < until, "the first statement never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    handle.cancel().unwrap();
+    let err = running.join().unwrap().unwrap_err();
+    assert!(matches!(err, Error::Cancelled), "{err:?}");
+    let gone = format!("SELECT COUNT(*) FROM information_schema.processlist WHERE id = {id}");
+    while setup.query(&gone).unwrap().scalar::<i64>().unwrap() != Some(0) {
+        assert!(Instant::now() < until, "session {id} is still there");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(count(&mut setup, &table), 0, "nothing of the pipeline ran");
+}

@@ -352,6 +352,12 @@ impl<S: Send + Sync + 'static> App<S> {
 
     /// Check the routes and add the built-in ones: what the server and the test
     /// client run.
+    /// `layer` outside every other: the framework's own, which must run first.
+    pub(crate) fn outermost_layer(mut self, layer: impl Layer<S> + 'static) -> Self {
+        self.layers.insert(0, Arc::new(layer));
+        self
+    }
+
     pub(crate) fn build(
         self,
         pools: crate::dispatch::Pools,

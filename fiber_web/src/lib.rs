@@ -44,7 +44,8 @@
 //! builtin.rs             /healthz, /readyz, /metrics
 //! server.rs              accept loop, one coroutine per connection
 //!   -> supervisor/ (worker processes behind one port; worker.rs is this one's face),
-//!      watchdog.rs (stalls, overflows)
+//!      watchdog.rs (stalls, overflows), suspect.rs (a supervised worker an overflow
+//!      left suspect takes no more work)
 //!   -> logging.rs (the logger: RUST_LOG, line format; the access and 5xx lines)
 //!   -> metrics.rs (Prometheus text from typed snapshots)
 //!   -> http/ (request, response, router, connection loop, listener, client)
@@ -88,6 +89,7 @@ mod serve;
 mod server;
 mod shutdown;
 mod supervisor;
+mod suspect;
 pub mod test;
 mod watchdog;
 pub mod worker;

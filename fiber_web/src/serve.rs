@@ -359,7 +359,12 @@ where
         vars,
         notes: Mutex::new(Vec::new()),
     };
-    let app = build(&started).map_err(|e| Error::App(e.into()))?;
+    let mut app = build(&started).map_err(|e| Error::App(e.into()))?;
+    // A supervisor can replace this worker: a suspect overflow stops it taking work.
+    if supervisor::worker().is_some() {
+        crate::suspect::arm();
+        app = app.outermost_layer(crate::suspect::Refusing);
+    }
     let notes = started
         .notes
         .into_inner()

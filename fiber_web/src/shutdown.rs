@@ -3,7 +3,9 @@
 //!
 //! The accept loop stops taking connections when the flag is set; connections finish
 //! the request they are in, answer it with `Connection: close`, and idle ones close at
-//! their next poll. `Server::shutdown` waits on the counters up to a deadline.
+//! their next poll. `Server::shutdown` waits on the counters up to a deadline. A
+//! supervised worker that a stack overflow left suspect sets the flag itself
+//! (`suspect.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -25,9 +27,17 @@ pub struct Stop {
 }
 
 impl Stop {
-    /// Whether shutdown has begun.
+    /// Whether shutdown has begun, or this supervised worker was left suspect by a
+    /// stack overflow (`suspect.rs`): it then stops as if told to, from that moment.
     pub fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::Acquire)
+        if self.stopping.load(Ordering::Acquire) {
+            return true;
+        }
+        if crate::suspect::stopped() {
+            self.begin();
+            return true;
+        }
+        false
     }
 
     /// Begin shutdown (idempotent).

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fiber_mysql::launcher::{LaunchConfig, MariaDb};
+use fiber_mysql::launcher::{LaunchConfig, MariaDb, ThreadHandling};
 use fiber_mysql::{ColumnProblem, Driver, Error, Opts, Pool, PoolConfig};
 
 /// The shared test server (FIBERSTACK_TEST_DATABASE_URL or one per process).
@@ -13,9 +13,15 @@ pub fn opts() -> Opts {
 
 /// A private server for tests that kill or restart it.
 pub fn private_server(max_connections: usize) -> MariaDb {
+    private_server_in(max_connections, ThreadHandling::default())
+}
+
+/// A private server in the thread mode `threads`.
+pub fn private_server_in(max_connections: usize, threads: ThreadHandling) -> MariaDb {
     MariaDb::start(LaunchConfig {
         max_connections,
         db_name: "fiberstack_private".into(),
+        thread_handling: threads,
         ..LaunchConfig::default()
     })
     .expect("private MariaDB")

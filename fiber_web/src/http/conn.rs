@@ -224,6 +224,9 @@ pub(crate) fn serve<S: Service + ?Sized>(
         };
         let (answer, back) = service.call(req, &peer);
         req = back;
+        // A stop that came while it ran (a shutdown, a suspect overflow: suspect.rs)
+        // closes the connection after this answer, and the answer says so.
+        let keep_alive = keep_alive && !stop.is_stopping();
         // No answer: the client has gone (the service counted it).
         let Some(resp) = answer else {
             return;

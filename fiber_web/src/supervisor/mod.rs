@@ -5,12 +5,14 @@
 //! ```text
 //! supervisor (process.rs): binds the port once, owns what the workers share (the
 //!   |   private MariaDB: its URL goes to the workers in the environment, never argv),
-//!   |   never accepts. SIGHUP: rolling restart. SIGTERM/SIGINT: stop all, then return.
+//!   |   accepts only while no worker does (refuse.rs: a 503 with Retry-After).
+//!   |   SIGHUP: rolling restart. SIGTERM/SIGINT: stop all, then return.
 //!   |-- worker 1 (this same binary, re-executed with the same arguments)
 //!   |-- worker 2      each inherits the listening socket (inherit.rs: LISTEN_FDS, as
 //!   '-- ...           systemd passes it) and talks to the supervisor on its stdin
-//!                     (worker.rs: "ready", "replace <reason>"; the supervisor:
-//!                     "stop <why>" when replaced, "stop-all <why>" when all stop)
+//!                     (worker.rs: "ready", "replace <reason>", "suspect <reason>";
+//!                     the supervisor: "stop <why>" when replaced, "stop-all <why>"
+//!                     when all stop)
 //! ```
 //!
 //! A replacement goes in this order: the new worker starts and says `ready` once it
@@ -27,8 +29,11 @@
 //! may call `ask_for_replacement(reason)`. It never blocks for long (one short write,
 //! bounded by [`worker::CONTROL_WRITE_TIMEOUT`]) and never stops the caller's process
 //! by itself. In a supervised worker the supervisor logs the reason, starts a new
-//! worker, and once that one accepts, tells this one to stop (gracefully: SIGTERM-like,
-//! in-flight requests finish up to `--shutdown-grace`). Repeated calls while a
+//! worker (at once, or when its rate bound lets it: `process.rs`), and once that one
+//! accepts, tells this one to stop (gracefully: SIGTERM-like, in-flight requests
+//! finish up to `--shutdown-grace`). A worker that a stack overflow left suspect has
+//! stopped accepting already (`suspect.rs`); while no worker accepts, the supervisor
+//! answers the port itself (`refuse.rs`). Repeated calls while a
 //! replacement is under way are ignored by the supervisor. Without a supervisor
 //! (`--processes 1`, the default) it only logs that nobody can replace this process,
 //! and the process carries on.
@@ -41,6 +46,7 @@
 
 pub(crate) mod inherit;
 pub(crate) mod process;
+pub(crate) mod refuse;
 pub(crate) mod worker;
 
 pub(crate) use process::{Supervisor, SupervisorConfig, MAX_PROCESSES};

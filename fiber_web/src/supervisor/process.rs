@@ -5,6 +5,22 @@
 //! One thread (the caller of [`Supervisor::run`]) decides everything, from a channel of
 //! events; each worker has a thread that waits for its exit (and kills it when told)
 //! and a thread that reads its control socket (`worker.rs` has the protocol).
+//!
+//! ## Replacements asked for are rate-bounded
+//! A worker that asks to be replaced (`replace`, or `suspect` after a stack overflow
+//! left it suspect: it has stopped accepting, `suspect.rs`) is replaced at once, up to
+//! [`REPLACE_BURST`] replacements in any [`REPLACE_WINDOW`]; one past that starts when
+//! the oldest of those leaves the window. So a flood of overflows costs at most one
+//! process start a second, not one per overflow. (A worker that dies is replaced at
+//! once, or after the crash-loop delay; a SIGHUP rolls every worker, unbounded.)
+//!
+//! ## Nobody waits in the backlog for nothing
+//! While no worker accepts (the only one is suspect, dead or stopping) connections wait
+//! in the kernel's backlog for the replacement, [`BACKLOG_WAIT`] at most; when no
+//! replacement is starting (the rate bound holds it back, a crash loop delays it) or it
+//! takes longer, the supervisor answers them itself, a 503 with `Retry-After` (seconds
+//! until the replacement is due) and `Connection: close` (`refuse.rs`), until a worker
+//! accepts again.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -20,6 +36,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use super::inherit::{self, SUPERVISOR_PID_ENV, WORKER_ENV};
+use super::refuse::Refuser;
 use crate::http::listener::bind_error;
 use crate::Error;
 
@@ -37,6 +54,14 @@ const CRASH_WINDOW: Duration = Duration::from_secs(2);
 /// [`MAX_RESTART_DELAY`].
 const FIRST_RESTART_DELAY: Duration = Duration::from_millis(100);
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(5);
+/// Replacements that workers ask for start at once up to this many in any
+/// [`REPLACE_WINDOW`] (see the module comment)...
+pub(crate) const REPLACE_BURST: usize = 5;
+/// ... and one more each time the oldest of them leaves this window: one a second.
+pub(crate) const REPLACE_WINDOW: Duration = Duration::from_secs(5);
+/// Longest the backlog waits for a starting replacement while no worker accepts,
+/// before the supervisor answers it (a worker starts in a few hundred milliseconds).
+pub(crate) const BACKLOG_WAIT: Duration = Duration::from_secs(1);
 
 /// What the supervisor needs to know.
 #[derive(Clone, Debug)]
@@ -163,6 +188,9 @@ impl Supervisor {
             rolling: VecDeque::new(),
             deferred: Vec::new(),
             stopping: false,
+            asked: VecDeque::new(),
+            no_worker_since: None,
+            refuser: None,
         };
         let n = state.sup.cfg.processes;
         state.next_generation = vec![0; n + 1];
@@ -187,6 +215,8 @@ enum Event {
         id: usize,
         generation: u64,
         reason: String,
+        /// The worker said `suspect`: it accepts no more.
+        suspect: bool,
     },
     Exited {
         id: usize,
@@ -215,6 +245,8 @@ struct Proc {
     since: Instant,
     /// Why it was started.
     why: String,
+    /// Takes connections once serving: false once it said `suspect`.
+    accepting: bool,
     control: UnixStream,
     kill: Arc<AtomicBool>,
 }
@@ -252,9 +284,17 @@ struct State {
     crashes: Vec<u32>,
     /// Slots a rolling restart (SIGHUP) has yet to replace, in order.
     rolling: VecDeque<usize>,
-    /// Requests for replacement heard while the first workers were starting.
-    deferred: Vec<(usize, u64, String)>,
+    /// Requests for replacement heard while the first workers were starting (and
+    /// whether each said `suspect`).
+    deferred: Vec<(usize, u64, String, bool)>,
     stopping: bool,
+    /// When the replacements workers asked for started (or will), oldest first, for
+    /// the rate bound (see the module comment).
+    asked: VecDeque<Instant>,
+    /// Since when no worker accepts.
+    no_worker_since: Option<Instant>,
+    /// The supervisor's own answers to the backlog, while no worker accepts.
+    refuser: Option<Refuser>,
 }
 
 impl State {
@@ -295,6 +335,7 @@ impl State {
             phase: Phase::Starting,
             since: Instant::now(),
             why,
+            accepting: true,
             control: ours,
             kill: Arc::new(AtomicBool::new(false)),
         };
@@ -363,9 +404,10 @@ impl State {
                     id,
                     generation,
                     reason,
+                    suspect,
                 }) => {
                     // Answered once every first worker accepts.
-                    self.deferred.push((id, generation, reason));
+                    self.deferred.push((id, generation, reason, suspect));
                     None
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
@@ -392,8 +434,8 @@ impl State {
 
     /// The steady state: replace, roll, and finally stop.
     fn supervise(&mut self, rx: &mpsc::Receiver<Event>) {
-        for (id, generation, reason) in std::mem::take(&mut self.deferred) {
-            self.replace(id, generation, &reason);
+        for (id, generation, reason, suspect) in std::mem::take(&mut self.deferred) {
+            self.replace(id, generation, &reason, suspect);
         }
         loop {
             match rx.recv_timeout(TICK) {
@@ -418,7 +460,8 @@ impl State {
                     id,
                     generation,
                     reason,
-                }) => self.replace(id, generation, &reason),
+                    suspect,
+                }) => self.replace(id, generation, &reason, suspect),
                 Ok(Event::Exited {
                     id,
                     generation,
@@ -428,6 +471,7 @@ impl State {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
             self.deadlines();
+            self.answer_backlog();
         }
     }
 
@@ -467,18 +511,121 @@ impl State {
         }
     }
 
-    /// A worker asked to be replaced (the stall watchdog, broken state after a fault).
-    fn replace(&mut self, id: usize, generation: u64, reason: &str) {
+    /// A worker asked to be replaced (the stall watchdog, broken state after a fault),
+    /// and said whether it still accepts: at once, or when the rate bound lets it.
+    fn replace(&mut self, id: usize, generation: u64, reason: &str, suspect: bool) {
         let Some(i) = self.find(id, generation) else {
             return;
         };
-        if self.workers[i].phase != Phase::Serving || self.starting(id) {
-            return; // already being replaced
+        if suspect {
+            self.workers[i].accepting = false;
         }
-        let why = format!("{} asked to be replaced: {reason}", self.workers[i].name());
-        self.log(&why);
-        if let Err(e) = self.spawn(id, why) {
-            self.log(e.to_string());
+        if self.workers[i].phase != Phase::Serving || self.starting(id) {
+            return; // already being replaced (or, starting, replaced once it is ready)
+        }
+        let how = match suspect {
+            true => "is suspect, has stopped accepting, and asks to be replaced",
+            false => "asked to be replaced",
+        };
+        let why = format!("{} {how}: {reason}", self.workers[i].name());
+        let now = Instant::now();
+        let at = self.next_replacement(now);
+        if at <= now {
+            self.log(&why);
+            if let Err(e) = self.spawn(id, why) {
+                self.log(e.to_string());
+            }
+            return;
+        }
+        self.log(format!(
+            "{why}; the replacement starts in {} ms (at most {REPLACE_BURST} replacements \
+             asked for start in any {REPLACE_WINDOW:?})",
+            (at - now).as_millis()
+        ));
+        self.restarts.push_back((at, id, why));
+    }
+
+    /// When the next replacement a worker asks for may start (see the module comment),
+    /// booked as started then.
+    fn next_replacement(&mut self, now: Instant) -> Instant {
+        while self
+            .asked
+            .front()
+            .is_some_and(|&at| at + REPLACE_WINDOW <= now)
+        {
+            self.asked.pop_front();
+        }
+        let at = match self.asked.len().checked_sub(REPLACE_BURST) {
+            Some(k) => (self.asked[k] + REPLACE_WINDOW).max(now),
+            None => now,
+        };
+        self.asked.push_back(at);
+        at
+    }
+
+    /// A serving worker that accepts no more and is not being replaced yet (it said
+    /// `suspect` while still starting): replaced now, as if it had said so serving.
+    fn replace_suspects(&mut self) {
+        let stranded: Vec<(usize, u64)> = self
+            .workers
+            .iter()
+            .filter(|p| p.phase == Phase::Serving && !p.accepting)
+            .map(|p| (p.id, p.generation))
+            .collect();
+        for (id, generation) in stranded {
+            if !self.starting(id) {
+                self.replace(id, generation, "it said so before it accepted", true);
+            }
+        }
+    }
+
+    /// While no worker accepts: after [`BACKLOG_WAIT`], or at once when no replacement
+    /// is starting, the supervisor answers the backlog itself (see the module comment).
+    fn answer_backlog(&mut self) {
+        self.replace_suspects();
+        let accepting = self
+            .workers
+            .iter()
+            .any(|p| p.phase == Phase::Serving && p.accepting);
+        if accepting || self.stopping {
+            self.no_worker_since = None;
+            if let Some(refuser) = self.refuser.take() {
+                self.log(format!(
+                    "a worker accepts again: the supervisor stops answering the port \
+                     ({} connections answered with a 503)",
+                    refuser.answered()
+                ));
+            }
+            return;
+        }
+        let since = *self.no_worker_since.get_or_insert_with(Instant::now);
+        let starting = self.workers.iter().any(|p| p.phase == Phase::Starting);
+        if starting && since.elapsed() < BACKLOG_WAIT {
+            return; // the replacement is about to accept
+        }
+        let now = Instant::now();
+        let due = self.restarts.iter().map(|(at, _, _)| *at).min();
+        let retry_after = due.map_or(1, |at| at.saturating_duration_since(now).as_secs() + 1);
+        match (&self.refuser, &self.sup.listener) {
+            (Some(refuser), _) => refuser.retry_after(retry_after),
+            (None, Some(listener)) => match Refuser::start(listener, retry_after) {
+                Ok(refuser) => {
+                    self.log(format!(
+                        "no worker accepts{}: the supervisor answers the port itself, a \
+                         503 with Retry-After {retry_after}, until one does",
+                        if starting {
+                            format!(" and the replacement is not ready after {BACKLOG_WAIT:?}")
+                        } else {
+                            String::new()
+                        }
+                    ));
+                    self.refuser = Some(refuser);
+                }
+                Err(e) => self.log(format!(
+                    "cannot answer the port while no worker accepts: {e}"
+                )),
+            },
+            (None, None) => {}
         }
     }
 
@@ -581,8 +728,9 @@ impl State {
     /// Delayed restarts that are due, workers late to start, stopping ones late to exit.
     fn deadlines(&mut self) {
         let now = Instant::now();
-        while self.restarts.front().is_some_and(|(at, _, _)| *at <= now) {
-            let (_, id, why) = self.restarts.pop_front().expect("checked just above");
+        // Due in any order: a crash loop's delay and the rate bound's interleave.
+        while let Some(due) = self.restarts.iter().position(|(at, _, _)| *at <= now) {
+            let (_, id, why) = self.restarts.remove(due).expect("found just above");
             if let Err(e) = self.spawn(id, why) {
                 self.log(e.to_string());
             }
@@ -621,6 +769,8 @@ impl State {
         self.stopping = true;
         self.restarts.clear();
         self.rolling.clear();
+        // Its copy of the socket goes with it (within its poll).
+        self.refuser = None;
         // Our copy of the socket first: the port closes once the workers, which take
         // what waits in its backlog, have closed theirs.
         self.sup.listener = None;
@@ -734,10 +884,11 @@ fn read_control(proc: &Proc, tx: mpsc::Sender<Event>) {
                 let Ok(line) = line else { return };
                 let event = match line.trim().split_once(' ') {
                     _ if line.trim() == "ready" => Event::Ready { id, generation },
-                    Some(("replace", reason)) => Event::Replace {
+                    Some((word @ ("replace" | "suspect"), reason)) => Event::Replace {
                         id,
                         generation,
                         reason: reason.to_string(),
+                        suspect: word == "suspect",
                     },
                     _ => continue,
                 };
@@ -818,6 +969,84 @@ mod tests {
             "{life:?}"
         );
         assert_eq!(life[3], "1.1 stop-all got SIGTERM");
+    }
+
+    /// Every worker says `ready`, then `suspect` (as one a stack overflow left suspect
+    /// does), and logs its start with the time in milliseconds.
+    fn suspect_every_time(log: &Path) -> Supervisor {
+        let mut sup = fake(log, "");
+        let log = log.display();
+        let script = format!(
+            "echo \"$FIBERSTACK_WORKER start $(date +%s%3N)\" >> {log}; echo ready >&0; \
+             echo 'suspect testing' >&0; read line; echo \"$FIBERSTACK_WORKER $line\" >> {log}"
+        );
+        sup.args = vec!["-c".into(), script.into()];
+        sup
+    }
+
+    /// A flood of workers that turn suspect as soon as they accept: the first
+    /// REPLACE_BURST replacements start at once, the next one only REPLACE_WINDOW after
+    /// the first of them; meanwhile no worker accepts, and the supervisor answers a
+    /// client itself: a 503 with Retry-After and Connection: close.
+    #[test]
+    fn replacements_asked_for_are_rate_bounded_and_the_backlog_is_answered_meanwhile() {
+        let log = std::env::temp_dir().join(format!(
+            "fiber_web-supervisor-flood-{}.log",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&log);
+        let sup = suspect_every_time(&log);
+        let addr = sup.addr;
+        let (tx, rx) = mpsc::channel();
+        let signal = tx.clone();
+        let run = std::thread::spawn(move || sup.run_on(tx, rx));
+        let read = || std::fs::read_to_string(&log).unwrap_or_default();
+        let started = |generation: usize| -> Option<u64> {
+            read()
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("1.{generation} start ")))
+                .and_then(|ms| ms.trim().parse().ok())
+        };
+        let wait = |what: &str, within: Duration, done: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + within;
+            while !done() {
+                assert!(Instant::now() < deadline, "no {what}:\n{}", read());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let last_at_once = REPLACE_BURST;
+        wait("burst of replacements", Duration::from_secs(20), &|| {
+            started(last_at_once).is_some()
+        });
+        // The next replacement waits for the window: no worker accepts meanwhile.
+        let mut client = std::net::TcpStream::connect(addr).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut reply = String::new();
+        std::io::Read::read_to_string(&mut client, &mut reply).unwrap();
+        assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+        assert!(reply.contains("Retry-After: "), "{reply}");
+        assert!(reply.contains("Connection: close\r\n"), "{reply}");
+        assert!(started(last_at_once + 1).is_none(), "{}", read());
+        wait(
+            "replacement past the burst",
+            REPLACE_WINDOW + Duration::from_secs(10),
+            &|| started(last_at_once + 1).is_some(),
+        );
+        let (first, next) = (started(1).unwrap(), started(last_at_once + 1).unwrap());
+        let window = REPLACE_WINDOW.as_millis() as u64;
+        assert!(next >= first + window - 50, "{first} {next}:\n{}", read());
+        signal
+            .send(Event::Signal(signal_hook::consts::SIGTERM))
+            .unwrap();
+        if let Err(e) = run.join().unwrap() {
+            panic!("the supervisor failed: {e}");
+        }
+        let _ = std::fs::remove_file(&log);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! over the Unix socket that is its stdin.
 //!
 //! Worker to supervisor: `ready` (it accepts now), `replace <reason>` (it wants to be
-//! replaced). Supervisor to worker: `stop` (stop accepting, finish, exit). End of file
+//! replaced), `suspect <reason>` (a stack overflow left it suspect: it has stopped
+//! accepting and wants to be replaced, `suspect.rs`). Supervisor to worker: `stop`
+//! (stop accepting, finish, exit). End of file
 //! from the supervisor (it died) also means stop: a worker never outlives it by more
 //! than its grace period. The socket is the worker's stdin because std can take that
 //! descriptor safely (`stdin().as_fd()`), where an arbitrary fd number needs unsafe.
@@ -73,9 +75,14 @@ impl Worker {
         control.write_all(format!("{line}\n").as_bytes())
     }
 
-    /// `replace <reason>`, the reason on one line: it cannot forge another command.
+    /// `replace <reason>`, or `suspect <reason>` once this worker takes no more work
+    /// (`suspect.rs`); the reason on one line: it cannot forge another command.
     fn ask(&self, reason: &str) -> io::Result<()> {
-        self.say(&format!("replace {}", reason.replace(['\n', '\r'], " ")))
+        let word = match crate::suspect::stopped() {
+            true => "suspect",
+            false => "replace",
+        };
+        self.say(&format!("{word} {}", reason.replace(['\n', '\r'], " ")))
     }
 }
 
