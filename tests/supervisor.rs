@@ -297,9 +297,10 @@ fn sighup_restarts_every_worker_without_a_failed_request() {
 
 /// Caught stack overflows past `--overflow-limit`: the worker asks to be replaced (each
 /// overflow left its abandoned frames' heap behind), the supervisor replaces it in the
-/// order of a rolling restart, and the load on the other routes loses nothing.
+/// order of a rolling restart, and the load on the other routes loses nothing (a worker
+/// an overflow left suspect refuses, with a 503, what it had not started).
 #[test]
-fn overflows_past_the_limit_replace_the_worker_without_a_failed_request() {
+fn overflows_past_the_limit_replace_the_worker_and_every_request_is_answered() {
     const LIMIT: u64 = 10;
     let mut serve = serve(&["--processes", "2", "--overflow-limit", &LIMIT.to_string()]);
     let addr = serve.addr;
@@ -326,7 +327,18 @@ fn overflows_past_the_limit_replace_the_worker_without_a_failed_request() {
         "a fresh worker starts its own count: {fresh:?}"
     );
     let text = finished(load);
-    assert_eq!(ab_count(&text, "Failed requests:"), 0, "{text}");
+    // Every request is answered. One of the overflows may strike outside a safe point
+    // (inside an allocation, say): its worker is then suspect and answers the requests
+    // it had read but not started with a 503 and Retry-After (fiber_web's suspect.rs),
+    // which ab counts as failed by length; nothing else may fail.
+    let (connect, receive, _) = ab_failures(&text);
+    assert_eq!((connect, receive), (0, 0), "{text}");
+    let failed = ab_count(&text, "Failed requests:");
+    if failed > 0 {
+        let answered = ab_count(&text, "Non-2xx responses:");
+        assert_eq!(failed, answered, "every failure is an answer: {text}");
+        assert!(failed < 250, "{text}");
+    }
     eprintln!(
         "{asked}\n  pid {} serves in its place ({} overflows so far)",
         fresh.pid, fresh.overflows

@@ -250,7 +250,12 @@ impl Killer {
         let result = match self.take_idle() {
             Some(mut conn) => match conn.query(&sql) {
                 Err(e) if e.poisons_connection() => self.on_new_connection(&sql),
-                other => other.map(|_| self.keep(conn)),
+                // An answer, an error among them (1094: the session had ended already,
+                // common in a storm): the connection is fine, and kept.
+                other => {
+                    self.keep(conn);
+                    other.map(drop)
+                }
             },
             None => self.on_new_connection(&sql),
         };
@@ -307,9 +312,11 @@ impl Killer {
 
     fn on_new_connection(&self, sql: &str) -> Result<()> {
         let mut conn = self.connect()?;
-        conn.query(sql)?;
-        self.keep(conn);
-        Ok(())
+        let answer = conn.query(sql).map(drop);
+        if !conn.is_broken() {
+            self.keep(conn);
+        }
+        answer
     }
 
     fn take_idle(&self) -> Option<Conn> {

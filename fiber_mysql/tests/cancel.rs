@@ -549,7 +549,13 @@ fn a_deadline_kills_the_query_and_names_the_phase() {
         ),
         "{err}"
     );
-    assert!(started.elapsed() < Duration::from_millis(500));
+    // Within the second a `sleep(1)` that was sent would take (a loaded machine may
+    // deschedule the test for a good part of it).
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
     conn.set_deadline(None);
     assert_eq!(
         conn.query("SELECT 7").unwrap().scalar::<i64>().unwrap(),

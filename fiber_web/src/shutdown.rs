@@ -34,6 +34,16 @@ impl Stop {
             return true;
         }
         if crate::suspect::stopped() {
+            if !self.stopping.swap(true, Ordering::AcqRel) {
+                // The first to see it tells the supervisor at once (the watchdog's own
+                // request may come a tick later, or be held up behind a log line it
+                // prints first): this worker accepts no more, and the port is the
+                // replacement's, or the supervisor's meanwhile. A second request is
+                // ignored by the supervisor.
+                crate::worker::ask_for_replacement(
+                    "a stack overflow outside a safe point left this worker suspect",
+                );
+            }
             self.begin();
             return true;
         }
