@@ -14,7 +14,11 @@
 //! passes before the first packet of the answer, we send `KILL QUERY <id>` over
 //! the side channel (`cancel.rs`: the pool's, or the connection's own), then read
 //! and discard the interrupted answer, so the connection stays usable and the
-//! server stops working at once. Merely dropping the connection would leave
+//! server stops working at once. A statement still running [`KILL_DRAIN_TIMEOUT`]
+//! after its KILL was answered never got it (the KILL reached the session before the
+//! command did, and MariaDB drops a `KILL QUERY` an idle session receives when the
+//! next command starts): then the whole session is killed (`KILL CONNECTION`, which
+//! is never dropped) and the connection closed. Merely dropping the connection would leave
 //! the server running the query (MariaDB notices a closed client only
 //! when it next writes to it) while the pool opened a replacement, so
 //! a storm of slow queries would pile up on the server. The price is one extra
@@ -58,8 +62,11 @@ pub const PIPELINE_STATEMENTS: usize = 64;
 /// round's write completes even while the server, blocked writing a large answer to
 /// an earlier execution, reads nothing.
 pub const PIPELINE_BYTES: usize = 32 * 1024;
-/// How long we wait for the interrupted answer after `KILL QUERY`.
-pub(crate) const KILL_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a query stopped by its timeout or deadline may run on after its
+/// `KILL QUERY` was answered before the whole session is killed instead: a killed
+/// statement ends in about a millisecond, so one still running after this never got
+/// the KILL (see the module comment).
+pub(crate) const KILL_DRAIN_TIMEOUT: Duration = crate::cancel::KILL_PATIENCE;
 /// A packet this long or longer is a row, never a result set's terminating OK: a row
 /// whose first byte is 0xFE (a length-encoded string of 16 MiB or more) is at least
 /// this long (the protocol's rule with `CLIENT_DEPRECATE_EOF`).
@@ -427,6 +434,13 @@ impl Conn {
         match drained {
             // Interrupted (1317) or finished just before the KILL: in sync either way.
             Ok(_) | Err(Error::Server { .. }) => {}
+            // Still running: the KILL QUERY reached the session before the command
+            // did, and MariaDB drops it when the command starts. A KILL CONNECTION is
+            // never dropped, and this connection is done anyway.
+            Err(Error::QueryTimeout) => {
+                let _ = self.kill_session();
+                self.mark_broken();
+            }
             Err(_) => self.mark_broken(),
         }
         stop.error()

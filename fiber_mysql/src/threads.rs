@@ -188,6 +188,9 @@ impl ThreadConn {
                 let killed = self.killer.kill_query(self.connection_id);
                 let drained = answer.recv_timeout(KILL_DRAIN_TIMEOUT);
                 if killed.is_err() || drained.is_err() {
+                    // Still running: its KILL QUERY may have come before the command
+                    // (dropped, see query.rs); a KILL CONNECTION is never dropped.
+                    let _ = self.killer.kill_connection(self.connection_id);
                     self.broken = true;
                 }
                 return Err(stop);

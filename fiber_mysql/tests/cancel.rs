@@ -563,6 +563,75 @@ fn a_deadline_kills_the_query_and_names_the_phase() {
     );
 }
 
+/// A deadline that passes while the query waits for the server to read it: its `KILL
+/// QUERY` reaches an idle session and is dropped when the command starts, so the
+/// session itself is killed. The caller hears of it within `KILL_PATIENCE` or so, and
+/// the statement never runs. (Here the query waits in the server's thread pool: its
+/// connection's group is busy with a statement that computes and never waits, and a
+/// group that busy reads nothing new until `thread_pool_stall_limit`, 500 ms.)
+#[test]
+fn a_deadline_before_the_server_read_the_query_kills_the_session() {
+    let server = common::private_server(40);
+    let pool = pool(server.opts(), 1);
+    let mut watcher = extra_port_admin(&server);
+    wait_for("the side channel opened", || {
+        pool.stats().kill_connections == KILL_CONNECTIONS
+    });
+    let groups = watcher
+        .query("SELECT @@thread_pool_size")
+        .unwrap()
+        .scalar::<u64>()
+        .unwrap()
+        .unwrap();
+    let mut conn = pool.get().unwrap();
+    let id = u64::from(conn.connection_id().unwrap());
+    // MariaDB puts connection `id` in thread group `id % groups`.
+    let mut busy = (0..10 * groups)
+        .map(|_| Conn::connect(&server.opts()).unwrap())
+        .find(|c| u64::from(c.connection_id()) % groups == id % groups)
+        .expect("a connection in the same thread group");
+    let busy_id = u64::from(busy.connection_id());
+    let computing = may::go!(move || busy.query("SELECT BENCHMARK(1000000000, MD5('x'))"));
+    wait_for("the group is busy", || {
+        statements(&mut watcher).contains(&busy_id)
+    });
+    let started = Instant::now();
+    conn.set_deadline(Some(started + Duration::from_millis(100)));
+    let err = conn.query("select sleep(10)").unwrap_err();
+    let took = started.elapsed();
+    println!("a deadline of 100 ms on a query the server had not read: {took:?}");
+    assert!(
+        matches!(
+            err,
+            Error::DeadlineExceeded {
+                phase: Phase::Query
+            }
+        ),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    drop(conn);
+    watcher.query(&format!("KILL QUERY {busy_id}")).unwrap();
+    // (A killed BENCHMARK may answer rather than fail: either ends it.)
+    let _ = computing.join().unwrap();
+    // The killed session goes; its `sleep(10)` never starts.
+    wait_for("the killed session ended", || {
+        let r = watcher.query("SHOW PROCESSLIST").unwrap();
+        !r.rows.iter().any(|row| row.get::<u64, _>("Id") == Some(id))
+    });
+    assert_eq!(
+        pool.get()
+            .unwrap()
+            .query("SELECT 7")
+            .unwrap()
+            .scalar::<i64>()
+            .unwrap(),
+        Some(7)
+    );
+    // Not kept: a KILL QUERY that had stopped a running statement would have kept it.
+    assert_eq!(pool.stats().opened, 2, "{:?}", pool.stats());
+}
+
 #[test]
 fn checkout_until_names_the_checkout_wait_and_the_connect() {
     let pool = pool(common::opts(), 1);
