@@ -462,7 +462,8 @@ impl Conn {
         match self.io.next(&mut self.stream) {
             Ok(payload) => Ok(payload),
             Err(FrameError::Io(e)) if is_timeout(&e) => {
-                // (may's timer may fire a little before the deadline.)
+                // (The socket's timeout is whole milliseconds, rounded up: it fires
+                // at or after the deadline.)
                 if bounded_by_deadline {
                     Err(Error::QueryTimeout)
                 } else {

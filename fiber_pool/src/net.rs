@@ -5,7 +5,8 @@
 //! | piece | what it is for |
 //! |---|---|
 //! | [`connect`] | a TCP connect that avoids a race in may's (below), returning a [`CarrierStream`] |
-//! | [`CarrierStream`] | a may socket whose every may call (read, write, timeouts, drop) runs on the carrier's stack, so none is ever on a fiber stack |
+//! | [`CarrierStream`] | a may socket whose every may call (read, write, timeouts, drop) runs on the carrier's stack, so none is ever on a fiber stack, and whose timeouts may honours ([`io_timeout`]) |
+//! | [`io_timeout`] | a wait as a socket timeout may honours: whole milliseconds, at least one |
 //! | [`poll_now`] | readiness *now* (`poll(2)`, zero timeout): has the peer closed, is there data, did a connect finish; never parks, never blocks |
 //! | [`recv_append`] | one `recv(2)` into a `Vec`'s spare capacity, without zeroing it first: the cheap read a request loop makes per kept-alive request |
 //! | [`adopt_stream`] | a socket accepted with std (an accept loop that must stop at once, which may's parked `accept` cannot) handed to may |
@@ -263,6 +264,22 @@ pub fn adopt_listener(listener: std::net::TcpListener) -> io::Result<may::net::T
 #[derive(Debug)]
 pub struct CarrierStream(ManuallyDrop<may::net::TcpStream>);
 
+/// The shortest socket timeout [`io_timeout`] gives may. may 0.3.51 keeps a socket's
+/// timeouts in whole milliseconds, truncated, and takes 0 for none: a read given 340 µs
+/// waits until the peer writes or closes (an idle keep-alive connection outlived its
+/// idle timeout that way, and a MySQL read with under a millisecond of its deadline
+/// left waited for a `sleep(1)` to end), and 1.9 ms fires after 1.
+pub const MIN_IO_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// A socket timeout may honours for a wait of `left`: rounded up to whole
+/// milliseconds, at least [`MIN_IO_TIMEOUT`], so it fires at or after `left`, never
+/// before and never not at all. (Whole milliseconds also keep may's per-interval timer
+/// lists few: it keeps one list per distinct duration.)
+pub fn io_timeout(left: Duration) -> Duration {
+    let ms = left.as_nanos().div_ceil(1_000_000);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)).max(MIN_IO_TIMEOUT)
+}
+
 impl CarrierStream {
     /// Takes over a may socket.
     pub fn new(stream: may::net::TcpStream) -> CarrierStream {
@@ -270,15 +287,18 @@ impl CarrierStream {
     }
 
     /// may's `set_read_timeout`, on the carrier: besides the socket option it stores
-    /// may's own copy (an overflow sweep caught a fault inside it on a fiber).
+    /// may's own copy (an overflow sweep caught a fault inside it on a fiber). The
+    /// timeout goes through [`io_timeout`]: whole milliseconds, at least one.
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         let stream = &*self.0;
+        let timeout = timeout.map(io_timeout);
         crate::on_carrier(|| stream.set_read_timeout(timeout))
     }
 
     /// may's `set_write_timeout`, on the carrier (see [`Self::set_read_timeout`]).
     pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         let stream = &*self.0;
+        let timeout = timeout.map(io_timeout);
         crate::on_carrier(|| stream.set_write_timeout(timeout))
     }
 
@@ -394,6 +414,51 @@ mod tests {
         let got = in_coroutine(carrier);
         server.join().unwrap();
         assert_eq!(got, "hello");
+    }
+
+    #[test]
+    fn io_timeouts_are_whole_milliseconds_never_under_one() {
+        let ms = Duration::from_millis;
+        assert_eq!(io_timeout(Duration::ZERO), ms(1));
+        assert_eq!(io_timeout(Duration::from_micros(340)), ms(1));
+        assert_eq!(io_timeout(Duration::from_micros(1001)), ms(2));
+        assert_eq!(io_timeout(ms(200)), ms(200));
+        assert_eq!(io_timeout(Duration::MAX), Duration::from_millis(u64::MAX));
+    }
+
+    /// A read given less than a millisecond times out: may alone would wait until the
+    /// peer writes or closes (here 5 s later), and fire 1.9 ms after 1.
+    #[test]
+    fn a_read_timeout_under_a_millisecond_fires() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let peer = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            let _ = wait.recv_timeout(Duration::from_secs(5));
+            drop(s);
+        });
+        let (err, took) = in_coroutine(move || {
+            use std::io::Read;
+            let mut s = connect(&addr, Duration::from_secs(2)).unwrap();
+            let mut byte = [0u8; 1];
+            let started = Instant::now();
+            s.set_read_timeout(Some(Duration::from_micros(340)))
+                .unwrap();
+            let short = s.read(&mut byte).unwrap_err();
+            let took = started.elapsed();
+            s.set_read_timeout(Some(Duration::from_micros(1900)))
+                .unwrap();
+            let started = Instant::now();
+            let rounded = s.read(&mut byte).unwrap_err();
+            assert!(started.elapsed() >= Duration::from_micros(1900));
+            assert_eq!(rounded.kind(), io::ErrorKind::TimedOut, "{rounded}");
+            (short, took)
+        });
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        done.send(()).unwrap();
+        peer.join().unwrap();
     }
 
     #[test]

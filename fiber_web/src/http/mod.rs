@@ -36,21 +36,9 @@ pub use request::{Headers, Request};
 pub use response::Response;
 
 use std::fmt;
-use std::time::Duration;
 
-/// The shortest socket timeout handed to may. may 0.3.51 loses I/O timers shorter
-/// than a millisecond: a read given 340 µs waits until the peer writes or closes,
-/// which is how an idle keep-alive connection outlived its `idle_timeout` whenever the
-/// last slice of the wait came out under 1 ms (hostile_http's idle test caught it).
-pub(crate) const MIN_IO_TIMEOUT: Duration = Duration::from_millis(1);
-
-/// A socket timeout may honours: `left` rounded up to whole milliseconds, at least
-/// [`MIN_IO_TIMEOUT`]. (Whole milliseconds also keep may's per-interval timer lists
-/// few: it keeps one list per distinct duration.)
-pub(crate) fn io_timeout(left: Duration) -> Duration {
-    let ms = left.as_nanos().div_ceil(1_000_000);
-    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)).max(MIN_IO_TIMEOUT)
-}
+/// Socket timeouts as may honours them (see there).
+pub(crate) use fiber_pool::net::io_timeout;
 
 /// What was wrong with what a client sent; each maps to one status code.
 #[derive(Debug)]
@@ -161,18 +149,3 @@ impl fmt::Display for HttpError {
 }
 
 impl std::error::Error for HttpError {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn io_timeouts_are_whole_milliseconds_never_under_one() {
-        let ms = Duration::from_millis;
-        assert_eq!(io_timeout(Duration::ZERO), ms(1));
-        assert_eq!(io_timeout(Duration::from_micros(340)), ms(1));
-        assert_eq!(io_timeout(Duration::from_micros(1001)), ms(2));
-        assert_eq!(io_timeout(ms(200)), ms(200));
-        assert_eq!(io_timeout(Duration::MAX), Duration::from_millis(u64::MAX));
-    }
-}
