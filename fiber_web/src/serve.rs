@@ -362,7 +362,7 @@ where
     let mut app = build(&started).map_err(|e| Error::App(e.into()))?;
     // A supervisor can replace this worker: a suspect overflow stops it taking work.
     if supervisor::worker().is_some() {
-        crate::suspect::arm();
+        crate::suspect::arm(supervisor::ask_for_replacement);
         app = app.outermost_layer(crate::suspect::Refusing);
     }
     let notes = started

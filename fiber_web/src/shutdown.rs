@@ -40,7 +40,7 @@ impl Stop {
                 // prints first): this worker accepts no more, and the port is the
                 // replacement's, or the supervisor's meanwhile. A second request is
                 // ignored by the supervisor.
-                crate::worker::ask_for_replacement(
+                crate::suspect::tell_supervisor(
                     "a stack overflow outside a safe point left this worker suspect",
                 );
             }

@@ -20,6 +20,7 @@
 //! the process serves on as before (the watchdog logs that it should be replaced).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use crate::http::{Problem, Request, Response};
 use crate::layer::{Layer, Next};
@@ -31,10 +32,22 @@ pub(crate) const RETRY_AFTER_SECS: u32 = 1;
 /// Set once a supervisor can replace this process.
 static ARMED: AtomicBool = AtomicBool::new(false);
 
-/// This process is a supervised worker: from now on, a suspect overflow stops it
-/// taking work (see the module comment).
-pub(crate) fn arm() {
+/// How this worker asks its supervisor for a replacement, given at [`arm`] (the
+/// supervisor's side is above this module).
+static TELL: OnceLock<fn(&str)> = OnceLock::new();
+
+/// This process is a supervised worker, which `tell` asks its supervisor to replace:
+/// from now on, a suspect overflow stops it taking work (see the module comment).
+pub(crate) fn arm(tell: fn(&str)) {
+    let _ = TELL.set(tell);
     ARMED.store(true, Ordering::Release);
+}
+
+/// Asks the supervisor given at [`arm`] for a replacement (nothing when not armed).
+pub(crate) fn tell_supervisor(reason: &str) {
+    if let Some(tell) = TELL.get() {
+        tell(reason);
+    }
 }
 
 /// Whether an overflow outside a safe point struck in this process, or one left it
