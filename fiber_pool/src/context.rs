@@ -314,7 +314,14 @@ impl Context {
     pub fn renewed(mut self) -> Context {
         match Arc::get_mut(&mut self.shared) {
             Some(shared) => {
+                // The hooks' list keeps its capacity (emptied: nobody else holds the
+                // context, so no registration is left), so that the next request's
+                // hooks register without allocating.
+                let hooks = shared.hooks.get_mut().unwrap_or_else(|e| e.into_inner());
+                let mut list = std::mem::take(&mut hooks.list);
+                list.clear();
                 *shared = Shared::live(None, None);
+                shared.hooks.get_mut().unwrap_or_else(|e| e.into_inner()).list = list;
                 self
             }
             None => Context::new(),

@@ -57,7 +57,15 @@ impl Ledger {
     /// forgets the other registrations (a `Lent` still alive, e.g. forgotten,
     /// keeps its value). Returns how many of those drops panicked.
     pub(crate) fn finish(&self) -> usize {
-        let entries = std::mem::take(&mut *self.lock());
+        let entries = {
+            let mut entries = self.lock();
+            // The usual end: every `Lent` was dropped in the job. The list keeps its
+            // capacity, so the slot's next job registers without allocating.
+            if entries.is_empty() {
+                return 0;
+            }
+            std::mem::take(&mut *entries)
+        };
         let mut failed = 0;
         for (_, cell) in entries.into_iter().rev() {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
