@@ -158,6 +158,15 @@ static USED: AtomicUsize = AtomicUsize::new(0);
 /// [`WRITING`]: it would take 2^64 pools.
 static LAYOUT_GENERATION: AtomicU64 = AtomicU64::new(0);
 
+/// The lowest start and the highest end of every region ever published, only ever
+/// widened (a withdrawn region's addresses stay inside): an address outside them is
+/// no pool's, decided without the table or a thread's last miss. may's coroutine
+/// stacks, mapped after the pools, mostly lie outside, so a carrier's checks between
+/// fibers rarely scan. Stored before the region is published, so a thread that runs
+/// on a region's stack (it got its job after the registration) sees them widened.
+static HULL_START: AtomicUsize = AtomicUsize::new(usize::MAX);
+static HULL_END: AtomicUsize = AtomicUsize::new(0);
+
 /// A thread's last hit or miss of [`find`]: `[low, high)` is one slot's stack
 /// (`entry` non-null) or a window of no pool's (`entry` null), seen in `generation`
 /// of [`LAYOUT_GENERATION`]. Fields of their own, each a plain `Cell`, written in an
@@ -190,6 +199,7 @@ impl Look {
     }
 
     /// The entry (null for a miss) if `addr` lies in the range seen in `generation`.
+    #[inline]
     fn holds(&self, addr: usize, generation: u64) -> Option<*const StackEntry> {
         // The generation first: a write in progress shows `WRITING`, and the fields
         // are read only after a matching one (what `remember` stored last).
@@ -296,6 +306,8 @@ impl Region {
         // that reader, which could then take a mix of two pools' fields for one.
         fence(Ordering::Release);
         let entries = NonNull::from(Box::leak(entries));
+        HULL_START.fetch_min(layout.start, Ordering::Relaxed);
+        HULL_END.fetch_max(layout.end(), Ordering::Relaxed);
         node.start.store(layout.start, Ordering::Relaxed);
         node.end.store(layout.end(), Ordering::Relaxed);
         node.stride.store(layout.stride, Ordering::Relaxed);
@@ -371,6 +383,17 @@ fn find(addr: usize) -> Option<&'static StackEntry> {
         // table's own hits do: callers pass their own stack pointer, and the pool
         // owning that memory cannot be dropped while a call runs on it.
         return Some(unsafe { &*entry });
+    }
+    find_past_last_hit(addr, generation)
+}
+
+/// [`find`] when the thread's last hit does not hold `addr`: its last miss, else
+/// [`scan`]. Out of line, so that the hit (every check of a fiber's own stack but the
+/// first after a switch) is a few inlined loads and compares.
+#[inline(never)]
+fn find_past_last_hit(addr: usize, generation: u64) -> Option<&'static StackEntry> {
+    if addr < HULL_START.load(Ordering::Relaxed) || addr >= HULL_END.load(Ordering::Relaxed) {
+        return None;
     }
     if LAST_MISS
         .with(|miss| miss.holds(addr, generation))
