@@ -321,7 +321,11 @@ impl Context {
                 let mut list = std::mem::take(&mut hooks.list);
                 list.clear();
                 *shared = Shared::live(None, None);
-                shared.hooks.get_mut().unwrap_or_else(|e| e.into_inner()).list = list;
+                shared
+                    .hooks
+                    .get_mut()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .list = list;
                 self
             }
             None => Context::new(),
