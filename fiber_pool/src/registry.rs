@@ -34,6 +34,11 @@
 //! trusted only while no pool has been registered or dropped since
 //! (`LAYOUT_GENERATION`). The signal handler does not use it (a signal can
 //! interrupt the update of the thread's record): it scans.
+//!
+//! **The hull.** Before either look, an address below the lowest start or past the
+//! highest end of every region ever registered is a miss after two compares. The
+//! hull only widens: a dropped pool's addresses stay inside it, and are then found
+//! missing by the look or the table as before.
 
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
@@ -162,8 +167,10 @@ static LAYOUT_GENERATION: AtomicU64 = AtomicU64::new(0);
 /// widened (a withdrawn region's addresses stay inside): an address outside them is
 /// no pool's, decided without the table or a thread's last miss. may's coroutine
 /// stacks, mapped after the pools, mostly lie outside, so a carrier's checks between
-/// fibers rarely scan. Stored before the region is published, so a thread that runs
-/// on a region's stack (it got its job after the registration) sees them widened.
+/// fibers rarely scan. Relaxed is enough: a thread looks up only its own stack
+/// pointer, and a thread running on a region's stack got its job through a hand-off
+/// (a channel, a lock) that came after the region's registration, so it sees each
+/// bound at least as wide as the registration left it (each is only ever widened).
 static HULL_START: AtomicUsize = AtomicUsize::new(usize::MAX);
 static HULL_END: AtomicUsize = AtomicUsize::new(0);
 
@@ -379,7 +386,10 @@ fn find(addr: usize) -> Option<&'static StackEntry> {
         // is still current: a region registered or dropped since would have bumped it
         // (no pool can take over the range without a registration, and a thread that
         // runs on a new pool's stacks learned of it, through the hand-off of the job,
-        // after its registration). It stays alive while used, for the reason the
+        // after its registration). A dropped pool's memory mapped again as a new pool's
+        // stack is a registration too, which the thread learns of the same way; that
+        // the unmapping itself orders nothing is why the generation, not the address,
+        // decides. It stays alive while used, for the reason the
         // table's own hits do: callers pass their own stack pointer, and the pool
         // owning that memory cannot be dropped while a call runs on it.
         return Some(unsafe { &*entry });

@@ -69,7 +69,8 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    /// One past the reservation's highest address.
+    /// One past the reservation's highest address. No overflow: the kernel mapped
+    /// `stride * slots` bytes from `start` (`reserve`), and it never maps the top page.
     pub(crate) fn end(&self) -> usize {
         self.start + self.stride * self.slots
     }
