@@ -139,24 +139,27 @@ fn hex(b: u8) -> Option<u8> {
 
 /// An HTTP/1.1 request needs exactly one Host header; HTTP/1.0 may go without. Any
 /// Host sent must be a `host[:port]` (RFC 3986 characters, no `/`, `@`, space).
-/// `hosts` is walked, not collected: the fiber server passes its parsed headers
-/// filtered, with no allocation per request.
+/// `hosts` is walked once, not collected: the fiber server passes its parsed headers
+/// filtered, with no allocation per request. A wrong count is reported before a bad
+/// value.
 pub fn check_host<'a, I>(minor_version: u8, hosts: I) -> Result<(), HttpError>
 where
     I: IntoIterator<Item = &'a str>,
-    I::IntoIter: Clone,
 {
-    let hosts = hosts.into_iter();
-    let count = hosts.clone().count();
+    let mut count = 0usize;
+    let mut bad = None;
+    for host in hosts {
+        count += 1;
+        if bad.is_none() && !host.bytes().all(|b| HOST_BYTES[usize::from(b)]) {
+            bad = Some(host);
+        }
+    }
     if minor_version >= 1 && count != 1 {
         return Err(HttpError::Malformed(format!(
             "an HTTP/1.1 request needs exactly one Host header, this one has {count}"
         )));
     }
-    match hosts
-        .clone()
-        .find(|h| !h.bytes().all(|b| HOST_BYTES[usize::from(b)]))
-    {
+    match bad {
         Some(bad) => Err(HttpError::Malformed(format!(
             "the Host header '{bad}' is not a host[:port]"
         ))),
@@ -250,6 +253,9 @@ mod tests {
         assert!(check_host(0, no_hosts()).is_ok());
         assert!(check_host(1, no_hosts()).is_err());
         assert!(check_host(1, ["x", "x"]).is_err());
+        // A wrong count is what is said, even when a value is bad too.
+        let both = check_host(1, ["a b", "x"]).unwrap_err().to_string();
+        assert!(both.contains("exactly one Host header"), "{both}");
         assert!(check_host(0, ["a b"]).is_err());
         assert!(check_host(1, ["x/y"]).is_err());
         assert!(check_host(1, ["a-b.c_d~e!f$g&h'i(j)k*l+m,n;o=p:80"]).is_ok());
