@@ -602,14 +602,20 @@ impl Pool {
                 _ => Error::Cancelled,
             })?;
         }
-        let mut conn = match ctx.as_ref().and_then(fiber_pool::Context::deadline) {
-            Some(deadline) => self.lend(|| self.get_until_or(deadline, wait))?,
-            None => self.lend(|| self.get_timeout(wait))?,
+        // The checkout follows the context in the same switch to the carrier that
+        // makes it (`follow` registers its hook there).
+        let followed = |conn: Result<PooledConn>| {
+            conn.map(|mut conn| {
+                if let Some(ctx) = &ctx {
+                    conn.follow(ctx);
+                }
+                conn
+            })
         };
-        if let Some(ctx) = ctx {
-            conn.follow(&ctx);
+        match ctx.as_ref().and_then(fiber_pool::Context::deadline) {
+            Some(deadline) => self.lend(|| followed(self.get_until_or(deadline, wait))),
+            None => self.lend(|| followed(self.get_timeout(wait))),
         }
-        Ok(conn)
     }
 
     /// [`Pool::checkout`] for a request that must end by `deadline`: the wait for a
