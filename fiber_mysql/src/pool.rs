@@ -336,14 +336,29 @@ impl Backend {
 /// shutdown ends the session whatever stage it was at (the server rolls back and
 /// frees its locks; a handshake half done ends too), and the session's id, for a
 /// connection with no such handle (the threads driver: `KILL CONNECTION`).
-/// Written on the carrier whenever the checkout gets a connection.
-#[derive(Default)]
+/// Written on the carrier whenever the checkout gets a connection. It is also the
+/// `Lent`'s owner, which an abandon tells: one allocation for both.
 struct Beside {
+    pool: Arc<Shared>,
     socket: Mutex<Option<Arc<std::net::TcpStream>>>,
     id: AtomicU32,
 }
 
+impl fiber_pool::LentOwner<PooledConn> for Beside {
+    fn abandoned(&self, _leaked: fiber_pool::Abandoned<PooledConn>) {
+        self.pool.abandoned(self);
+    }
+}
+
 impl Beside {
+    fn new(pool: Arc<Shared>) -> Beside {
+        Beside {
+            pool,
+            socket: Mutex::new(None),
+            id: AtomicU32::new(0),
+        }
+    }
+
     fn note(&self, conn: Option<&Backend>) {
         *self.socket.lock().unwrap_or_else(|p| p.into_inner()) =
             conn.and_then(Backend::shutdown_handle);
@@ -634,13 +649,9 @@ impl Pool {
         &self,
         get: impl FnOnce() -> Result<PooledConn> + Send,
     ) -> Result<fiber_pool::Lent<PooledConn>> {
-        let beside = Arc::new(Beside::default());
+        let beside = Arc::new(Beside::new(Arc::clone(&self.shared)));
         let kept = Arc::clone(&beside);
-        let pool = Arc::clone(&self.shared);
-        fiber_pool::Lent::acquire(
-            move || get().map(|conn| conn.tracked(kept)),
-            move |_leaked| pool.abandoned(&beside),
-        )
+        fiber_pool::Lent::acquire_owned(move || get().map(|conn| conn.tracked(kept)), beside)
     }
 
     /// [`Pool::checkout_until`] as a plain guard (see [`Pool::get`]).

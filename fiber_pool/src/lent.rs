@@ -57,7 +57,30 @@ const _: () = assert!(
     LENT_STACK_MARGIN >= crate::alloc::ALLOC_STACK_MARGIN + crate::carrier::SWITCH_STACK_MARGIN
 );
 
-type OnAbandon<T> = Box<dyn FnOnce(Abandoned<T>) + Send>;
+/// The owner of a lent value, told once, on the carrier, when an overflow abandoned
+/// the value's job: what [`Lent::acquire_owned`] takes instead of a closure, for an
+/// owner that already keeps shared state beside the value (a pool's record of what
+/// ends a checkout's session), so that the `Lent` costs no allocation for its
+/// callback. The same rules as a closure's `on_abandon` apply: see [`Lent::new`].
+pub trait LentOwner<T>: Send + Sync {
+    /// The value is gone for good: account for it from what was kept beside it.
+    fn abandoned(&self, token: Abandoned<T>);
+}
+
+/// Who is told of an abandoned value: a closure, or a shared owner.
+enum OnAbandon<T> {
+    Once(Box<dyn FnOnce(Abandoned<T>) + Send>),
+    Owner(Arc<dyn LentOwner<T>>),
+}
+
+impl<T> OnAbandon<T> {
+    fn tell(self, token: Abandoned<T>) {
+        match self {
+            OnAbandon::Once(f) => f(token),
+            OnAbandon::Owner(owner) => owner.abandoned(token),
+        }
+    }
+}
 
 struct LentCell<T> {
     value: UnsafeCell<Option<T>>,
@@ -121,7 +144,7 @@ impl<T: Send + 'static> Registered for LentCell<T> {
             cell: ManuallyDrop::new(self),
         };
         if let (Some(f), true) = (f, filled) {
-            f(token);
+            f.tell(token);
         }
     }
 
@@ -179,7 +202,7 @@ impl<T: Send + 'static> Lent<T> {
     /// assert_eq!(in_use.load(Ordering::SeqCst), 1, "not abandoned: dropped as usual");
     /// ```
     pub fn new(value: T, on_abandon: impl FnOnce(Abandoned<T>) + Send + 'static) -> Lent<T> {
-        Lent::registered(Some(value), Box::new(on_abandon))
+        Lent::registered(Some(value), OnAbandon::Once(Box::new(on_abandon)))
     }
 
     /// A `Lent` holding `value`, registered in the ledger of the fiber we run on
@@ -395,9 +418,25 @@ impl<T: Send + 'static> Lent<T> {
         make: impl FnOnce() -> Result<T, E> + Send,
         on_abandon: impl FnOnce(Abandoned<T>) + Send + 'static,
     ) -> Result<Lent<T>, E> {
+        Lent::acquire_as(make, OnAbandon::Once(Box::new(on_abandon)))
+    }
+
+    /// [`Lent::acquire`] with a shared `owner` told of an abandon instead of a
+    /// closure: no allocation for the callback.
+    pub fn acquire_owned<E: Send>(
+        make: impl FnOnce() -> Result<T, E> + Send,
+        owner: Arc<dyn LentOwner<T>>,
+    ) -> Result<Lent<T>, E> {
+        Lent::acquire_as(make, OnAbandon::Owner(owner))
+    }
+
+    fn acquire_as<E: Send>(
+        make: impl FnOnce() -> Result<T, E> + Send,
+        on_abandon: OnAbandon<T>,
+    ) -> Result<Lent<T>, E> {
         // Registered first, then made, in one switch to the carrier: the value goes
         // straight into a registered cell.
-        let (lent, made) = Lent::registered_then(Box::new(on_abandon), move |cell| {
+        let (lent, made) = Lent::registered_then(on_abandon, move |cell| {
             let slot = Slot(cell.value.get());
             make().map(|value| {
                 let slot = slot;

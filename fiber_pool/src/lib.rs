@@ -278,7 +278,7 @@ pub use carrier::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
 pub use context::{current, sleep_or_cancelled, CancelReason, Context, Registration};
 pub use error::RunError;
-pub use lent::{Abandoned, Lent};
+pub use lent::{Abandoned, Lent, LentOwner};
 pub use panic_hook::run_panic_hook_off_fiber;
 pub use pool::{Admitted, FiberPool};
 pub use scope::{scope, scope_with_deadline, Child, Scope};

@@ -96,6 +96,68 @@ fn an_overflow_leaks_the_lent_value_and_runs_on_abandon_exactly_once() {
     assert_eq!(drops.load(Ordering::SeqCst), 4);
 }
 
+/// An owner that counts what it was told.
+#[derive(Default)]
+struct Owner {
+    told: AtomicUsize,
+}
+
+impl fiber_pool::LentOwner<Conn> for Owner {
+    fn abandoned(&self, _: fiber_pool::Abandoned<Conn>) {
+        self.told.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// `Lent::acquire_owned`: the shared owner is told exactly once when its job
+/// overflows (the value leaked), and never when the job ends normally.
+#[test]
+fn an_owner_is_told_once_of_an_overflow_and_never_of_a_normal_end() {
+    let pool = pool();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let owner = Arc::new(Owner::default());
+    let run = |overflow: bool| {
+        let (p, d, o) = (pool.clone(), drops.clone(), owner.clone());
+        may::go!(move || p.run("owned", move || {
+            let conn = Lent::acquire_owned(
+                || Ok::<_, ()>(Conn { id: 3, drops: d }),
+                o as Arc<dyn fiber_pool::LentOwner<Conn>>,
+            )
+            .unwrap();
+            if overflow {
+                recurse(u64::from(conn.id))
+            } else {
+                u64::from(conn.id)
+            }
+        }))
+        .join()
+        .unwrap()
+    };
+    assert_eq!(run(false), Ok(3));
+    assert_eq!(
+        owner.told.load(Ordering::SeqCst),
+        0,
+        "a normal end tells nobody"
+    );
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "and drops the value");
+    let res = run(true);
+    assert!(
+        matches!(res, Err(RunError::StackOverflow { .. })),
+        "{res:?}"
+    );
+    assert_eq!(owner.told.load(Ordering::SeqCst), 1, "told exactly once");
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        1,
+        "the value is leaked, never dropped"
+    );
+    assert_eq!(run(false), Ok(3));
+    assert_eq!(
+        owner.told.load(Ordering::SeqCst),
+        1,
+        "the ledger is empty again"
+    );
+}
+
 #[test]
 fn into_inner_and_outside_fibers() {
     let drops = Arc::new(AtomicUsize::new(0));
