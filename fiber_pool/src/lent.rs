@@ -6,8 +6,8 @@
 //! also registered in the *ledger* of the pool slot running the fiber. The
 //! ledger lives outside the fiber stack. Dropping the `Lent` normally drops
 //! the value and deregisters it; after an overflow the pool calls each
-//! still-registered `on_abandon` on the carrier's stack, after the fiber is
-//! gone. The fiber is found by the address of a local variable in the
+//! still-registered `on_abandon` (or tells its [`LentOwner`]) on the carrier's
+//! stack, after the fiber is gone. The fiber is found by the address of a local variable in the
 //! global registry. Outside a fiber a `Lent` is just a box.
 //!
 //! **An abandoned value is leaked, not handed over.** The overflow may have struck
@@ -57,11 +57,13 @@ const _: () = assert!(
     LENT_STACK_MARGIN >= crate::alloc::ALLOC_STACK_MARGIN + crate::carrier::SWITCH_STACK_MARGIN
 );
 
-/// The owner of a lent value, told once, on the carrier, when an overflow abandoned
-/// the value's job: what [`Lent::acquire_owned`] takes instead of a closure, for an
-/// owner that already keeps shared state beside the value (a pool's record of what
-/// ends a checkout's session), so that the `Lent` costs no allocation for its
-/// callback. The same rules as a closure's `on_abandon` apply: see [`Lent::new`].
+/// The owner of a lent value, told on the carrier when an overflow abandoned the
+/// value's job: once per `Lent`, and only if its value was made (a failed `make` of
+/// [`Lent::acquire_owned`] took nothing). What `acquire_owned` takes instead of a
+/// closure, for an owner that already keeps shared state beside the value (a pool's
+/// record of what ends a checkout's session), so that the `Lent` costs no allocation
+/// for its callback. The same rules as a closure's `on_abandon` apply (see
+/// [`Lent::new`]); the `Lent`'s reference to the owner is dropped on the carrier too.
 pub trait LentOwner<T>: Send + Sync {
     /// The value is gone for good: account for it from what was kept beside it.
     fn abandoned(&self, token: Abandoned<T>);
@@ -135,8 +137,8 @@ impl<T: Send + 'static> Registered for LentCell<T> {
         // is not touched.
         let f = unsafe { (*self.on_abandon.get()).take() };
         // The token holds this reference in a `ManuallyDrop`, never released unless
-        // the value is reclaimed (dropping the token, here when there is no callback,
-        // keeps it held): the cell, and the value in it, are never freed, whatever
+        // the value is reclaimed (dropping the token, here when there is no callback
+        // or nothing was made, keeps it held): the cell, and the value in it, are never freed, whatever
         // becomes of the other references (a `Lent` kept in a thread-local, dropped
         // later, finds `claimed` set).
         let filled = self.filled.load(Ordering::Acquire);
@@ -353,6 +355,10 @@ impl<T: Send + 'static> Drop for Lent<T> {
                 // SAFETY: we won `claimed`, so `abandon` never touches the cell;
                 // drop the value now rather than when the last Arc goes.
                 drop(unsafe { (*cell.value.get()).take() });
+                // SAFETY: as above. The callback goes here too: the `Lent`'s own
+                // reference to the cell goes on the fiber, and an owner's last
+                // reference may be heavy to drop (a pool's state).
+                drop(unsafe { (*cell.on_abandon.get()).take() });
             }
         });
     }
@@ -425,7 +431,7 @@ impl<T: Send + 'static> Lent<T> {
     /// closure: no allocation for the callback.
     pub fn acquire_owned<E: Send>(
         make: impl FnOnce() -> Result<T, E> + Send,
-        owner: Arc<dyn LentOwner<T>>,
+        owner: Arc<impl LentOwner<T> + 'static>,
     ) -> Result<Lent<T>, E> {
         Lent::acquire_as(make, OnAbandon::Owner(owner))
     }

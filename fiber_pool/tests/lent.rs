@@ -115,47 +115,86 @@ fn an_owner_is_told_once_of_an_overflow_and_never_of_a_normal_end() {
     let pool = pool();
     let drops = Arc::new(AtomicUsize::new(0));
     let owner = Arc::new(Owner::default());
-    let run = |overflow: bool| {
+    // `make` fails (Err), or makes the value and the job ends normally, or
+    // overflows holding it.
+    let run = |make: bool, overflow: bool| {
         let (p, d, o) = (pool.clone(), drops.clone(), owner.clone());
         may::go!(move || p.run("owned", move || {
-            let conn = Lent::acquire_owned(
-                || Ok::<_, ()>(Conn { id: 3, drops: d }),
-                o as Arc<dyn fiber_pool::LentOwner<Conn>>,
-            )
-            .unwrap();
-            if overflow {
-                recurse(u64::from(conn.id))
-            } else {
-                u64::from(conn.id)
+            let made = || match make {
+                true => Ok(Conn { id: 3, drops: d }),
+                false => Err(()),
+            };
+            match Lent::acquire_owned(made, o) {
+                Ok(conn) if overflow => recurse(u64::from(conn.id)),
+                Ok(conn) => u64::from(conn.id),
+                Err(()) => 0,
             }
         }))
         .join()
         .unwrap()
     };
-    assert_eq!(run(false), Ok(3));
-    assert_eq!(
-        owner.told.load(Ordering::SeqCst),
-        0,
-        "a normal end tells nobody"
-    );
+    let told = || owner.told.load(Ordering::SeqCst);
+    assert_eq!(run(true, false), Ok(3));
+    assert_eq!(told(), 0, "a normal end tells nobody");
     assert_eq!(drops.load(Ordering::SeqCst), 1, "and drops the value");
-    let res = run(true);
+    assert_eq!(run(false, false), Ok(0));
+    assert_eq!(told(), 0, "a failed make tells nobody");
+    // Every reference the Lents took to the owner is gone: none kept, none doubled.
+    assert_eq!(Arc::strong_count(&owner), 1);
+    let res = run(true, true);
     assert!(
         matches!(res, Err(RunError::StackOverflow { .. })),
         "{res:?}"
     );
-    assert_eq!(owner.told.load(Ordering::SeqCst), 1, "told exactly once");
+    assert_eq!(told(), 1, "told exactly once");
     assert_eq!(
         drops.load(Ordering::SeqCst),
         1,
         "the value is leaked, never dropped"
     );
-    assert_eq!(run(false), Ok(3));
-    assert_eq!(
-        owner.told.load(Ordering::SeqCst),
-        1,
-        "the ledger is empty again"
-    );
+    assert_eq!(run(true, false), Ok(3));
+    assert_eq!(told(), 1, "the ledger is empty again");
+}
+
+/// An owner that counts the times its last reference went on a fiber's stack.
+struct DropWitness(Arc<AtomicUsize>);
+
+impl Drop for DropWitness {
+    fn drop(&mut self) {
+        if on_fiber() {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl fiber_pool::LentOwner<Conn> for DropWitness {
+    fn abandoned(&self, _: fiber_pool::Abandoned<Conn>) {}
+}
+
+/// A `Lent` dropped as usual lets go of its owner on the carrier, where an owner's
+/// last reference may be heavy to drop (a pool's state), never on the fiber: after a
+/// job that ended normally and after a `make` that failed.
+#[test]
+fn an_owner_is_let_go_of_on_the_carrier() {
+    let pool = pool();
+    let on_fiber_drops = Arc::new(AtomicUsize::new(0));
+    let drops = Arc::new(AtomicUsize::new(0));
+    for make in [true, false] {
+        let (p, w, d) = (pool.clone(), on_fiber_drops.clone(), drops.clone());
+        let ran = may::go!(move || p.run("owned", move || {
+            let made = || match make {
+                true => Ok(Conn { id: 5, drops: d }),
+                false => Err(()),
+            };
+            let owner = Arc::new(DropWitness(w));
+            Lent::acquire_owned(made, owner).map_or(0, |conn| conn.id)
+        }))
+        .join()
+        .unwrap();
+        assert_eq!(ran, Ok(if make { 5 } else { 0 }));
+    }
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(on_fiber_drops.load(Ordering::SeqCst), 0);
 }
 
 #[test]
