@@ -64,10 +64,13 @@ pub const KILL_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a give-back, or a canceller, looks whether those KILLs were answered.
 const KILL_SETTLE_POLL: Duration = Duration::from_millis(1);
 
-/// One checkout's cancellation state, shared by its [`CancelHandle`]s.
-#[derive(Debug, Default)]
+/// One checkout's cancellation state, shared by its [`CancelHandle`]s, with the
+/// pool's side channel its kills go through. It is also the cancel hook a checkout
+/// registers with its request's context (`PooledConn::follow`).
+#[derive(Debug)]
 pub(crate) struct Gate {
     state: Mutex<GateState>,
+    killer: Arc<Killer>,
 }
 
 #[derive(Debug, Default)]
@@ -121,6 +124,13 @@ impl GateState {
 }
 
 impl Gate {
+    pub(crate) fn new(killer: Arc<Killer>) -> Gate {
+        Gate {
+            state: Mutex::default(),
+            killer,
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, GateState> {
         // Taken on fibers too, inside a handler that may hold anything:
         // `fiber_pool::lock_anywhere` overflows before locking, never inside, and
@@ -238,20 +248,39 @@ impl Gate {
     }
 }
 
+/// A request's context cancelled: its checkout's running and later commands are
+/// cancelled, on a thread of its own (a context's hooks must not block). Not for a
+/// passed deadline: the checkout carries the deadline already, so its query kills
+/// itself then and fails as `DeadlineExceeded` naming the phase, not as `Cancelled`.
+impl fiber_pool::CancelHook for Gate {
+    fn cancelled(self: Arc<Self>, reason: fiber_pool::CancelReason) {
+        if reason == fiber_pool::CancelReason::DeadlinePassed {
+            return;
+        }
+        let handle = CancelHandle::new(self);
+        let spawned = std::thread::Builder::new()
+            .name("fiber_mysql-cancel".into())
+            .spawn(move || {
+                let _ = handle.cancel();
+            });
+        // Without a thread the query still ends at its own timeout.
+        drop(spawned);
+    }
+}
+
 /// Cancels one checkout's running and later commands; see the module comment.
 /// Cheap to clone, `Send + Sync`: hand it to whatever watches the client or the clock.
 #[derive(Debug, Clone)]
 pub struct CancelHandle {
     gate: Arc<Gate>,
-    killer: Arc<Killer>,
 }
 
 /// The answer to a command's first KILL, from the thread that sends its kills.
 type FirstAnswer = may::sync::mpsc::Receiver<Result<()>>;
 
 impl CancelHandle {
-    pub(crate) fn new(gate: Arc<Gate>, killer: Arc<Killer>) -> CancelHandle {
-        CancelHandle { gate, killer }
+    pub(crate) fn new(gate: Arc<Gate>) -> CancelHandle {
+        CancelHandle { gate }
     }
 
     /// Cancels the checkout: its running command, if any, is killed (and returns
@@ -303,13 +332,13 @@ impl CancelHandle {
     /// Starts the thread that sends `command`'s kills (see the module comment); the
     /// first one's answer comes on the receiver.
     fn send_kills(&self, command: u64, connection_id: u32, kill: Kill) -> Result<FirstAnswer> {
-        let (gate, killer) = (Arc::clone(&self.gate), Arc::clone(&self.killer));
+        let gate = Arc::clone(&self.gate);
         let spawned = fiber_pool::on_carrier(move || {
             let (tx, rx) = may::sync::mpsc::channel();
             std::thread::Builder::new()
                 .name("kill-query".into())
                 .stack_size(KILL_THREAD_STACK)
-                .spawn(move || send_kills(&gate, &killer, command, connection_id, kill, &tx))
+                .spawn(move || send_kills(&gate, command, connection_id, kill, &tx))
                 .map(|_| rx)
         });
         spawned.map_err(|e| {
@@ -369,7 +398,6 @@ impl CancelHandle {
 /// `first`), then again while the command runs on (see the module comment).
 fn send_kills(
     gate: &Gate,
-    killer: &Killer,
     command: u64,
     connection_id: u32,
     kill: Kill,
@@ -377,6 +405,7 @@ fn send_kills(
 ) {
     // The turn is held until the statement ended here, or was cut off.
     let ended = || !gate.state().runs(command);
+    let killer = &gate.killer;
     let sent = killer.kill_on_thread(kill, connection_id, &ended);
     let mut answered = sent.is_ok().then(Instant::now);
     let _ = first.send(sent);

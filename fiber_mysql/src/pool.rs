@@ -988,34 +988,28 @@ impl PooledConn {
     /// A handle that cancels this checkout's running and later commands from another
     /// coroutine or thread (see [`CancelHandle`]; the guarantees are in `cancel.rs`).
     pub fn cancel_handle(&mut self) -> CancelHandle {
-        let gate = self.gate.get_or_insert_with(Default::default);
-        CancelHandle::new(Arc::clone(gate), Arc::clone(&self.pool.killer))
+        CancelHandle::new(Arc::clone(self.gate()))
+    }
+
+    /// This checkout's cancellation state, made on first use.
+    fn gate(&mut self) -> &Arc<Gate> {
+        let killer = &self.pool.killer;
+        self.gate
+            .get_or_insert_with(|| Arc::new(Gate::new(Arc::clone(killer))))
     }
 
     /// Cancel this checkout's running and later commands when `ctx` is cancelled (a
     /// request's client went away, or its deadline passed), and end its waits by
     /// `ctx`'s deadline. [`Pool::checkout`] does it for the job it runs in. The kill
     /// itself (`KILL QUERY` over the pool's side channel) runs on a thread of its own:
-    /// a context's hooks must not block.
+    /// a context's hooks must not block. The checkout's cancellation state is the
+    /// hook, so following costs no allocation of its own.
     pub fn follow(&mut self, ctx: &fiber_pool::Context) {
         if let Some(deadline) = ctx.deadline() {
             self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));
         }
-        let handle = self.cancel_handle();
-        self.following = Some(ctx.on_cancel(move |reason| {
-            // A deadline the checkout carries already: its query kills itself then,
-            // and fails as `DeadlineExceeded` naming the phase, not as `Cancelled`.
-            if reason == fiber_pool::CancelReason::DeadlinePassed {
-                return;
-            }
-            let spawned = std::thread::Builder::new()
-                .name("fiber_mysql-cancel".into())
-                .spawn(move || {
-                    let _ = handle.cancel();
-                });
-            // Without a thread the query still ends at its own timeout.
-            drop(spawned);
-        }));
+        let gate = Arc::clone(self.gate());
+        self.following = Some(ctx.on_cancel_shared(gate));
     }
 
     /// Every later wait of this checkout ends by `deadline` (`None`: no deadline):

@@ -99,8 +99,20 @@ impl fmt::Display for CancelReason {
 
 impl std::error::Error for CancelReason {}
 
-/// A hook given to [`Context::on_cancel`].
-type Hook = Box<dyn FnOnce(CancelReason) + Send>;
+/// What [`Context::on_cancel_shared`] registers instead of a closure: an object its
+/// owner already shares (a checkout's cancellation state), so that registering costs
+/// no allocation. Told at most once, with the reason; the rules of
+/// [`Context::on_cancel`]'s hook apply (short, non-blocking, no lock its job may hold).
+pub trait CancelHook: Send + Sync {
+    /// The context was cancelled for `reason`.
+    fn cancelled(self: Arc<Self>, reason: CancelReason);
+}
+
+/// A hook given to [`Context::on_cancel`] or [`Context::on_cancel_shared`].
+enum Hook {
+    Once(Box<dyn FnOnce(CancelReason) + Send>),
+    Shared(Arc<dyn CancelHook>),
+}
 
 /// A context's hooks; `fired` once they were taken to run.
 struct Hooks {
@@ -256,7 +268,11 @@ impl Drop for Shared {
 /// Runs one hook, here; a panic in it is caught, so that the other hooks still run
 /// and the canceller carries on.
 fn run_hook(hook: Hook, reason: CancelReason) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || hook(reason))) {
+    let run = move || match hook {
+        Hook::Once(f) => f(reason),
+        Hook::Shared(hook) => hook.cancelled(reason),
+    };
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(run)) {
         crate::payload::drop_payload(payload);
     }
 }
@@ -375,11 +391,11 @@ impl Context {
         let parent = &self.shared;
         let shared = Arc::new_cyclic(|child: &Weak<Shared>| {
             let child = child.clone();
-            let pass_on: Hook = Box::new(move |reason| {
+            let pass_on = Hook::Once(Box::new(move |reason| {
                 if let Some(child) = child.upgrade() {
                     child.cancel_here(reason);
                 }
-            });
+            }));
             let registration = crate::on_carrier(|| parent.register(pass_on));
             Shared::live(deadline, Some(registration))
         });
@@ -458,7 +474,16 @@ impl Context {
     /// assert!(seen.load(Ordering::Relaxed));
     /// ```
     pub fn on_cancel(&self, hook: impl FnOnce(CancelReason) + Send + 'static) -> Registration {
-        let hook: Hook = Box::new(hook);
+        self.register_hook(Hook::Once(Box::new(hook)))
+    }
+
+    /// [`Context::on_cancel`] with a shared `hook` told instead of a closure: no
+    /// allocation for the registration.
+    pub fn on_cancel_shared(&self, hook: Arc<impl CancelHook + 'static>) -> Registration {
+        self.register_hook(Hook::Shared(hook))
+    }
+
+    fn register_hook(&self, hook: Hook) -> Registration {
         let shared = &self.shared;
         crate::on_carrier(move || {
             shared.arm();
@@ -477,7 +502,7 @@ impl Context {
         &self,
         hook: impl FnOnce(CancelReason) + Send + 'static,
     ) -> Registration {
-        self.shared.register(Box::new(hook))
+        self.shared.register(Hook::Once(Box::new(hook)))
     }
 
     /// Sleeps for `d` unless the context is cancelled first, or its deadline comes

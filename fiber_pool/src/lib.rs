@@ -276,7 +276,7 @@ pub use alloc::{FiberSafeAlloc, ALLOC_STACK_MARGIN};
 pub use blocking::{blocking, BlockingConfig, BlockingPool};
 pub use carrier::{drop_on_carrier, on_carrier, sleep, SWITCH_STACK_MARGIN};
 pub use config::{ConfigError, PoolConfig};
-pub use context::{current, sleep_or_cancelled, CancelReason, Context, Registration};
+pub use context::{current, sleep_or_cancelled, CancelHook, CancelReason, Context, Registration};
 pub use error::RunError;
 pub use lent::{Abandoned, Lent, LentOwner};
 pub use panic_hook::run_panic_hook_off_fiber;

@@ -1,7 +1,8 @@
 //! A job's context: a cancel from another thread wakes a sleeping job within
 //! milliseconds, a deadline cancels by itself (with or without a hook waiting for it),
 //! hooks run once and never on the fiber, a dropped registration never runs, a job
-//! waiting for a fiber stops waiting when cancelled, `current()` finds the
+//! waiting for a fiber stops waiting when cancelled, a shared hook
+//! (`on_cancel_shared`) is told as a closure would run, `current()` finds the
 //! running job's context by its stack (none outside a job), and a renewed context is
 //! live again without touching another holder's.
 
@@ -158,6 +159,58 @@ fn a_registration_dropped_before_the_cancel_never_runs() {
     ctx.cancel(CancelReason::Requested);
     assert_eq!(ran.load(Ordering::SeqCst), 10, "only the kept hook ran");
     drop(kept);
+}
+
+/// A shared hook: records each reason it was told and whether it ran on a fiber.
+#[derive(Default)]
+struct Told {
+    reasons: Mutex<Vec<CancelReason>>,
+    on_fiber: AtomicBool,
+}
+
+impl fiber_pool::CancelHook for Told {
+    fn cancelled(self: Arc<Self>, reason: CancelReason) {
+        self.reasons.lock().unwrap().push(reason);
+        self.on_fiber
+            .fetch_or(fiber_pool::on_fiber(), Ordering::SeqCst);
+    }
+}
+
+/// `on_cancel_shared`: told once, with the first reason, off the fiber; never when
+/// its registration was dropped first; at once when registered on a cancelled
+/// context; and no reference to it is kept once told or unregistered.
+#[test]
+fn a_shared_hook_is_told_as_a_closure_would_run() {
+    let pool = pool(1);
+    let ctx = Context::new();
+    let (kept, dropped, late) = (
+        Arc::new(Told::default()),
+        Arc::new(Told::default()),
+        Arc::new(Told::default()),
+    );
+    let (c, k, d, l) = (ctx.clone(), kept.clone(), dropped.clone(), late.clone());
+    let job = move || {
+        let ctx = fiber_pool::current().expect("a job has a context");
+        let registration = ctx.on_cancel_shared(k);
+        drop(ctx.on_cancel_shared(d));
+        assert!(ctx.cancel(CancelReason::ClientGone));
+        assert!(
+            !ctx.cancel(CancelReason::Requested),
+            "the first reason holds"
+        );
+        let _late = ctx.on_cancel_shared(l);
+        drop(registration);
+    };
+    let p = pool.clone();
+    in_coroutine(move || p.run_in("shared hooks", &c, job)).unwrap();
+    ctx.cancel(CancelReason::Shutdown);
+    assert_eq!(*kept.reasons.lock().unwrap(), [CancelReason::ClientGone]);
+    assert!(dropped.reasons.lock().unwrap().is_empty());
+    assert_eq!(*late.reasons.lock().unwrap(), [CancelReason::ClientGone]);
+    for told in [&kept, &dropped, &late] {
+        assert!(!told.on_fiber.load(Ordering::SeqCst), "told on the carrier");
+        assert_eq!(Arc::strong_count(told), 1, "no reference kept");
+    }
 }
 
 #[test]
