@@ -813,7 +813,8 @@ pub struct PooledConn {
     /// `discard`); opened lazily by `with`.
     conn: Option<Backend>,
     pool: Arc<Shared>,
-    /// The checkout's cancellation state, made by the first `cancel_handle`.
+    /// The checkout's cancellation state, made on first use (`cancel_handle` or
+    /// `follow`).
     gate: Option<Arc<Gate>>,
     /// Every wait of this checkout ends by then ([`PooledConn::set_deadline`]).
     deadline: Option<Instant>,
@@ -1003,7 +1004,7 @@ impl PooledConn {
     /// `ctx`'s deadline. [`Pool::checkout`] does it for the job it runs in. The kill
     /// itself (`KILL QUERY` over the pool's side channel) runs on a thread of its own:
     /// a context's hooks must not block. The checkout's cancellation state is the
-    /// hook, so following costs no allocation of its own.
+    /// hook, so the registration allocates nothing for it.
     pub fn follow(&mut self, ctx: &fiber_pool::Context) {
         if let Some(deadline) = ctx.deadline() {
             self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));

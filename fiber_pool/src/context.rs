@@ -101,8 +101,9 @@ impl std::error::Error for CancelReason {}
 
 /// What [`Context::on_cancel_shared`] registers instead of a closure: an object its
 /// owner already shares (a checkout's cancellation state), so that registering costs
-/// no allocation. Told at most once, with the reason; the rules of
-/// [`Context::on_cancel`]'s hook apply (short, non-blocking, no lock its job may hold).
+/// no allocation for the hook. Told at most once per registration, with the
+/// reason; the rules of [`Context::on_cancel`]'s hook apply (short, non-blocking, no
+/// lock its job may hold).
 pub trait CancelHook: Send + Sync {
     /// The context was cancelled for `reason`.
     fn cancelled(self: Arc<Self>, reason: CancelReason);
@@ -477,8 +478,11 @@ impl Context {
         self.register_hook(Hook::Once(Box::new(hook)))
     }
 
-    /// [`Context::on_cancel`] with a shared `hook` told instead of a closure: no
-    /// allocation for the registration.
+    /// [`Context::on_cancel`] with a shared `hook` told instead of a closure, which
+    /// allocates nothing for the hook. Everything else is `on_cancel`'s: where the
+    /// hook is told (never on a fiber), told at once when the context is cancelled
+    /// already, the deadline thread armed, and the [`Registration`] that unregisters
+    /// it when dropped.
     pub fn on_cancel_shared(&self, hook: Arc<impl CancelHook + 'static>) -> Registration {
         self.register_hook(Hook::Shared(hook))
     }
@@ -532,7 +536,8 @@ impl Context {
     }
 }
 
-/// A hook given to [`Context::on_cancel`]; dropping it unregisters the hook (a no-op
+/// A hook given to [`Context::on_cancel`] or [`Context::on_cancel_shared`]; dropping it
+/// unregisters the hook (a no-op
 /// once the hook has run).
 #[must_use = "dropping a Registration unregisters its hook at once"]
 pub struct Registration {

@@ -156,8 +156,8 @@
 //! and a passing deadline end every wait of this crate that the job is in or starts:
 //! the wait for a fiber ([`RunError::Cancelled`], the job then does not run),
 //! [`sleep_or_cancelled`], a scope's children's waits, [`blocking()`]'s. A deadline
-//! costs a clock read (`pool_bench -- context`); only an [`Context::on_cancel`] hook
-//! arms the one deadline thread for it.
+//! costs a clock read (`pool_bench -- context`); only a hook ([`Context::on_cancel`],
+//! [`Context::on_cancel_shared`]) arms the one deadline thread for it.
 //!
 //! **What a job may do once cancelled**: everything it could before; nothing is
 //! torn down under it. Its cancellable waits return at once (`Err(reason)`), so it
