@@ -537,8 +537,7 @@ impl Context {
 }
 
 /// A hook given to [`Context::on_cancel`] or [`Context::on_cancel_shared`]; dropping it
-/// unregisters the hook (a no-op
-/// once the hook has run).
+/// unregisters the hook (a no-op once the hook has run).
 #[must_use = "dropping a Registration unregisters its hook at once"]
 pub struct Registration {
     /// `None` when the hook ran at registration.
