@@ -148,7 +148,7 @@ fn serves_for(addr: SocketAddr, soak: Duration) {
 struct Outcome {
     /// The replaced worker's unfinished connections, when one was replaced.
     unfinished: Option<u64>,
-    /// The load's requests the suspect worker refused (see [`refused`]).
+    /// The load's requests the suspect worker refused (see [`refusals`]).
     refused: u64,
     /// ab's lost requests (see [`ab_lost`]).
     failed: u64,
@@ -213,7 +213,7 @@ fn serves_again(addr: SocketAddr, route: &str, victim: u32, again: bool) {
 
 /// How many of `lines` say that a suspect worker refused a request of the load: the
 /// 5xx line of the route `sleep` with the refusal's reason (`fiber_web/src/suspect.rs`).
-fn refused(lines: &[String]) -> u64 {
+fn refusals(lines: &[String]) -> u64 {
     let refusal =
         |l: &&String| l.contains("GET sleep -> 503") && l.contains("left this worker suspect");
     lines.iter().filter(refusal).count() as u64
@@ -315,16 +315,13 @@ fn run_case(serve: &mut Served, route: &str, kind: Kind, soak: Duration) -> Outc
     // Only the replaced worker's requests may fail: those it left unfinished, and
     // those it refused. A refusal is logged before its answer leaves, so its line is
     // at most on its way through the pipe once ab has the answer.
-    let logged_by = Instant::now() + Duration::from_secs(5);
-    let refused = loop {
+    let mut refused = 0;
+    let accounted = common::poll(Duration::from_secs(5), || {
         serve.log.extend(serve.stderr.try_iter());
-        let refused = refused(&serve.log[case_log..]);
-        if failed <= unfinished.unwrap_or(0) + refused || Instant::now() >= logged_by {
-            break refused;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    if failed > unfinished.unwrap_or(0) + refused {
+        refused = refusals(&serve.log[case_log..]);
+        failed <= unfinished.unwrap_or(0) + refused
+    });
+    if !accounted {
         // The server's own account of the answers that were not 2xx.
         let errors: Vec<&String> = serve.log[case_log..]
             .iter()
