@@ -138,9 +138,9 @@ impl<T: Send + 'static> Registered for LentCell<T> {
         let f = unsafe { (*self.on_abandon.get()).take() };
         // The token holds this reference in a `ManuallyDrop`, never released unless
         // the value is reclaimed (dropping the token, here when there is no callback
-        // or nothing was made, keeps it held): the cell, and the value in it, are never freed, whatever
-        // becomes of the other references (a `Lent` kept in a thread-local, dropped
-        // later, finds `claimed` set).
+        // or nothing was made, keeps it held): the cell, and the value in it, are
+        // never freed, whatever becomes of the other references (a `Lent` kept in a
+        // thread-local, dropped later, finds `claimed` set).
         let filled = self.filled.load(Ordering::Acquire);
         let token = Abandoned {
             cell: ManuallyDrop::new(self),
