@@ -3,6 +3,8 @@
 //! `/queries?queries=N`, `/fortunes`, `/updates?queries=N`. Every response carries
 //! `Server` and `Date` and keeps its connection; each of a request's queries is its own
 //! prepared statement on a fiber that waits for MySQL without holding its thread.
+//! `/json` and `/plaintext` never wait, so they run on the connection's coroutine
+//! (`on_carrier`), as may_minihttp runs every handler, and skip the fiber's switches.
 //!
 //! Run: DATABASE_URL=mysql://user:pass@127.0.0.1:3306/db \
 //!      target/release/examples/techempower --bind 127.0.0.1:8080 --setup on
@@ -133,12 +135,7 @@ fn fortunes(pool: &Pool, _: &Request) -> Result<Response, Response> {
 fn main() -> Result<(), fiber_web::Error> {
     let flags = AppFlags::new()
         .flag("db-pool", "N", "MySQL connections in the pool", Some("8"))
-        .flag(
-            "setup",
-            "on|off",
-            "fill World and Fortune first",
-            Some("off"),
-        );
+        .flag("setup", "on|off", "fill World and Fortune", Some("off"));
     let (options, args) = Options::from_env_and_args_with(&flags)?;
     let (size, setup): (usize, bool) = (args.get("db-pool")?, args.switch("setup")?);
     fiber_web::serve(options, move |_| {
@@ -155,7 +152,9 @@ fn main() -> Result<(), fiber_web::Error> {
             App::new(pool)
                 .default_header("Server", "fiber_web")
                 .get("/json", json)
+                .on_carrier()
                 .get("/plaintext", plaintext)
+                .on_carrier()
                 .get("/db", db)
                 .get("/queries", query)
                 .get("/fortunes", fortunes)
