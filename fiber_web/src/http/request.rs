@@ -374,7 +374,15 @@ pub struct Headers {
     /// the connection ask for each of them on every request, and most requests send
     /// none but Host, so a lookup of an absent one answers without a scan.
     present: u8,
+    /// How many Host headers there are (up to 255), and the index in `spans` of the
+    /// first: every request's head is checked for exactly one, and finds it here
+    /// without a scan.
+    hosts: u8,
+    first_host: usize,
 }
+
+/// [`Headers::present`]'s bit for `host`.
+const HOST_BIT: u8 = 1;
 
 /// The headers every request is asked about (framing, Host, persistence, 100-continue,
 /// and Accept, which a problem answer reads).
@@ -388,22 +396,33 @@ const FRAMING: [&str; 6] = [
 ];
 
 /// The bit of `name` (any case) in [`Headers::present`], or 0 for another header.
-/// The length picks the candidate: the names differ in it, but for `expect` and
-/// `accept`, which differ in their first letter.
 fn framing_bit(name: &str) -> u8 {
-    let i = match (name.len(), name.as_bytes().first()) {
-        (4, _) => 0,
-        (14, _) => 1,
-        (17, _) => 2,
-        (10, _) => 3,
-        (6, Some(b'e' | b'E')) => 4,
-        (6, _) => 5,
-        _ => return 0,
-    };
-    if FRAMING[i].eq_ignore_ascii_case(name) {
-        1 << i
-    } else {
-        0
+    match framing_candidate(name) {
+        Some(i) if FRAMING[i].eq_ignore_ascii_case(name) => 1 << i,
+        _ => 0,
+    }
+}
+
+/// [`framing_bit`] of a name already in lower case (a pushed header's): a plain
+/// comparison, cheaper than one that ignores case.
+fn framing_bit_lower(name: &str) -> u8 {
+    match framing_candidate(name) {
+        Some(i) if FRAMING[i] == name => 1 << i,
+        _ => 0,
+    }
+}
+
+/// The one [`FRAMING`] name that `name` could be. The length picks it: the names
+/// differ in it, but for `expect` and `accept`, which differ in their first letter.
+fn framing_candidate(name: &str) -> Option<usize> {
+    match (name.len(), name.as_bytes().first()) {
+        (4, _) => Some(0),
+        (14, _) => Some(1),
+        (17, _) => Some(2),
+        (10, _) => Some(3),
+        (6, Some(b'e' | b'E')) => Some(4),
+        (6, _) => Some(5),
+        _ => None,
     }
 }
 
@@ -460,13 +479,35 @@ impl Headers {
 
     /// Add header `name` (lower-cased here) with `value` (trimmed here).
     pub fn push(&mut self, name: &str, value: &str) {
+        self.push_trimmed(name, value.trim());
+    }
+
+    /// [`push`](Self::push) of a value with no whitespace around it: the parser's,
+    /// which httparse trimmed of RFC 9110's optional whitespace (spaces and tabs).
+    pub(crate) fn push_trimmed(&mut self, name: &str, value: &str) {
         let start = self.text.len();
         self.text.push_str(name);
         self.text[start..].make_ascii_lowercase();
         let name_end = self.text.len();
-        self.present |= framing_bit(&self.text[start..name_end]);
-        self.text.push_str(value.trim());
+        let bit = framing_bit_lower(&self.text[start..name_end]);
+        self.present |= bit;
+        if bit == HOST_BIT {
+            if self.hosts == 0 {
+                self.first_host = self.spans.len();
+            }
+            self.hosts = self.hosts.saturating_add(1);
+        }
+        self.text.push_str(value);
         self.spans.push((start, name_end, self.text.len()));
+    }
+
+    /// The value of the Host header when there is exactly one.
+    pub(crate) fn only_host(&self) -> Option<&str> {
+        if self.hosts != 1 {
+            return None;
+        }
+        let (_, name_end, value_end) = self.spans[self.first_host];
+        Some(&self.text[name_end..value_end])
     }
 
     /// Remove every header named `name` (any case). Their bytes stay in the buffer
@@ -479,6 +520,17 @@ impl Headers {
         if bit != 0 {
             self.present &= !bit;
         }
+        if bit == HOST_BIT {
+            self.hosts = 0;
+        } else if self.hosts > 0 {
+            // The spans before it may have gone.
+            let text = &self.text;
+            self.first_host = self
+                .spans
+                .iter()
+                .position(|&(start, end, _)| &text[start..end] == "host")
+                .unwrap_or_default();
+        }
     }
 
     /// Remove every header, keeping the buffers.
@@ -486,6 +538,7 @@ impl Headers {
         self.text.clear();
         self.spans.clear();
         self.present = 0;
+        self.hosts = 0;
     }
 }
 
@@ -598,7 +651,7 @@ fn parse_into<'b>(
     let mut utf8 = Ok(());
     for h in req.headers.iter() {
         match std::str::from_utf8(h.value) {
-            Ok(value) => out.push(h.name, value),
+            Ok(value) => out.push_trimmed(h.name, value),
             Err(_) => {
                 utf8 = Err(HttpError::Malformed(format!(
                     "header '{}' is not valid UTF-8",
@@ -630,7 +683,11 @@ fn finish(raw: RawHead<'_>, limits: &HttpLimits, req: &mut Request) -> Result<He
     req.extensions.clear();
     req.path_len = target::parse_into(&req.method, raw.target, &mut req.target)?;
     raw.headers?;
-    target::check_host(raw.minor_version, req.headers.get_all("host"))?;
+    match req.headers.only_host() {
+        // The usual: one Host, of which only the value is left to check.
+        Some(host) => target::check_host(raw.minor_version, [host])?,
+        None => target::check_host(raw.minor_version, req.headers.get_all("host"))?,
+    }
     let framing = framing(req, limits)?;
     Ok(Head {
         head_len: raw.head_len,
@@ -779,13 +836,42 @@ mod tests {
     }
 
     #[test]
+    fn the_only_host_is_kept_track_of_through_pushes_and_removals() {
+        let mut headers = Headers::default();
+        assert_eq!(headers.only_host(), None, "none");
+        headers.push("Accept", "*/*");
+        headers.push("HOST", " a:1 ");
+        assert_eq!(headers.only_host(), Some("a:1"));
+        headers.push("X-Other", "x");
+        headers.remove("accept");
+        assert_eq!(headers.only_host(), Some("a:1"), "its index moved");
+        headers.push("host", "b");
+        assert_eq!(headers.only_host(), None, "two");
+        headers.remove("Host");
+        assert_eq!(headers.only_host(), None, "removed");
+        headers.push("host", "c");
+        assert_eq!(headers.only_host(), Some("c"));
+        headers.clear();
+        assert_eq!(headers.only_host(), None, "cleared");
+        // The parser's count decides what the request is told.
+        let two = b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n";
+        let err = parse_head(two, &limits()).unwrap_err().to_string();
+        assert!(err.contains("exactly one Host header, this one has 2"), "{err}");
+        let bad = b"GET / HTTP/1.1\r\nX: y\r\nHost: a b\r\n\r\n";
+        let err = parse_head(bad, &limits()).unwrap_err().to_string();
+        assert!(err.contains("'a b' is not a host[:port]"), "{err}");
+    }
+
+    #[test]
     fn framing_headers_are_found_in_any_case_and_absent_ones_without_a_scan() {
         for (i, name) in FRAMING.iter().enumerate() {
             assert_eq!(framing_bit(name), 1 << i, "{name}");
             assert_eq!(framing_bit(&name.to_ascii_uppercase()), 1 << i, "{name}");
+            assert_eq!(framing_bit_lower(name), 1 << i, "{name}");
         }
-        for other in ["hosts", "x-host", "content-type", "accepts", "expectx", ""] {
+        for other in ["hosts", "x-host", "content-type", "accepts", "expectx", "hozt", ""] {
             assert_eq!(framing_bit(other), 0, "{other}");
+            assert_eq!(framing_bit_lower(other), 0, "{other}");
         }
         let mut headers = Headers::default();
         headers.push("Content-LENGTH", "5");
