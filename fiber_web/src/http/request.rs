@@ -856,7 +856,10 @@ mod tests {
         // The parser's count decides what the request is told.
         let two = b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n";
         let err = parse_head(two, &limits()).unwrap_err().to_string();
-        assert!(err.contains("exactly one Host header, this one has 2"), "{err}");
+        assert!(
+            err.contains("exactly one Host header, this one has 2"),
+            "{err}"
+        );
         let bad = b"GET / HTTP/1.1\r\nX: y\r\nHost: a b\r\n\r\n";
         let err = parse_head(bad, &limits()).unwrap_err().to_string();
         assert!(err.contains("'a b' is not a host[:port]"), "{err}");
@@ -869,10 +872,18 @@ mod tests {
             assert_eq!(framing_bit(&name.to_ascii_uppercase()), 1 << i, "{name}");
             assert_eq!(framing_bit_lower(name), 1 << i, "{name}");
         }
-        for other in ["hosts", "x-host", "content-type", "accepts", "expectx", "hozt", ""] {
+        for other in [
+            "hosts",
+            "x-host",
+            "content-type",
+            "accepts",
+            "expectx",
+            "hozt",
+        ] {
             assert_eq!(framing_bit(other), 0, "{other}");
             assert_eq!(framing_bit_lower(other), 0, "{other}");
         }
+        assert_eq!((framing_bit(""), framing_bit_lower("")), (0, 0));
         let mut headers = Headers::default();
         headers.push("Content-LENGTH", "5");
         headers.push("X-Other", "y");
