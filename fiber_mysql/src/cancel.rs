@@ -228,12 +228,13 @@ impl Gate {
     /// The checkout ends: handles stop acting. Waits until every KILL already sent is
     /// answered (see the module comment) if `settle`; returns `(cancelled, settled)`.
     pub(crate) fn close(&self, settle: bool) -> (bool, bool) {
-        let cancelled = {
+        let (cancelled, in_flight) = {
             let mut s = self.state();
             s.closed = true;
-            s.cancelled
+            (s.cancelled, s.kills_in_flight)
         };
-        if !settle || self.state().kills_in_flight == 0 {
+        // Closed, no kill starts any more: none in flight now means none later.
+        if !settle || in_flight == 0 {
             // Nothing to wait for (the usual case): no clock read.
             return (cancelled, true);
         }
