@@ -282,6 +282,7 @@ impl Request {
     /// Whether the client waits for `100 Continue` before it sends the body.
     pub(crate) fn expects_continue(&self) -> bool {
         self.minor_version >= 1
+            && self.headers.sent(EXPECT_BIT)
             && self
                 .header("expect")
                 .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
@@ -291,6 +292,9 @@ impl Request {
     /// HTTP/1.1 keeps it unless `Connection: close`; HTTP/1.0 closes it unless
     /// `Connection: keep-alive`.
     pub(crate) fn wants_keep_alive(&self) -> bool {
+        if !self.headers.sent(CONNECTION_BIT) {
+            return self.minor_version >= 1;
+        }
         let tokens = |want: &str| {
             self.headers
                 .get_all("connection")
@@ -381,8 +385,12 @@ pub struct Headers {
     first_host: usize,
 }
 
-/// [`Headers::present`]'s bit for `host`.
+/// [`Headers::present`]'s bits, in [`FRAMING`]'s order.
 const HOST_BIT: u8 = 1;
+const CONTENT_LENGTH_BIT: u8 = 1 << 1;
+const TRANSFER_ENCODING_BIT: u8 = 1 << 2;
+const CONNECTION_BIT: u8 = 1 << 3;
+const EXPECT_BIT: u8 = 1 << 4;
 
 /// The headers every request is asked about (framing, Host, persistence, 100-continue,
 /// and Accept, which a problem answer reads).
@@ -501,6 +509,12 @@ impl Headers {
         }
         self.text.push_str(value);
         self.spans.push((start, name_end, self.text.len()));
+    }
+
+    /// Whether a [`FRAMING`] header of `bit` was sent: the server's own question on
+    /// every request, answered without a lookup by name.
+    fn sent(&self, bit: u8) -> bool {
+        self.present & bit != 0
     }
 
     /// The value of the Host header when there is exactly one.
@@ -729,7 +743,7 @@ fn too_large(buf: &[u8], limits: &HttpLimits) -> HttpError {
 /// conflicting or non-numeric lengths. A known list we cannot decode (`gzip, chunked`)
 /// is a 501.
 fn framing(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
-    if req.header("transfer-encoding").is_none() {
+    if !req.headers.sent(TRANSFER_ENCODING_BIT) {
         return content_length(req, limits);
     }
     let codings: Vec<&str> = req
@@ -763,6 +777,9 @@ fn framing(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
 
 /// The framing of a request without Transfer-Encoding: its Content-Length, if any.
 fn content_length(req: &Request, limits: &HttpLimits) -> Result<Framing, HttpError> {
+    if !req.headers.sent(CONTENT_LENGTH_BIT) {
+        return Ok(Framing::Length(0));
+    }
     let mut lengths = req.headers.get_all("content-length");
     let Some(first) = lengths.next() else {
         return Ok(Framing::Length(0));
@@ -886,6 +903,16 @@ mod tests {
             assert_eq!(framing_bit_lower(other), 0, "{other}");
         }
         assert_eq!((framing_bit(""), framing_bit_lower("")), (0, 0));
+        let bits = [
+            ("host", HOST_BIT),
+            ("content-length", CONTENT_LENGTH_BIT),
+            ("transfer-encoding", TRANSFER_ENCODING_BIT),
+            ("connection", CONNECTION_BIT),
+            ("expect", EXPECT_BIT),
+        ];
+        for (name, bit) in bits {
+            assert_eq!(framing_bit(name), bit, "{name}");
+        }
         let mut headers = Headers::default();
         headers.push("Content-LENGTH", "5");
         headers.push("X-Other", "y");
