@@ -18,6 +18,18 @@ pub(crate) const LATENCY_BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// [`LATENCY_BUCKETS`] in nanoseconds, rounded: a request's bucket is found by whole
+/// numbers, with no conversion of its time to seconds.
+const LATENCY_BUCKET_NANOS: [u64; LATENCY_BUCKETS.len()] = {
+    let mut nanos = [0; LATENCY_BUCKETS.len()];
+    let mut i = 0;
+    while i < nanos.len() {
+        nanos[i] = (LATENCY_BUCKETS[i] * 1e9 + 0.5) as u64;
+        i += 1;
+    }
+    nanos
+};
+
 /// The route label of requests that matched no route (404, 405, `OPTIONS *`), and of
 /// any label the table was not built with.
 pub(crate) const UNMATCHED: &str = "unmatched";
@@ -89,13 +101,12 @@ impl RouteStats {
 
     fn record(&self, status: u16, took: Duration) {
         self.by_class[class(status)].fetch_add(1, Ordering::Relaxed);
-        let secs = took.as_secs_f64();
-        let bucket = LATENCY_BUCKETS
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let bucket = LATENCY_BUCKET_NANOS
             .iter()
-            .position(|&le| secs <= le)
+            .position(|&le| nanos <= le)
             .unwrap_or(LATENCY_BUCKETS.len());
         self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
 
@@ -216,11 +227,14 @@ impl HttpStats {
     #[doc(hidden)]
     pub fn request(&self, route: Option<&str>, status: u16, took: Duration) {
         let label = route.unwrap_or(UNMATCHED);
-        // A dozen short labels: a linear scan beats hashing, and needs no lock.
+        // A dozen short labels: a linear scan beats hashing, and needs no lock. The
+        // router hands over the very labels the table was built with, so the address
+        // finds them; text compares are for a label from elsewhere.
         let table = self.table();
         let entry = table
             .iter()
-            .find(|r| same_label(r.label, label))
+            .find(|r| std::ptr::eq(r.label, label))
+            .or_else(|| table.iter().find(|r| same_label(r.label, label)))
             .unwrap_or_else(|| table.last().unwrap_or(&self.unrouted));
         entry.record(status, took);
     }
@@ -307,6 +321,25 @@ impl Drop for OpenConnection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_buckets_in_nanoseconds_are_the_buckets_in_seconds() {
+        for (secs, nanos) in LATENCY_BUCKETS.iter().zip(LATENCY_BUCKET_NANOS) {
+            assert_eq!(Duration::from_secs_f64(*secs), Duration::from_nanos(nanos));
+        }
+        // A time on a bound is in its bucket, a nanosecond more in the next.
+        let stats = HttpStats::new(["hello"], false);
+        stats.request(Some("hello"), 200, Duration::from_micros(500));
+        stats.request(Some("hello"), 200, Duration::from_nanos(500_001));
+        stats.request(Some("hello"), 200, Duration::from_secs(10));
+        stats.request(Some("hello"), 200, Duration::from_nanos(10_000_000_001));
+        let hello = stats.routes().next().unwrap();
+        let last = LATENCY_BUCKETS.len() - 1;
+        assert_eq!(hello.cumulative[0], 1, "500 us is in the first bucket");
+        assert_eq!(hello.cumulative[1], 2, "a nanosecond more in the second");
+        assert_eq!(hello.cumulative[last], 3, "10 s is in the last bound's bucket");
+        assert_eq!(hello.cumulative[last + 1], 4, "and above it in +Inf");
+    }
 
     #[test]
     fn requests_land_in_their_route_class_and_bucket() {
