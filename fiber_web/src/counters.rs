@@ -337,7 +337,10 @@ mod tests {
         let last = LATENCY_BUCKETS.len() - 1;
         assert_eq!(hello.cumulative[0], 1, "500 us is in the first bucket");
         assert_eq!(hello.cumulative[1], 2, "a nanosecond more in the second");
-        assert_eq!(hello.cumulative[last], 3, "10 s is in the last bound's bucket");
+        assert_eq!(
+            hello.cumulative[last], 3,
+            "10 s is in the last bound's bucket"
+        );
         assert_eq!(hello.cumulative[last + 1], 4, "and above it in +Inf");
     }
 

@@ -162,10 +162,11 @@ impl Request {
     /// then `application/problem+json` ([`Problem`]).
     pub(crate) fn wants_json(&self) -> bool {
         self.wants_json
-            || self
-                .headers
-                .get_all("accept")
-                .any(crate::http::problem::accepts_json)
+            || self.headers.sent(ACCEPT_BIT)
+                && self
+                    .headers
+                    .get_all("accept")
+                    .any(crate::http::problem::accepts_json)
     }
 
     /// The raw text of path parameter `name` (`{id}` in `/todos/{id}`), escapes as
@@ -391,6 +392,7 @@ const CONTENT_LENGTH_BIT: u8 = 1 << 1;
 const TRANSFER_ENCODING_BIT: u8 = 1 << 2;
 const CONNECTION_BIT: u8 = 1 << 3;
 const EXPECT_BIT: u8 = 1 << 4;
+const ACCEPT_BIT: u8 = 1 << 5;
 
 /// The headers every request is asked about (framing, Host, persistence, 100-continue,
 /// and Accept, which a problem answer reads).
@@ -909,6 +911,7 @@ mod tests {
             ("transfer-encoding", TRANSFER_ENCODING_BIT),
             ("connection", CONNECTION_BIT),
             ("expect", EXPECT_BIT),
+            ("accept", ACCEPT_BIT),
         ];
         for (name, bit) in bits {
             assert_eq!(framing_bit(name), bit, "{name}");
