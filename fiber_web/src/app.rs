@@ -111,7 +111,7 @@ macro_rules! route_methods {
         /// such as one that must answer while every fiber is busy (a monitor's) or
         /// one that answers a constant (`examples/techempower.rs`'s `/json` and
         /// `/plaintext`, which save the switch to a fiber and back: about 1,700
-        /// instructions of 5,800 per pipelined `/plaintext`). Such a handler has the
+        /// instructions a request, by callgrind). Such a handler has the
         /// connection's stack (`HttpLimits::connection_stack`, 32 KiB), no overflow
         /// recovery, no deadline and no cancellation: keep it to reading counters
         /// and rendering small values. A wait in it (a MySQL checkout, a sleep)
