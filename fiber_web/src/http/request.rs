@@ -489,13 +489,16 @@ impl Headers {
         self.spans.is_empty()
     }
 
-    /// Add header `name` (lower-cased here) with `value` (trimmed here).
+    /// Add header `name` (lower-cased here) with `value`, the spaces, tabs and line
+    /// ends around it trimmed here, as the parser trims a value sent (RFC 9110's
+    /// optional whitespace). Other whitespace is part of the value: `5\u{a0}` is no
+    /// Content-Length, and a request that sends it is refused.
     pub fn push(&mut self, name: &str, value: &str) {
-        self.push_trimmed(name, value.trim());
+        self.push_trimmed(name, value.trim_matches([' ', '\t', '\r', '\n']));
     }
 
-    /// [`push`](Self::push) of a value with no whitespace around it: the parser's,
-    /// which httparse trimmed of RFC 9110's optional whitespace (spaces and tabs).
+    /// [`push`](Self::push) of a value with nothing to trim around it: the parser's,
+    /// which httparse trimmed of spaces and tabs (and of line ends after it).
     pub(crate) fn push_trimmed(&mut self, name: &str, value: &str) {
         let start = self.text.len();
         self.text.push_str(name);
@@ -854,6 +857,38 @@ mod tests {
         assert_eq!(headers, [("host", "x"), ("connection", "Close")]);
         assert_eq!(req.header("CONNECTION"), Some("Close"));
         assert_eq!(req.headers.get_all("host").count(), 1);
+    }
+
+    /// Only a value's optional whitespace (spaces and tabs) is trimmed, whether it was
+    /// sent or pushed: any other whitespace is part of it, so a framing header or a
+    /// Host that carries one is refused, never read as the value without it.
+    #[test]
+    fn only_spaces_and_tabs_are_trimmed_from_a_value() {
+        let mut headers = Headers::default();
+        headers.push("X-A", " \t a b \t\r\n");
+        headers.push("X-B", "\u{a0}b\u{3000}");
+        assert_eq!(headers.get("x-a"), Some("a b"));
+        assert_eq!(headers.get("x-b"), Some("\u{a0}b\u{3000}"));
+        let sent = "GET / HTTP/1.1\r\nHost: a\r\nX-B: \u{a0}b\u{3000}\r\n\r\n";
+        let (req, _) = parse_head(sent.as_bytes(), &limits()).unwrap().unwrap();
+        assert_eq!(req.header("x-b"), headers.get("x-b"), "sent as pushed");
+        for (head, says) in [
+            ("Host: a\u{a0}", "is not a host[:port]"),
+            (
+                "Host: a\r\nContent-Length: 5\u{a0}",
+                "is not a number of bytes",
+            ),
+            (
+                "Host: a\r\nContent-Length: 5\r\nContent-Length: 5\u{85}",
+                "conflicting",
+            ),
+        ] {
+            let raw = format!("POST / HTTP/1.1\r\n{head}\r\n\r\n");
+            let err = parse_head(raw.as_bytes(), &limits())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{head:?}: {err}");
+        }
     }
 
     #[test]
