@@ -9,8 +9,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use fiber_pool::same_label;
-
 /// Upper bounds (seconds) of the request-latency histogram's buckets; the last bucket,
 /// `+Inf`, is implicit. From half a millisecond (`/hello`) to ten seconds (a slow
 /// `/widgets?sleep=`), about 2.5x apart, as Prometheus' own defaults are.
@@ -234,7 +232,7 @@ impl HttpStats {
         let entry = table
             .iter()
             .find(|r| std::ptr::eq(r.label, label))
-            .or_else(|| table.iter().find(|r| same_label(r.label, label)))
+            .or_else(|| table.iter().find(|r| r.label == label))
             .unwrap_or_else(|| table.last().unwrap_or(&self.unrouted));
         entry.record(status, took);
     }
@@ -321,6 +319,16 @@ impl Drop for OpenConnection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_label_is_found_by_its_text_when_not_by_its_address() {
+        let stats = HttpStats::new(["hello", "widgets"], false);
+        let copy = String::from("widgets");
+        stats.request(Some(&copy), 200, Duration::from_millis(1));
+        let widgets = stats.routes().nth(1).unwrap();
+        assert_eq!(widgets.label, "widgets");
+        assert_eq!(widgets.count(), 1, "a copy of the label finds its route");
+    }
 
     #[test]
     fn the_buckets_in_nanoseconds_are_the_buckets_in_seconds() {
