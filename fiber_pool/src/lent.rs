@@ -352,13 +352,19 @@ impl<T: Send + 'static> Drop for Lent<T> {
                 ledger.unregister(id);
             }
             if !cell.claimed.swap(true, Ordering::AcqRel) {
-                // SAFETY: we won `claimed`, so `abandon` never touches the cell;
-                // drop the value now rather than when the last Arc goes.
+                // SAFETY: we won `claimed`, and nothing else touches either cell
+                // without winning it (`abandon`, `release_if_unwound`; `reclaim` only
+                // after `abandon` won). The
+                // callback is taken first and dropped after the value, here too: the
+                // `Lent`'s own reference to the cell goes on the fiber, an owner's last
+                // reference may be heavy to drop (a pool's state), and should the
+                // value's drop panic, the local still goes here, as this closure
+                // unwinds on the carrier.
+                let on_abandon = unsafe { (*cell.on_abandon.get()).take() };
+                // SAFETY: as above; drop the value now rather than when the last
+                // Arc goes.
                 drop(unsafe { (*cell.value.get()).take() });
-                // SAFETY: as above. The callback goes here too: the `Lent`'s own
-                // reference to the cell goes on the fiber, and an owner's last
-                // reference may be heavy to drop (a pool's state).
-                drop(unsafe { (*cell.on_abandon.get()).take() });
+                drop(on_abandon);
             }
         });
     }

@@ -167,8 +167,8 @@ impl Drop for DropWitness {
     }
 }
 
-impl fiber_pool::LentOwner<Conn> for DropWitness {
-    fn abandoned(&self, _: fiber_pool::Abandoned<Conn>) {}
+impl<T> fiber_pool::LentOwner<T> for DropWitness {
+    fn abandoned(&self, _: fiber_pool::Abandoned<T>) {}
 }
 
 /// A `Lent` dropped as usual lets go of its owner on the carrier, where an owner's
@@ -194,6 +194,33 @@ fn an_owner_is_let_go_of_on_the_carrier() {
         assert_eq!(ran, Ok(if make { 5 } else { 0 }));
     }
     assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(on_fiber_drops.load(Ordering::SeqCst), 0);
+}
+
+/// A value whose drop panics.
+struct Loud;
+
+impl Drop for Loud {
+    fn drop(&mut self) {
+        panic!("the value's drop panicked");
+    }
+}
+
+/// The owner is let go of on the carrier even when the value's drop panics there: the
+/// panic reaches the job, and the owner was not left to the cell's last reference,
+/// which the job lets go of on the fiber.
+#[test]
+fn an_owner_is_let_go_of_on_the_carrier_when_the_values_drop_panics() {
+    let pool = pool();
+    let on_fiber_drops = Arc::new(AtomicUsize::new(0));
+    let (p, w) = (pool.clone(), on_fiber_drops.clone());
+    let ran = may::go!(move || p.run("loud", move || {
+        let owner = Arc::new(DropWitness(w));
+        drop(Lent::acquire_owned(|| Ok::<_, ()>(Loud), owner));
+    }))
+    .join()
+    .unwrap();
+    assert!(matches!(ran, Err(RunError::Panicked { .. })), "{ran:?}");
     assert_eq!(on_fiber_drops.load(Ordering::SeqCst), 0);
 }
 
