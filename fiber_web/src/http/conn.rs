@@ -391,8 +391,11 @@ impl Socket {
 /// without a read (a pipelining client sent it with the last). A head that ends in
 /// bare newlines is not seen here: its answer is written at once, which is correct,
 /// only not batched.
+///
+/// Line ends are found with `memchr` (a head has a few): a byte-by-byte look at every
+/// 4-byte window was about 250 instructions per pipelined request.
 fn holds_head(buf: &[u8]) -> bool {
-    buf.windows(4).any(|w| w == b"\r\n\r\n")
+    memchr::memchr_iter(b'\n', buf).any(|nl| nl >= 3 && &buf[nl - 3..=nl] == b"\r\n\r\n")
 }
 
 /// Whether a read of up to `asked` bytes that returned `r` took everything the socket
@@ -605,5 +608,24 @@ pub(crate) fn send_and_close(stream: &mut TcpStream, out: &[u8]) {
             Ok(0) | Err(_) => break,
             Ok(n) => drained += n,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_head;
+
+    #[test]
+    fn a_whole_head_is_seen_wherever_it_ends() {
+        assert!(holds_head(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+        assert!(holds_head(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /next"));
+        assert!(holds_head(b"\r\n\r\n"));
+        // The last line end of a head split by a read, and heads never ended.
+        assert!(!holds_head(b"GET / HTTP/1.1\r\nHost: a\r\n\r"));
+        assert!(!holds_head(b"GET / HTTP/1.1\r\nHost: a\r\n"));
+        assert!(!holds_head(b"\n\r\n"));
+        assert!(!holds_head(b""));
+        // Bare newlines are not looked for (see the function's comment).
+        assert!(!holds_head(b"GET / HTTP/1.1\nHost: a\n\n"));
     }
 }
