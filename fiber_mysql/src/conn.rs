@@ -459,13 +459,44 @@ impl Conn {
     /// gives its bytes.
     pub(crate) fn next_payload(&mut self) -> Result<Payload> {
         let bounded_by_deadline = self.socket_timeout_for_next_read()?;
-        match self.io.next(&mut self.stream) {
-            Ok(payload) => Ok(payload),
-            Err(FrameError::Io(e)) if is_timeout(&e) => {
+        let read = self.io.next(&mut self.stream);
+        read.map_err(|e| self.read_failed(e, bounded_by_deadline))
+    }
+
+    /// [`Conn::flush`], then [`Conn::next_payload`]: the command and the first read of
+    /// its answer in one call of the stream (one switch to the carrier on a fiber,
+    /// where the two make two), with the errors and timeouts each has alone. The read's
+    /// timeout is set before the send: the two are merged only for a command small
+    /// enough to leave at once (`Framing::sends_with_read`); any other is sent first
+    /// and its read's timeout set after, from what is left of the deadline.
+    pub(crate) fn flush_then_next_payload(&mut self) -> Result<Payload> {
+        if !self.io.sends_with_read() {
+            self.flush()?;
+            return self.next_payload();
+        }
+        let bounded_by_deadline = match self.socket_timeout_for_next_read() {
+            Ok(bounded) => bounded,
+            // Sent, then timed out before a read, as the two apart would have it.
+            Err(e) => {
+                self.flush()?;
+                return Err(e);
+            }
+        };
+        match self.io.flush_then_next(&mut self.stream) {
+            Ok(read) => read.map_err(|e| self.read_failed(e, bounded_by_deadline)),
+            Err(e) => Err(self.fail(frame_error(e))),
+        }
+    }
+
+    /// What a failed read of an answer is: a timeout at the deadline is
+    /// [`Error::QueryTimeout`] (the caller decides); anything else poisons.
+    fn read_failed(&mut self, e: FrameError, bounded_by_deadline: bool) -> Error {
+        match e {
+            FrameError::Io(e) if is_timeout(&e) => {
                 // (The socket's timeout is whole milliseconds, rounded up: it fires
                 // at or after the deadline.)
                 if bounded_by_deadline {
-                    Err(Error::QueryTimeout)
+                    Error::QueryTimeout
                 } else {
                     let e = io::Error::new(
                         io::ErrorKind::TimedOut,
@@ -474,10 +505,10 @@ impl Conn {
                             self.opts.read_timeout
                         ),
                     );
-                    Err(self.fail(Error::Io(e)))
+                    self.fail(Error::Io(e))
                 }
             }
-            Err(e) => Err(self.fail(frame_error(e))),
+            e => self.fail(frame_error(e)),
         }
     }
 

@@ -388,8 +388,7 @@ impl Conn {
             }
         }
         self.deadline = bound.map(|(at, _)| at);
-        let first = self.flush().and_then(|()| self.next_payload());
-        let first = match first {
+        let first = match self.flush_then_next_payload() {
             Ok(payload) => payload,
             Err(Error::QueryTimeout) => return Err(self.kill_and_drain(protocol, columns, stop)),
             Err(e) => {
@@ -465,13 +464,22 @@ impl Conn {
                 return Err(stop.error());
             }
         }
+        debug_assert!(
+            !answers_at.is_empty(),
+            "a round sends at least one statement"
+        );
         self.deadline = bound.map(|(at, _)| at);
         let mut results = Vec::with_capacity(answers_at.len());
         let mut failed = None;
-        let read = self.flush().and_then(|()| {
-            for &seq in answers_at {
+        let read = (|| {
+            for (i, &seq) in answers_at.iter().enumerate() {
                 self.io.expect_answer_at(seq);
-                let first = self.next_payload()?;
+                // The round goes out with the first read of its answers.
+                let first = if i == 0 {
+                    self.flush_then_next_payload()?
+                } else {
+                    self.next_payload()?
+                };
                 match self.read_response(first, Protocol::Binary, columns) {
                     Ok(result) => results.push(result),
                     Err(e @ Error::Server { .. }) => {
@@ -487,7 +495,7 @@ impl Conn {
                 }
             }
             Ok(())
-        });
+        })();
         self.deadline = None;
         match read {
             Err(Error::QueryTimeout) => {

@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use fiber_pool::net::CarrierStream;
 
+use crate::framing::Exchange;
+
 /// A connected socket.
 #[derive(Debug)]
 pub(crate) enum Stream {
@@ -79,6 +81,19 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.peek_now(buf),
             Stream::Unix(_) => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
+impl Exchange for Stream {
+    /// Over TCP in one switch to the carrier (`CarrierStream::write_all_then_read`).
+    fn write_all_then_read(&mut self, out: &[u8], buf: &mut [u8]) -> io::Result<io::Result<usize>> {
+        match self {
+            Stream::Tcp(s) => s.write_all_then_read(out, buf),
+            Stream::Unix(s) => {
+                s.write_all(out)?;
+                Ok(s.read(buf))
+            }
         }
     }
 }

@@ -313,6 +313,22 @@ impl CarrierStream {
         self.0.inner().peek(buf)
     }
 
+    /// Writes all of `out`, then reads once into `buf`, in one switch to the carrier:
+    /// a client's request and the first bytes of its answer, where a `write_all` and a
+    /// `read` would switch twice. The outer error is the write's (then nothing was
+    /// read); the inner result is the read's, as [`Read::read`] gives it.
+    pub fn write_all_then_read(
+        &mut self,
+        out: &[u8],
+        buf: &mut [u8],
+    ) -> io::Result<io::Result<usize>> {
+        let stream = &mut *self.0;
+        crate::on_carrier(|| {
+            stream.write_all(out)?;
+            Ok(stream.read(buf))
+        })
+    }
+
     /// A second descriptor of this socket (`dup`), with which another thread can end
     /// this stream's waits: its `shutdown(Both)` shuts the socket itself down, so a
     /// read or write waiting here returns at once. A copy, not the number: the socket
@@ -395,15 +411,20 @@ mod tests {
         assert_eq!(buf.len(), 21);
     }
 
-    #[test]
-    fn connects_and_the_stream_works_under_may() {
+    /// A listener on a free loopback port whose first connection `peer` serves, on a
+    /// thread of its own.
+    fn one_peer(
+        peer: impl FnOnce(std::net::TcpStream) + Send + 'static,
+    ) -> (SocketAddr, std::thread::JoinHandle<()>) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let server = std::thread::spawn(move || {
-            use std::io::Write;
-            let (mut s, _) = listener.accept().unwrap();
-            s.write_all(b"hello").unwrap();
-        });
+        let server = std::thread::spawn(move || peer(listener.accept().unwrap().0));
+        (addr, server)
+    }
+
+    #[test]
+    fn connects_and_the_stream_works_under_may() {
+        let (addr, server) = one_peer(|mut s| s.write_all(b"hello").unwrap());
         let carrier = move || {
             use std::io::Read;
             let mut s = connect(&addr, Duration::from_secs(2)).unwrap();
@@ -414,6 +435,25 @@ mod tests {
         let got = in_coroutine(carrier);
         server.join().unwrap();
         assert_eq!(got, "hello");
+    }
+
+    #[test]
+    fn a_request_and_the_first_read_of_its_answer_go_in_one_call() {
+        let (addr, server) = one_peer(|mut s| {
+            let mut asked = [0u8; 4];
+            s.read_exact(&mut asked).unwrap();
+            s.write_all(if &asked == b"ping" { b"pong" } else { b"what" })
+                .unwrap();
+        });
+        let got = in_coroutine(move || {
+            let mut s = connect(&addr, Duration::from_secs(2)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 16];
+            let n = s.write_all_then_read(b"ping", &mut buf).unwrap().unwrap();
+            buf[..n].to_vec()
+        });
+        server.join().unwrap();
+        assert_eq!(got, b"pong");
     }
 
     #[test]
@@ -430,11 +470,8 @@ mod tests {
     /// peer writes or closes (here 5 s later), and fire 1.9 ms after 1.
     #[test]
     fn a_read_timeout_under_a_millisecond_fires() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let (done, wait) = std::sync::mpsc::channel::<()>();
-        let peer = std::thread::spawn(move || {
-            let (s, _) = listener.accept().unwrap();
+        let (addr, peer) = one_peer(move |s| {
             let _ = wait.recv_timeout(Duration::from_secs(5));
             drop(s);
         });
