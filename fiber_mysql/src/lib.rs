@@ -86,6 +86,7 @@ mod headroom;
 mod killer;
 pub mod launcher;
 pub mod opts;
+mod permits;
 pub mod pool;
 mod private_dir;
 mod query;

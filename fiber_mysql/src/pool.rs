@@ -2,9 +2,10 @@
 //! fibers in FIFO order, returned by a guard's Drop.
 //!
 //! ## Waiting
-//! A `may::sync::Semphore` with `size` permits is the throttle. Its waiters
-//! queue in a FIFO list and park their fiber (never the worker thread, unlike
-//! a std `Condvar`); `wait_timeout` gives [`Error::PoolTimeout`]. The idle
+//! `size` permits are the throttle (`permits.rs`). Their waiters queue in a FIFO
+//! list and park their coroutine (never the worker thread, unlike a std `Condvar`),
+//! with no timer each: the pool's sweeper thread ends a wait past its deadline, which
+//! gives [`Error::PoolTimeout`]. The idle
 //! connections themselves sit in a short-held std `Mutex<Vec>` (never held
 //! across a yield). The newest idle connection is handed out first.
 //!
@@ -45,13 +46,13 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use may::sync::Semphore;
 use mysql_common::params::Params;
 
 use crate::cancel::{CancelHandle, Gate, Killer, KILL_CONNECTIONS};
 use crate::conn::{Conn, QueryKiller};
 use crate::error::{Error, Phase, Result};
 use crate::opts::Opts;
+use crate::permits::Permits;
 use crate::query::QueryResult;
 use crate::session::ResetReason;
 #[cfg(feature = "threads")]
@@ -387,7 +388,7 @@ struct Shared {
     cfg: PoolConfig,
     /// `KILL QUERY` for every connection of the pool (cancel.rs).
     killer: Arc<Killer>,
-    permits: Semphore,
+    permits: Permits,
     idle: Mutex<Vec<Backend>>,
     in_use: AtomicUsize,
     waiting: AtomicUsize,
@@ -455,7 +456,7 @@ impl Shared {
         beside.end(&self.killer);
         self.abandoned.fetch_add(1, Ordering::Relaxed);
         self.in_use.fetch_sub(1, Ordering::Relaxed);
-        self.permits.post();
+        self.permits.give();
     }
 
     fn give_back_here(&self, mut conn: Option<Backend>, gate: Option<Arc<Gate>>) {
@@ -490,7 +491,7 @@ impl Shared {
             None => {}
         }
         self.in_use.fetch_sub(1, Ordering::Relaxed);
-        self.permits.post();
+        self.permits.give();
     }
 }
 
@@ -532,7 +533,7 @@ impl Pool {
             });
         }
         let killer = Killer::with_extra_port(&cfg.opts, KILL_CONNECTIONS, extra_port);
-        let shared = Pool::empty(cfg, killer);
+        let shared = Pool::empty(cfg, killer)?;
         open_all(&shared)?;
         shared.killer.open_ahead();
         Ok(Pool { shared })
@@ -553,15 +554,15 @@ impl Pool {
         }
         let killer = Killer::with_extra_port(&cfg.opts, KILL_CONNECTIONS, None);
         Ok(Pool {
-            shared: Pool::empty(cfg, killer),
+            shared: Pool::empty(cfg, killer)?,
         })
     }
 
     /// The pool's shared state, with no connection open.
-    fn empty(cfg: PoolConfig, killer: Killer) -> Arc<Shared> {
-        Arc::new(Shared {
+    fn empty(cfg: PoolConfig, killer: Killer) -> Result<Arc<Shared>> {
+        Ok(Arc::new(Shared {
             killer: Arc::new(killer),
-            permits: Semphore::new(cfg.size),
+            permits: Permits::new(cfg.size)?,
             idle: Mutex::new(Vec::with_capacity(cfg.size)),
             in_use: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
@@ -574,7 +575,7 @@ impl Pool {
             reset_failures: AtomicU64::new(0),
             opened: AtomicU64::new(0),
             cfg,
-        })
+        }))
     }
 
     /// How a handler on a fiber gets a connection: waits (FIFO, parking the fiber) up
@@ -690,10 +691,10 @@ impl Pool {
 
     fn get_here(&self, wait: Duration) -> Result<PooledConn> {
         let s = &self.shared;
-        if !s.permits.try_wait() {
+        if !s.permits.try_take() {
             let started = Instant::now();
             s.waiting.fetch_add(1, Ordering::Relaxed);
-            let got = s.permits.wait_timeout(wait);
+            let got = s.permits.take_within(wait);
             s.waiting.fetch_sub(1, Ordering::Relaxed);
             let waited = started.elapsed();
             s.total_waits.fetch_add(1, Ordering::Relaxed);
