@@ -25,7 +25,7 @@ use crate::highwater;
 use crate::ledger::Ledger;
 use crate::outcome::Outcome;
 use crate::payload;
-use crate::registry::Region;
+use crate::registry::{Region, StackEntry};
 use crate::signal;
 use crate::stack::{self, page_size, FiberStack, Spares};
 use crate::stats::{Counters, Ended, PoolStats};
@@ -401,29 +401,51 @@ impl FiberPool {
         T: Send,
     {
         if crate::on_fiber() {
-            // A job that runs another job (of this pool or another): the inner run
-            // waits, parks and switches like any carrier, so it runs on the carrier's
-            // stack, never nested on this fiber's (whose overflow would abandon the
-            // inner run's admission slot and stack for good). This function's own
-            // frame stays small for that: the run itself is `run_here`'s.
-            // The calling job's context is read on the carrier too (it may be made
-            // there): nothing of this but the lookup on the fiber's stack.
-            let caller = ctx
-                .is_none()
-                .then(crate::stack_check::running_entry)
-                .flatten();
-            return crate::on_carrier(move || {
-                // SAFETY: `caller` is the entry of the job that called us, parked in this
-                // `on_carrier` on its carrier: the same line of control.
-                let ctx = ctx
-                    .cloned()
-                    .or_else(|| caller.map(|e| unsafe { crate::context::of_job(e) }));
-                // SAFETY: our caller's promise, passed on.
-                unsafe { self.run_here(label, ctx, Fibers::Jobs, start, job) }
-            });
+            // SAFETY: our caller's promise, passed on.
+            return unsafe { self.run_nested(label, ctx, start, job) };
         }
         // SAFETY: our caller's promise, passed on.
         unsafe { self.run_here(label, ctx.cloned(), Fibers::Jobs, start, job) }
+    }
+
+    /// [`run_admitted_in_unchecked`](Self::run_admitted_in_unchecked) called on a
+    /// fiber: a job that runs another job (of this pool or another). The inner run
+    /// waits, parks and switches like any carrier, so it runs on the carrier's stack,
+    /// never nested on this fiber's (whose overflow would abandon the inner run's
+    /// admission slot and stack for good). Out of line, so that the frame of a run
+    /// from a carrier (a request's, on its connection's stack) holds none of this.
+    ///
+    /// # Safety
+    ///
+    /// As for `run_admitted_in_unchecked`.
+    #[inline(never)]
+    unsafe fn run_nested<T, F, S>(
+        &self,
+        label: &'static str,
+        ctx: Option<&Context>,
+        start: S,
+        job: F,
+    ) -> (Result<Option<T>, RunError>, Option<usize>)
+    where
+        S: FnOnce(Admitted) -> bool + Send,
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        // The calling job's context is read on the carrier too (it may be made
+        // there): nothing of this but the lookup on the fiber's stack.
+        let caller = ctx
+            .is_none()
+            .then(crate::stack_check::running_entry)
+            .flatten();
+        crate::on_carrier(move || {
+            // SAFETY: `caller` is the entry of the job that called us, parked in this
+            // `on_carrier` on its carrier: the same line of control.
+            let ctx = ctx
+                .cloned()
+                .or_else(|| caller.map(|e| unsafe { crate::context::of_job(e) }));
+            // SAFETY: our caller's promise, passed on.
+            unsafe { self.run_here(label, ctx, Fibers::Jobs, start, job) }
+        })
     }
 
     /// [`run_admitted_in_unchecked`](Self::run_admitted_in_unchecked) from the carrier
@@ -519,21 +541,27 @@ impl FiberPool {
         // our caller's promise (this function's `# Safety`).
         let mut fiber: Coroutine<(), (), Outcome, FiberStack> =
             unsafe { Coroutine::with_stack_unchecked(stack, body) };
+        let mut run = || {
+            entry.begin(fiber.trap_handler(), label);
+            stall::enter(label);
+            let outcome = match fiber.resume(()) {
+                CoroutineResult::Return(outcome) => outcome,
+                CoroutineResult::Yield(()) => unreachable!("a job cannot suspend its fiber"),
+            };
+            stall::leave();
+            entry.end();
+            // SAFETY: we own the slot and its job has ended (`end` above). Dropped
+            // here, on the carrier: its last drop may take the deadline thread's lock.
+            drop(unsafe { entry.take_context() });
+            outcome
+        };
         // A may thread blocks the asynchronous signals for good (`prepare_thread`);
         // any other thread only while its fiber runs (see `signal`).
-        let masked = (!may::coroutine::is_coroutine()).then(signal::BlockedWhileRunning::block);
-        entry.begin(fiber.trap_handler(), label);
-        stall::enter(label);
-        let outcome = match fiber.resume(()) {
-            CoroutineResult::Return(outcome) => outcome,
-            CoroutineResult::Yield(()) => unreachable!("a job cannot suspend its fiber"),
+        let outcome = if may::coroutine::is_coroutine() {
+            run()
+        } else {
+            signal::masked_while(run)
         };
-        stall::leave();
-        entry.end();
-        // SAFETY: we own the slot and its job has ended (`end` above). Dropped here,
-        // on the carrier: its last drop may take the deadline thread's lock.
-        drop(unsafe { entry.take_context() });
-        drop(masked);
         let stack = fiber.into_stack();
 
         // Measure and give the slot its stack back before anything that could
@@ -558,27 +586,9 @@ impl FiberPool {
                 let value = value.expect("a finished job wrote its value");
                 (Ended::Completed, Ok(Some(value)))
             }
-            Outcome::Panicked(message) => {
-                aftermath::second_faults(ledger.finish());
-                (Ended::Panicked, Err(RunError::Panicked { label, message }))
-            }
-            Outcome::Overflow { fault_pc } => {
-                // Here, on the carrier's stack, after the fiber is gone, on the
-                // thread it overflowed on (no yield since): std's panic count
-                // still shows a panic the fiber was in.
-                // A safe point holds nothing, unless the job was panicking: then std's
-                // panic state (and its hook lock, in the hook) is held whatever struck.
-                let at_safe_point = entry.struck_at_safe_point() && !std::thread::panicking();
-                aftermath::overflowed(at_safe_point, std::thread::panicking());
-                let (_, failed) = ledger.abandon_all();
-                aftermath::second_faults(failed);
-                let err = RunError::StackOverflow {
-                    stack_size: inner.stack_size,
-                    label,
-                    at_safe_point,
-                    fault_pc,
-                };
-                (Ended::Overflowed { at_safe_point }, Err(err))
+            failed => {
+                let (ended, err) = inner.failed(failed, label, entry, ledger);
+                (ended, Err(err))
             }
         };
         inner.counters.ran(label, ended, used);
@@ -716,8 +726,49 @@ unsafe fn run_job<F: FnOnce() -> T, T>(taken: FromCarrier<F, T>) -> Outcome {
 }
 
 impl Inner {
+    /// Does the aftermath of a job that did not return (`outcome` is a panic or an
+    /// overflow), and says how it ended and its error. Out of line and cold: a request's run
+    /// (`run_here`, on its connection's stack) keeps none of this in its frame.
+    #[cold]
+    #[inline(never)]
+    fn failed(
+        &self,
+        outcome: Outcome,
+        label: &'static str,
+        entry: &StackEntry,
+        ledger: &Ledger,
+    ) -> (Ended, RunError) {
+        match outcome {
+            Outcome::Done => unreachable!("a job that returned did not fail"),
+            Outcome::Panicked(message) => {
+                aftermath::second_faults(ledger.finish());
+                (Ended::Panicked, RunError::Panicked { label, message })
+            }
+            Outcome::Overflow { fault_pc } => {
+                // Here, on the carrier's stack, after the fiber is gone, on the
+                // thread it overflowed on (no yield since): std's panic count
+                // still shows a panic the fiber was in.
+                // A safe point holds nothing, unless the job was panicking: then std's
+                // panic state (and its hook lock, in the hook) is held whatever struck.
+                let at_safe_point = entry.struck_at_safe_point() && !std::thread::panicking();
+                aftermath::overflowed(at_safe_point, std::thread::panicking());
+                let (_, failed) = ledger.abandon_all();
+                aftermath::second_faults(failed);
+                let err = RunError::StackOverflow {
+                    stack_size: self.stack_size,
+                    label,
+                    at_safe_point,
+                    fault_pc,
+                };
+                (Ended::Overflowed { at_safe_point }, err)
+            }
+        }
+    }
+
     /// A fiber for a run of `fibers`: the admission it came from, its slot there,
-    /// and whether the run waited. Counts the refusals.
+    /// and whether the run waited. Counts the refusals. Out of line: its waits stay
+    /// out of the frame of `run_here`.
+    #[inline(never)]
     fn admit(
         &self,
         fibers: Fibers,
@@ -775,6 +826,8 @@ impl Inner {
     /// Quarantines `stack`, which overflowed, and returns a spare for its
     /// slot, or `None` when none is left (or the OS refused to make its
     /// guard): the slot is then retired.
+    #[cold]
+    #[inline(never)]
     fn replace(&self, stack: FiberStack) -> Option<FiberStack> {
         stack::quarantine(stack);
         aftermath::quarantined();

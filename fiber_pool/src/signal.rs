@@ -494,6 +494,15 @@ impl Drop for BlockedWhileRunning {
     }
 }
 
+/// `f()` with the signals blocked ([`BlockedWhileRunning`]). Out of line: the saved
+/// mask (128 bytes) is in this frame only, not in that of every run of a job, which
+/// on a may thread (whose signals stay blocked) is on a connection's stack.
+#[inline(never)]
+pub(crate) fn masked_while<R>(f: impl FnOnce() -> R) -> R {
+    let _masked = BlockedWhileRunning::block();
+    f()
+}
+
 /// Puts back a mask returned by [`block_async_signals`].
 pub(crate) fn restore_signal_mask(old: &libc::sigset_t) {
     // SAFETY: `old` is a mask pthread_sigmask gave us.

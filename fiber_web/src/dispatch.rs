@@ -22,6 +22,7 @@ use fiber_pool::{Admitted, CancelReason, Context, FiberPool, RunError};
 use crate::counters::{HttpStats, UNMATCHED};
 use crate::http::conn::{Peer, Service};
 use crate::http::refusal::{queue_full, wait_timed_out};
+use crate::http::request::RequestLine;
 use crate::http::router::Router;
 use crate::http::{Handler, Problem, Request, Response};
 use crate::layer::{End, Layer, Next};
@@ -269,7 +270,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
             Err(refused) if self.layers.is_empty() => {
                 return (Some((refused, None, None)), req, ctx)
             }
-            Err(refused) => (None, JobEnd::Refused(refused)),
+            Err(refused) => (None, JobEnd::Refused(Box::new(refused))),
         };
         let label = route.map(|r| r.label);
         let ep = route.map(|r| &r.handler);
@@ -330,10 +331,27 @@ impl<S: Send + Sync + 'static> Routed<S> {
         let (ran, stack_used) = fibers.run_admitted_in(fiber_label, Some(&ctx), start, job);
         drop(turn);
         drop(watched);
+        let (resp, req) = self.ran(ran, &line, fiber_label, fibers.config(), &ctx);
+        (resp.map(|resp| (resp, label, stack_used)), req, ctx)
+    }
+
+    /// The response of a request's run, and its request: the box the job gave back,
+    /// or one rebuilt from `line`. `None` when its client has gone. Out of line: the
+    /// responses made here are in no frame while the job runs (the run's caller is
+    /// on the connection's stack, which every kept-alive connection keeps whole).
+    #[inline(never)]
+    fn ran(
+        &self,
+        ran: Result<Option<(Response, Box<Request>)>, RunError>,
+        line: &RequestLine,
+        fiber_label: &'static str,
+        fibers: &fiber_pool::PoolConfig,
+        ctx: &Context,
+    ) -> (Option<Response>, Box<Request>) {
         let (ran, req) = match ran {
             Ok(Some((resp, back))) => (Ok(Some(resp)), back),
-            Ok(None) => (Ok(None), Box::new(line.into_request())),
-            Err(e) => (Err(e), Box::new(line.into_request())),
+            Ok(None) => (Ok(None), line.to_request()),
+            Err(e) => (Err(e), line.to_request()),
         };
         // A client gone: nobody reads the answer, so nothing is sent and the
         // connection closes. Counted as abandoned when no handler ran (its client
@@ -353,9 +371,9 @@ impl<S: Send + Sync + 'static> Routed<S> {
                 None
             }
             Ok(Some(resp)) => Some(resp),
-            Err(e) => Some(fiber_error(fiber_label, &req, e, fibers.config())),
+            Err(e) => Some(fiber_error(fiber_label, &req, e, fibers)),
         };
-        (resp.map(|resp| (resp, label, stack_used)), req, ctx)
+        (resp, req)
     }
 }
 
@@ -425,10 +443,11 @@ impl<S: Send + Sync + 'static> Service for Routed<S> {
 }
 
 /// What a request's job ends in, owned by the job: the route's handler, or the
-/// router's refusal (for the layers to see).
+/// router's refusal (for the layers to see). The refusal is boxed: the job is in the
+/// frame of its run, on the connection's stack, and a handler's is two words.
 enum JobEnd<S> {
     Handler(Arc<dyn Handler<S>>),
-    Refused(Response),
+    Refused(Box<Response>),
 }
 
 impl<S> JobEnd<S> {
@@ -436,7 +455,7 @@ impl<S> JobEnd<S> {
     fn run(self, layers: &[Arc<dyn Layer<S>>], state: &S, req: &mut Request) -> Response {
         match self {
             JobEnd::Handler(handler) => Next::new(layers, End::Handler(&*handler)).run(state, req),
-            JobEnd::Refused(resp) => Next::new(layers, End::Refused(resp)).run(state, req),
+            JobEnd::Refused(resp) => Next::new(layers, End::Refused(*resp)).run(state, req),
         }
     }
 }

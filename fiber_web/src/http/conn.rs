@@ -174,19 +174,7 @@ pub(crate) fn serve<S: Service + ?Sized>(
         }
         if head.framing != Framing::Length(0) && req.expects_continue() && buf.is_empty() {
             if let Some(refused) = service.refuses(&req) {
-                let sent_id = service.request_id_header().and_then(|h| req.header(h));
-                let refused = service.refusal(refused, sent_id, req.wants_json());
-                stats.response(refused.status);
-                let mut out = Vec::new();
-                let defaults = service.default_headers();
-                refused.write_with(
-                    &mut out,
-                    req.minor_version,
-                    false,
-                    req.method == "HEAD",
-                    defaults,
-                );
-                send_and_close(&mut stream.stream, &out);
+                refuse_unread(&mut stream.stream, refused, &req, service, stats);
                 return;
             }
             stream.drained = false; // may's write resets the readiness flag
@@ -476,6 +464,7 @@ fn read_head(
 
 /// Read the body framed by `framing` from the front of `buf` (which starts right
 /// after the head) and the stream, removing it from `buf`; bytes after it stay.
+#[inline(never)]
 fn read_body(
     stream: &mut Socket,
     buf: &mut Vec<u8>,
@@ -524,8 +513,37 @@ fn fill(stream: &mut Socket, buf: &mut Vec<u8>, total: usize, deadline: Instant)
     Ok(())
 }
 
+/// Answer a request refused before its body was read (it expected `100 Continue`)
+/// and close.
+#[cold]
+#[inline(never)]
+fn refuse_unread<S: Service + ?Sized>(
+    stream: &mut TcpStream,
+    refused: Response,
+    req: &Request,
+    service: &S,
+    stats: &HttpStats,
+) {
+    let sent_id = service.request_id_header().and_then(|h| req.header(h));
+    let refused = service.refusal(refused, sent_id, req.wants_json());
+    stats.response(refused.status);
+    let mut out = Vec::new();
+    refused.write_with(
+        &mut out,
+        req.minor_version,
+        false,
+        req.method == "HEAD",
+        service.default_headers(),
+    );
+    send_and_close(stream, &out);
+}
+
 /// Answer a protocol error and close, reading a little of what the client still sends
-/// so that it receives our answer rather than a connection reset.
+/// so that it receives our answer rather than a connection reset. Out of line, as
+/// [`serve`]'s other rare paths are: its frame is on the connection's stack under
+/// every request's run, so what it holds is memory every kept-alive connection keeps.
+#[cold]
+#[inline(never)]
 fn send_error_and_close<S: Service + ?Sized>(
     stream: &mut TcpStream,
     e: &HttpError,

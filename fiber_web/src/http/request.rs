@@ -48,24 +48,29 @@ enum LineTarget {
 }
 
 impl RequestLine {
-    /// A request of this line alone (no headers, no body).
-    pub(crate) fn into_request(self) -> Request {
-        let target = match self.target {
+    /// A request of this line alone (no headers, no body), boxed: for a job that did
+    /// not give its request back. Borrowed, out of line and cold, so that the frame
+    /// of the dispatch that calls it (on the connection's stack) holds the line once
+    /// and no `Request` for this rare case.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn to_request(&self) -> Box<Request> {
+        let target = match &self.target {
             // Bytes copied whole from a `String`: valid UTF-8, so nothing is replaced.
             LineTarget::Inline(len, bytes) => {
-                String::from_utf8_lossy(&bytes[..usize::from(len)]).into_owned()
+                String::from_utf8_lossy(&bytes[..usize::from(*len)]).into_owned()
             }
-            LineTarget::Heap(target) => target,
+            LineTarget::Heap(target) => target.clone(),
         };
-        Request {
-            method: self.method,
+        Box::new(Request {
+            method: self.method.clone(),
             minor_version: self.minor_version,
             target,
             path_len: self.path_len,
-            id: self.id,
+            id: self.id.clone(),
             wants_json: self.wants_json,
             ..Request::default()
-        }
+        })
     }
 }
 
@@ -93,7 +98,7 @@ pub struct Request {
     pub(crate) context: Option<fiber_pool::Context>,
     /// The request's id (`App::request_ids`), set before its layers run.
     pub(crate) id: Option<String>,
-    /// Set on a request rebuilt from its line ([`RequestLine::into_request`]), whose
+    /// Set on a request rebuilt from its line ([`RequestLine::to_request`]), whose
     /// headers are gone: whether they asked for JSON.
     wants_json: bool,
     extensions: Extensions,
