@@ -56,6 +56,10 @@ pub const DEFAULT_POOL_ROOM: usize = 250;
 const BACK_LOG_ABOVE_MAX_CONNECTIONS: usize = 50;
 /// Bumped when the way templates are made changes, so old ones are not reused.
 const TEMPLATE_FORMAT: u32 = 2;
+/// Starts tried before a port collision is reported: between picking two free ports
+/// and `mariadbd` binding them (about 0.1 s) any process may take one, and a test
+/// run binds and connects hundreds of ports a second.
+const PORT_ATTEMPTS: u32 = 5;
 /// How often we knock while waiting for the server to answer.
 const READY_POLL: Duration = Duration::from_millis(20);
 
@@ -198,6 +202,12 @@ cleanup
 impl MariaDb {
     /// Starts a private server as described in the module comment.
     pub fn start(cfg: LaunchConfig) -> Result<MariaDb> {
+        Self::start_on(cfg, free_ports)
+    }
+
+    /// [`start`](Self::start) on the ports `pick` gives, asked again after a start that
+    /// lost one of them.
+    fn start_on(cfg: LaunchConfig, mut pick: impl FnMut() -> Result<[u16; 2]>) -> Result<MariaDb> {
         let mariadbd = match &cfg.mariadbd {
             Some(p) if !p.is_file() => {
                 return Err(Error::Launch(format!(
@@ -219,12 +229,34 @@ impl MariaDb {
             })?,
         };
         let os_user = accounts::os_user()?;
+        let mut attempt = 1;
+        loop {
+            let mut db = Self::spawn(&mariadbd, &os_user, cfg.clone(), pick()?)?;
+            match db.wait_ready() {
+                Ok(admin) => {
+                    db.initialize(admin)?;
+                    return Ok(db);
+                }
+                // Dropping `db` stops its supervisor and removes its files.
+                Err(_) if attempt < PORT_ATTEMPTS && db.lost_a_port() => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// A fresh data directory and `mariadbd` on `port` and `extra_port`, started under
+    /// its supervisor: not yet answering.
+    fn spawn(
+        mariadbd: &Path,
+        os_user: &str,
+        cfg: LaunchConfig,
+        [port, extra_port]: [u16; 2],
+    ) -> Result<MariaDb> {
         let dir = private_dir::create_unique(&std::env::temp_dir(), "fiberstack-mariadb")?;
-        if let Err(e) = copy_template(&mariadbd, &os_user, &dir) {
+        if let Err(e) = copy_template(mariadbd, os_user, &dir) {
             let _ = fs::remove_dir_all(&dir);
             return Err(e);
         }
-        let [port, extra_port] = free_ports()?;
         let password = format!("fs-{}", random_hex(12)?);
         let admin_password = format!("fs-{}", random_hex(12)?);
 
@@ -281,12 +313,10 @@ impl MariaDb {
             pid: 0,
             password,
             admin_password,
-            os_user,
+            os_user: os_user.to_owned(),
             cfg,
         };
         db.pid = db.expect_started()?;
-        let admin = db.wait_ready()?;
-        db.initialize(admin)?;
         Ok(db)
     }
 
@@ -442,8 +472,20 @@ impl MariaDb {
         }
     }
 
+    /// Whether `mariadbd` exited because a port [`free_ports`] picked was taken before
+    /// it could bind it.
+    fn lost_a_port(&self) -> bool {
+        self.log()
+            .contains("Can't start server: Bind on TCP/IP port")
+    }
+
+    /// The server's log so far (empty when it cannot be read).
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.join(LOG_FILE)).unwrap_or_default()
+    }
+
     fn log_tail(&self) -> String {
-        let log = fs::read_to_string(self.dir.join(LOG_FILE)).unwrap_or_default();
+        let log = self.log();
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(15)..].join("\n")
     }
@@ -485,8 +527,8 @@ fn process_alive(pid: u32) -> bool {
 /// Two free loopback ports: the server's and its `extra_port`.
 fn free_ports() -> Result<[u16; 2]> {
     // Bind port 0 twice (both held, so the two differ), read the ports, release them
-    // for mariadbd. The window in which another process could take one is tiny;
-    // start fails loudly if so.
+    // for mariadbd. Another process can take one meanwhile: `start` then tries again
+    // on two new ones.
     let bind = || {
         std::net::TcpListener::bind("127.0.0.1:0")
             .map_err(|e| Error::Launch(format!("no free loopback port: {e}")))
@@ -583,4 +625,53 @@ fn install_db(dir: &Path, os_user: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loopback port held by the listener returned with it.
+    fn held_port() -> (std::net::TcpListener, u16) {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        (taken, port)
+    }
+
+    /// A port taken between the pick and the bind costs a second start, not the
+    /// caller's server.
+    #[test]
+    fn a_port_taken_before_mariadbd_binds_it_is_picked_again() {
+        let (_taken, taken_port) = held_port();
+        let mut picks = 0;
+        let db = MariaDb::start_on(LaunchConfig::default(), || {
+            picks += 1;
+            let [port, extra_port] = free_ports()?;
+            Ok(if picks == 1 {
+                [port, taken_port]
+            } else {
+                [port, extra_port]
+            })
+        })
+        .unwrap();
+        assert_eq!(picks, 2);
+        assert_ne!(db.extra_port, taken_port);
+        let mut conn = Conn::connect(&db.opts()).unwrap();
+        assert_eq!(conn.query("select 1").unwrap().rows.len(), 1);
+    }
+
+    /// A port that stays taken is reported, with the server's log, after
+    /// `PORT_ATTEMPTS` starts.
+    #[test]
+    fn a_port_taken_every_time_is_an_error_after_the_last_attempt() {
+        let (_taken, taken_port) = held_port();
+        let mut picks = 0;
+        let err = MariaDb::start_on(LaunchConfig::default(), || {
+            picks += 1;
+            Ok([free_ports()?[0], taken_port])
+        })
+        .unwrap_err();
+        assert_eq!(picks, PORT_ATTEMPTS);
+        assert!(err.to_string().contains("Address already in use"), "{err}");
+    }
 }
