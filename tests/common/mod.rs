@@ -101,6 +101,21 @@ pub fn parse(bytes: &[u8]) -> Option<Resp> {
     parse_one(bytes).map(|(r, _)| r)
 }
 
+/// The first final (2xx-5xx) response in `bytes`, and where it ends: interim 1xx
+/// responses before it are skipped, as RFC 9110 asks of every HTTP/1.1 client. The
+/// server sends one (`103 Early Hints`) to a request whose client sent a FIN while it
+/// ran, to tell a half-close from a close (fiber_web's departure.rs).
+pub fn parse_final(bytes: &[u8]) -> Option<(Resp, usize)> {
+    let mut at = 0;
+    loop {
+        let (resp, used) = parse_one(&bytes[at..])?;
+        at += used;
+        if resp.status >= 200 {
+            return Some((resp, at));
+        }
+    }
+}
+
 /// Parse one response and return the bytes it took.
 pub fn parse_one(bytes: &[u8]) -> Option<(Resp, usize)> {
     let text = String::from_utf8_lossy(bytes);
