@@ -173,8 +173,10 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
             _ => assert_eq!(row.get("quota"), "-", "{row:?}"),
         }
     }
-    // The sleeping routes reach most of the expected figure on every runtime: a
-    // server that serialised requests would be far below it.
+    // The sleeping routes reach at least half the expected figure on every runtime
+    // (a debug build on a loaded machine has reached 67%): a server that serialised
+    // requests would reach about one in c of it: 30% on ab's 10 requests at -c 5,
+    // 10% or less on the wrk rows.
     let of_expected: Vec<f64> = measured
         .iter()
         .filter_map(|r| r.get("of expected").split('%').next()?.parse().ok())
@@ -185,7 +187,7 @@ fn a_quick_bench_measures_three_runtimes_pinned_and_writes_its_results() {
         "{stdout}"
     );
     assert!(
-        of_expected.iter().all(|f| *f > 70.0),
+        of_expected.iter().all(|f| *f > 50.0),
         "{of_expected:?}\n{stdout}"
     );
     // What each server spent per /hello request: a figure per runtime, above zero
