@@ -225,7 +225,8 @@
 //!   (which job holds each thread), [`mod@aftermath`] (what overflows left behind),
 //!   `deadline` (the deadline thread), `ledger` (what a job registered outside its
 //!   stack), `outcome` (what a fiber hands back to its carrier), `payload` (a caught
-//!   panic's payload).
+//!   panic's payload), `hangups` (an epoll set of sockets watched for their peers'
+//!   hang-ups: [`net::HangupSet`]).
 //! - `stack` (one reservation of guarded stacks per pool).
 //! - [`registry`] (pools by address), `highwater` (stack use).
 //! - `stack_check` (the stack left on a fiber: [`reserve_stack`], [`check_stack`],
@@ -252,6 +253,7 @@ pub mod config;
 pub mod context;
 mod deadline;
 pub mod error;
+mod hangups;
 mod highwater;
 mod ledger;
 pub mod lent;

@@ -7,6 +7,7 @@
 //! | [`connect`] | a TCP connect that avoids a race in may's (below), returning a [`CarrierStream`] |
 //! | [`CarrierStream`] | a may socket whose every may call (read, write, timeouts, drop) runs on the carrier's stack, so none is ever on a fiber stack, and whose timeouts may honours ([`io_timeout`]) |
 //! | [`io_timeout`] | a wait as a socket timeout may honours: whole milliseconds, at least one |
+//! | [`HangupSet`] | which of many sockets their peers closed or reset, named by one `epoll_wait` instead of a look at each: a server watching the clients of its requests in flight |
 //! | [`poll_now`] | readiness *now* (`poll(2)`, zero timeout): has the peer closed, is there data, did a connect finish; never parks, never blocks |
 //! | [`recv_append`] | one `recv(2)` into a `Vec`'s spare capacity, without zeroing it first: the cheap read a request loop makes per kept-alive request |
 //! | [`adopt_stream`] | a socket accepted with std (an accept loop that must stop at once, which may's parked `accept` cannot) handed to may |
@@ -43,6 +44,8 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 pub use nix::poll::PollFlags;
+
+pub use crate::hangups::{HangupSet, READY_MOST};
 use nix::poll::{poll, PollFd, PollTimeout};
 use socket2::{Domain, Protocol, Socket, Type};
 
