@@ -6,6 +6,8 @@
 //!   MySQL connection is back in the pool (the queries killed), the work is
 //!   counted as cancelled, and nothing was answered; 20 clients that leave while
 //!   their `/twitter` calls wait on a silent upstream end those calls as soon;
+//! - the same when the clients leave during the second request of their connections,
+//!   the first having run long enough for the sweeper to watch the socket;
 //! - a client that shuts down only its sending side still gets its answer (after an
 //!   interim 103 on HTTP/1.1: fiber_web/src/http/departure.rs);
 //! - with `--request-timeout 0.5`, `/widgets?sleep=3` is a 504 within 0.8 s, and the
@@ -85,6 +87,38 @@ fn clients_that_leave_give_their_connections_back_at_once() {
         // The killed queries left the pool whole: a query answers at once.
         let r = common::get(server.addr(), "/widgets?sleep=0");
         assert_eq!((r.status, r.body.as_str()), (200, "Oh hai"), "{runtime}");
+    }
+}
+
+/// The sweeper keeps a connection's socket in its hang-up set from its first request
+/// that ran a tick to the connection's end (fiber_web/src/http/idle.rs): a client that
+/// leaves during a later request of the same connection is seen as soon.
+#[test]
+fn clients_that_leave_during_a_later_request_give_their_connections_back_at_once() {
+    for runtime in RUNTIMES {
+        let server = server(runtime, None);
+        let mut clients: Vec<TcpStream> = (0..LEAVING)
+            .map(|_| ask(server.addr(), "/widgets?sleep=0.1"))
+            .collect();
+        for s in &mut clients {
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let answer = common::read_final(s, &mut Vec::new());
+            assert_eq!(
+                (answer.status, answer.body.as_str()),
+                (200, "Oh hai"),
+                "{runtime}"
+            );
+            s.write_all(b"GET /widgets?sleep=10 HTTP/1.1\r\nHost: t\r\n\r\n")
+                .unwrap();
+        }
+        until_in_use(&server, LEAVING as u64, Duration::from_secs(10));
+        drop(clients);
+        let back = until_in_use(&server, 0, ENDS_WITHIN);
+        eprintln!(
+            "{runtime}: {LEAVING} connections back {} ms after their clients left a second request",
+            back.as_millis()
+        );
+        until_cancelled(&server, LEAVING as u64, runtime);
     }
 }
 

@@ -266,16 +266,7 @@ fn a_client_that_closes_after_its_request_gets_the_answer_and_the_close_at_once(
             // ran, so either answer may follow a `103 Early Hints` (the server's look
             // at whether the client left): a client skips it.
             let mut all = Vec::new();
-            let mut chunk = [0u8; 4096];
-            while parse_final(&all).is_none() {
-                let n = s.read(&mut chunk).unwrap();
-                assert!(
-                    n > 0,
-                    "closed before the first answer: {:?}",
-                    String::from_utf8_lossy(&all)
-                );
-                all.extend_from_slice(&chunk[..n]);
-            }
+            common::read_final(&mut s, &mut all);
             let first_answered = Instant::now();
             s.read_to_end(&mut all).unwrap();
             let took = first_answered.elapsed();

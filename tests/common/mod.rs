@@ -116,6 +116,24 @@ pub fn parse_final(bytes: &[u8]) -> Option<(Resp, usize)> {
     }
 }
 
+/// Read from `s` into `all` until it holds a whole final response (interim ones are
+/// skipped: [`parse_final`]); that response. Panics when `s` closes first.
+pub fn read_final(s: &mut impl std::io::Read, all: &mut Vec<u8>) -> Resp {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some((resp, _)) = parse_final(all) {
+            return resp;
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(
+            n > 0,
+            "closed before an answer: {:?}",
+            String::from_utf8_lossy(all)
+        );
+        all.extend_from_slice(&chunk[..n]);
+    }
+}
+
 /// Parse one response and return the bytes it took.
 pub fn parse_one(bytes: &[u8]) -> Option<(Resp, usize)> {
     let text = String::from_utf8_lossy(bytes);

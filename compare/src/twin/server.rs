@@ -249,8 +249,10 @@ async fn deadline_of(started: Instant, timeout: Option<Duration>) {
 
 /// Resolves when the client of a request in flight on `socket` (a copy of its
 /// connection's) has gone: the fiber server's rule (fiber_web's `http/departure.rs`),
-/// looked at every tick from the request's second tick on, as the fiber server's
-/// sweeper does. Never without a socket.
+/// looked at every tick from the request's second tick on. (The fiber server's sweeper
+/// looks only at the requests whose sockets its epoll set of hang-ups names: one
+/// `epoll_wait` a tick, where this is one `poll(2)` a tick for each request.) Never
+/// without a socket.
 async fn client_gone(socket: Option<Arc<std::os::fd::OwnedFd>>, minor_version: u8) {
     let Some(socket) = socket else {
         return std::future::pending().await;

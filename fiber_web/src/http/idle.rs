@@ -13,11 +13,19 @@
 //! starts to stop. A woken connection decides for itself on the real clock, as it did
 //! when may's timer woke it: the sweeper only ends waits, at most a tick late.
 //!
-//! The sweeper also watches the clients of requests in flight ([`Watch::request`]):
-//! each tick it looks, with one `poll(2)` for all of them, at every request that has
-//! run for a tick or more, and cancels the context of one whose client has gone
-//! (`departure.rs` says how a departure is told from a half-close): the handler's
-//! waits end (a MySQL query is killed) and nothing is sent.
+//! The sweeper also watches the clients of requests in flight ([`Watch::request`]),
+//! and cancels the context of a request whose client has gone (`departure.rs` says
+//! how a departure is told from a half-close): the handler's waits end (a MySQL query
+//! is killed) and nothing is sent. The first time a connection's request has run for
+//! a tick, the sweeper adds its socket to an epoll set that reports only hang-ups
+//! (`fiber_pool::net::HangupSet`), where it stays until the connection ends. Each
+//! tick, one `epoll_wait` names the sockets with news, and only the requests of those,
+//! a tick old or more, are looked at (one `poll(2)` for all of them, then
+//! `departure.rs`'s rule). A tick's system calls so grow with the clients that hung
+//! up, not with the requests in flight, of which it reads two atomics each: a
+//! `poll(2)` of every request in flight each tick was about a sixth of the server's
+//! CPU at 5000 in flight (BENCHMARKS.md, "The headline rows"). A socket the set
+//! refuses is looked at every tick instead.
 //!
 //! Only the wait for the first byte of a request goes this way. A head or a body that
 //! is being read keeps may's timed reads (`header_timeout`, `body_timeout`): they are
@@ -25,10 +33,11 @@
 //! time to the millisecond.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use fiber_pool::net::HangupSet;
 use fiber_pool::{CancelReason, Context};
 use may::io::WaitIoWaker;
 
@@ -51,7 +60,22 @@ pub(crate) struct Sweeper {
     slots: Mutex<Slots>,
     /// Set when the accept loop has ended: no connection comes any more.
     closed: AtomicBool,
+    /// The sockets of connections whose requests are watched for a departure, each
+    /// reported by its slot's index.
+    hangups: HangupSet,
 }
+
+/// How many hang-ups one tick takes from the set at most; the rest stay reported
+/// (the set is level-triggered, and names its ready sockets in turn) and come on the
+/// next ticks.
+const HANGUPS_A_TICK: usize = fiber_pool::net::READY_MOST;
+
+/// A connection's socket is not in the hang-up set (no request of it has run a tick).
+const OUT_OF_SET: u8 = 0;
+/// A connection's socket is in the hang-up set, until the connection ends.
+const IN_SET: u8 = 1;
+/// The set refused a connection's socket: its requests are looked at every tick.
+const REFUSED: u8 = 2;
 
 #[derive(Default)]
 struct Slots {
@@ -67,11 +91,16 @@ struct Shared {
     deadline: AtomicU64,
     /// Whether the sweeper has woken it for the server's stop already.
     stop_woken: AtomicBool,
-    /// The connection's socket, for the look at a request's client.
+    /// The connection's socket, for the look at a request's client and the hang-up
+    /// set.
     fd: RawFd,
     /// Whether a request is in flight and watched (so the sweeper skips the lock of
     /// every connection that has none).
     busy: AtomicBool,
+    /// Where the socket stands with the hang-up set: [`OUT_OF_SET`], [`IN_SET`],
+    /// [`REFUSED`]. Written by the sweeper only, with `in_flight` locked; read by the
+    /// connection's end with it locked, to take the socket out of the set.
+    in_set: AtomicU8,
     /// The request in flight, while [`Watch::request`]'s guard lives.
     in_flight: Mutex<Option<InFlight>>,
 }
@@ -104,6 +133,7 @@ impl Sweeper {
             now_ms: AtomicU64::new(0),
             slots: Mutex::new(Slots::default()),
             closed: AtomicBool::new(false),
+            hangups: HangupSet::new()?,
         });
         let sweeping = Arc::clone(&sweeper);
         let sweep = move || loop {
@@ -135,6 +165,7 @@ impl Sweeper {
             stop_woken: AtomicBool::new(false),
             fd,
             busy: AtomicBool::new(false),
+            in_set: AtomicU8::new(OUT_OF_SET),
             in_flight: Mutex::new(None),
         });
         let mut slots = self.lock();
@@ -161,17 +192,26 @@ impl Sweeper {
     }
 
     /// One look: advance the clock, wake each waiting connection whose deadline has
-    /// passed and, when `stopping`, each one not yet woken for the stop.
+    /// passed and, when `stopping`, each one not yet woken for the stop; put the
+    /// sockets of requests a tick old in the hang-up set, and look at the clients of
+    /// those it names (and of those it refused).
     fn sweep(&self, stopping: bool) {
         let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.now_ms.store(now, Ordering::Relaxed);
         let slots = self.lock();
+        // Each connection's entry is locked once at most: the loop locks only those
+        // out of the set or refused, the hang-ups only those in it.
         let mut looked: Vec<MutexGuard<'_, Option<InFlight>>> = Vec::new();
-        for shared in slots.watches.iter().flatten() {
+        for (slot, shared) in slots.watches.iter().enumerate() {
+            let Some(shared) = shared else { continue };
             if shared.busy.load(Ordering::Acquire) {
-                let entry = lock(&shared.in_flight);
-                if entry.as_ref().is_some_and(|r| r.since + TICK_MS <= now) {
-                    looked.push(entry);
+                if shared.in_set.load(Ordering::Relaxed) != IN_SET {
+                    let entry = lock(&shared.in_flight);
+                    if entry.as_ref().is_some_and(|r| r.since + TICK_MS <= now)
+                        && !self.put_in_set(shared, slot)
+                    {
+                        looked.push(entry);
+                    }
                 }
                 continue;
             }
@@ -183,9 +223,48 @@ impl Sweeper {
                 shared.waker.wakeup();
             }
         }
+        let mut hung_up = Vec::new();
+        // A failed `epoll_wait` (a set of ours, a buffer of its own: nothing but a
+        // signal, which is no failure, is expected) leaves the requests in the set
+        // unlooked-at for this tick; the next tick asks again.
+        let _ = self.hangups.ready(&mut hung_up, HANGUPS_A_TICK);
+        hung_up.sort_unstable();
+        hung_up.dedup();
+        for slot in hung_up {
+            let Some(Some(shared)) = usize::try_from(slot)
+                .ok()
+                .and_then(|s| slots.watches.get(s))
+            else {
+                continue;
+            };
+            if shared.in_set.load(Ordering::Relaxed) != IN_SET {
+                continue;
+            }
+            let entry = lock(&shared.in_flight);
+            if entry.as_ref().is_some_and(|r| r.since + TICK_MS <= now) {
+                looked.push(entry);
+            }
+        }
         if !looked.is_empty() {
             look_at_clients(&mut looked);
         }
+    }
+
+    /// Put the socket of `shared` (in `slot`), whose entry the caller has locked with a
+    /// request in it, in the hang-up set, unless the set refused it before; whether it
+    /// is in. Once in, it stays until the connection ends ([`Watch`]'s drop).
+    fn put_in_set(&self, shared: &Shared, slot: usize) -> bool {
+        if shared.in_set.load(Ordering::Relaxed) == REFUSED {
+            return false;
+        }
+        // A socket the set refuses (no memory, the user's `max_user_watches` reached)
+        // is looked at every tick instead: slower, never blind.
+        let state = match self.hangups.add(shared.fd, slot as u64) {
+            Ok(()) => IN_SET,
+            Err(_) => REFUSED,
+        };
+        shared.in_set.store(state, Ordering::Relaxed);
+        state == IN_SET
     }
 
     /// The list, also after a panic elsewhere (nothing panics while it is held).
@@ -279,6 +358,18 @@ impl Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
+        {
+            // Under the entry's lock, so that the sweeper is not adding it meanwhile,
+            // and before the socket closes (conn.rs drops the `Watch` first), so that
+            // the number removed is still this connection's.
+            let _entry = lock(&self.shared.in_flight);
+            if self.shared.in_set.load(Ordering::Relaxed) == IN_SET {
+                // It cannot fail on a socket in the set; were it to, the socket's close
+                // right after would drop it from the set all the same (a copy of it
+                // lives no longer than a child process's start).
+                let _ = self.sweeper.hangups.remove(self.shared.fd);
+            }
+        }
         let mut slots = self.sweeper.lock();
         slots.watches[self.slot] = None;
         slots.free.push(self.slot);
