@@ -89,9 +89,13 @@ struct Answer {
     completed: u64,
     /// Stack overflows it caught.
     overflows: u64,
+    /// When the `/stats` request that this answers was sent: the counts are of a moment
+    /// between then and the answer's arrival.
+    asked: Instant,
 }
 
 fn stats(addr: SocketAddr) -> Option<Answer> {
+    let asked = Instant::now();
     let (status, body) = get(addr, "/stats")?;
     assert_eq!(status, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).expect("/stats is JSON");
@@ -109,6 +113,7 @@ fn stats(addr: SocketAddr) -> Option<Answer> {
         overflows: v["fibers"]["aftermath"]["abandoned"]
             .as_u64()
             .expect("fibers.aftermath.abandoned"),
+        asked,
     })
 }
 
@@ -223,9 +228,11 @@ fn a_killed_worker_is_replaced_and_only_its_requests_fail() {
     let addr = serve.addr;
     let first = worker_pids(addr, 2);
     let load = ab(addr);
-    // Kill a worker just after it said how many requests it has in flight.
+    // Kill a worker just after it said how many requests it has in flight. Its count
+    // is of a moment after the `/stats` request was sent: on a loaded machine the
+    // answer takes tens of ms to come back, and requests arrive meanwhile.
     let victim = under_full_load(addr);
-    let looked = Instant::now();
+    let looked = victim.asked;
     kill9(victim.pid);
     let killed_at = Instant::now();
     let replacement = poll_stats(addr, Duration::from_secs(10), |a| !first.contains(&a.pid));
@@ -237,7 +244,7 @@ fn a_killed_worker_is_replaced_and_only_its_requests_fail() {
     let (connect, received, length) = ab_failures(&text);
     assert_eq!(connect, 0, "{text}");
     let failed = received + length;
-    // The count moved between the poll and the kill: ab's 100 clients on a 0.1 s route
+    // The count moved between the `/stats` request and the kill: ab's 100 clients on a 0.1 s route
     // start at most 1000 requests a second, and the victim may have taken any of those
     // that arrived meanwhile (`kill` is a process of its own: tens of ms on a loaded
     // machine), plus a margin of 20.
@@ -246,7 +253,7 @@ fn a_killed_worker_is_replaced_and_only_its_requests_fail() {
     assert!(
         failed <= victim.open + arrived + 20,
         "{failed} failed, but only {} were in flight on the killed worker and {arrived} \
-         more could arrive in the {} ms before the kill:\n{text}",
+         more could arrive in the {} ms from the `/stats` request to the kill:\n{text}",
         victim.open,
         gap.as_millis()
     );
