@@ -236,10 +236,9 @@ impl<'a, A, T, const LOCAL: bool> GeneratorObj<'a, A, T, LOCAL> {
 
     /// Get the stack total size and used size, in `usize` words.
     ///
-    /// `used` is exact only when the generator was created with an odd stack
-    /// size, which enables full usage tracking. Otherwise only a small sample
-    /// at the bottom of the stack is checked and `used` is an upper bound
-    /// close to the total.
+    /// `used` is measured only when the generator was created with an odd
+    /// stack size, which enables full usage tracking; otherwise it is 0. After
+    /// an overflow it is the total, whatever the size.
     pub fn stack_usage(&self) -> (usize, usize) {
         self.gen.stack_usage()
     }
@@ -665,9 +664,15 @@ impl<'a, A, T> GeneratorImpl<'a, A, T> {
         self.is_started() && (self.context._ref & REF_STATE_MASK) != REF_IDLE
     }
 
-    /// get stack total size and used size in word
+    /// get stack total size and used size in word: all of it after an
+    /// overflow (the guard-page handler's flag), as the sentinel check found
+    /// when every stack had sentinel words
     fn stack_usage(&self) -> (usize, usize) {
-        (self.stack.size(), self.stack.get_used_size())
+        let size = self.stack.size();
+        if self.context.overflowed {
+            return (size, size);
+        }
+        (size, self.stack.get_used_size())
     }
 }
 

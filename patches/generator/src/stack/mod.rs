@@ -541,6 +541,8 @@ struct StackMem {
     // an overflow abandoned the running frames without unwinding them, so
     // allocations made by the body are still reserved
     abandoned: Cell<bool>,
+    // whether the stack was filled with the sentinel to measure its usage
+    tracked: bool,
 }
 
 #[cfg(test)]
@@ -566,17 +568,14 @@ impl Drop for StackMem {
     }
 }
 
-/// Number of words sampled at the bottom of a stack when full usage tracking
-/// was not requested.
-const STACK_USAGE_SAMPLE: usize = 8;
-
 impl Stack {
     /// Allocate a new stack of `size` words (`size * size_of::<usize>()`
     /// bytes). Sizes below the platform minimum are rounded up to it.
     ///
     /// An odd `size` requests full usage tracking for
-    /// [`get_used_size`](Self::get_used_size); even sizes only sample the
-    /// bottom [`STACK_USAGE_SAMPLE`] words to keep creation cheap.
+    /// [`get_used_size`](Self::get_used_size); an even size writes nothing to
+    /// the stack, so that its bottom page is not made resident: a stack that
+    /// overflows meets the guard page below it.
     pub fn new(size: usize) -> Stack {
         let track_usage = (size & 1) != 0;
 
@@ -592,17 +591,16 @@ impl Stack {
                 buf,
                 offset: Cell::new(0),
                 abandoned: Cell::new(false),
+                tracked: track_usage,
             }),
         };
 
         // Full tracking touches every stack page, so only do it when
-        // requested; otherwise sample the bottom words, which is enough to
-        // notice a stack that grew all the way down.
-        let count = if track_usage {
-            stk.size()
-        } else {
-            STACK_USAGE_SAMPLE
-        };
+        // requested. Otherwise nothing is written: a sample of sentinel words
+        // at the bottom would make the bottom page resident for the stack's
+        // whole life, a page per coroutine, to notice a stack that grew all
+        // the way down, which the guard page below it already does.
+        let count = if track_usage { stk.size() } else { 0 };
 
         // fill the bottom `count` words with the sentinel word. Filling whole
         // words (instead of raw bytes) keeps the written pattern identical to
@@ -618,12 +616,14 @@ impl Stack {
         stk
     }
 
-    /// Estimate how many words of the stack were used.
+    /// How many words of the stack were used.
     ///
-    /// Exact only when [`Stack::new`] was called with an odd size (full
-    /// tracking). Otherwise only the bottom [`STACK_USAGE_SAMPLE`] words are
-    /// checked, so the result is an upper bound close to `size()`.
+    /// Measured only when [`Stack::new`] was called with an odd size (full
+    /// tracking); 0 otherwise, as nothing was written to measure it by.
     pub fn get_used_size(&self) -> usize {
+        if !self.mem.tracked {
+            return 0;
+        }
         let cap = self.size();
         // count how many words at the bottom of the stack still hold the
         // sentinel, i.e. are untouched. The loop is bounded by `cap` so that it
