@@ -93,8 +93,17 @@ fn a_coroutine_that_overflows_its_stack_still_ends_the_process() {
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         return;
     }
-    // The child: a coroutine recurses through its guard page. Nothing is printed
-    // after the join: the process ends before it.
-    let _ = fiber_pool::spawn::go(|| common::recurse(0)).join();
+    // The child: a coroutine reads the guard page under its stack, as a frame that
+    // steps over the stack's bottom word does (a debug build's can: stock generator
+    // looked at that word only, and the process lived on). may exits while it drops
+    // the coroutine, which is after the join has returned: the child waits for it.
+    let _ = fiber_pool::spawn::go(|| {
+        let local = std::hint::black_box(0u8);
+        let (bottom, _) = mapping_of(&local as *const u8 as usize);
+        // SAFETY: none; the fault is the test. `bottom - 8` is in the guard page.
+        unsafe { std::ptr::read_volatile((bottom - 8) as *const u64) }
+    })
+    .join();
+    std::thread::sleep(Duration::from_secs(30));
     println!("child: the overflow let the process go on");
 }

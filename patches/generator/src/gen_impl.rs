@@ -665,8 +665,8 @@ impl<'a, A, T> GeneratorImpl<'a, A, T> {
     }
 
     /// get stack total size and used size in word: all of it after an
-    /// overflow (the guard-page handler's flag), as the sentinel check found
-    /// when every stack had sentinel words
+    /// overflow (the guard-page handler's flag), whether or not the frames
+    /// wrote the stack's lowest word on their way to the guard page
     fn stack_usage(&self) -> (usize, usize) {
         let size = self.stack.size();
         if self.context.overflowed {
@@ -712,9 +712,9 @@ impl<A, T> Drop for GeneratorImpl<'_, A, T> {
             // Only surface the overflow here when the guard-page handler did
             // not already deliver it through `context.err`: a caller that
             // caught that error must be able to drop the generator normally.
-            // This check is the fallback for a stack that was filled to the
-            // bottom without faulting. The flag also stays set because the
-            // sentinel this check relies on is destroyed by an overflow.
+            // This check is the fallback for a tracked (odd-sized) stack that
+            // was filled to the bottom without faulting; an untracked stack
+            // reports 0 used and never reaches it.
             error!("stack overflow detected!");
             panic::panic_any(Error::StackErr);
         }

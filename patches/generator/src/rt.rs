@@ -93,10 +93,12 @@ pub struct Context {
     pub stack_guard: (usize, usize),
     /// the overflow handler already reported an overflow for this stack
     ///
-    /// The bottom-of-stack sentinel used by the drop-time usage check is
-    /// destroyed by an overflow, so that check can no longer tell a full
-    /// stack from an overflowed one. This flag stays set once the handler
-    /// has delivered `Error::StackErr` for this context.
+    /// A tracked stack's sentinel is destroyed by an overflow, and an
+    /// untracked stack has none, so the drop-time usage check cannot tell an
+    /// overflowed stack by its words: this flag, set once the handler has
+    /// delivered `Error::StackErr` for this context, makes the stack's usage
+    /// read as all of it. It is never cleared: an overflowed generator is
+    /// dropped, not run again.
     pub overflowed: bool,
 }
 
