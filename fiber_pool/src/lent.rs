@@ -447,19 +447,23 @@ impl<T: Send + 'static> Lent<T> {
         on_abandon: OnAbandon<T>,
     ) -> Result<Lent<T>, E> {
         // Registered first, then made, in one switch to the carrier: the value goes
-        // straight into a registered cell.
+        // straight into a registered cell. The error comes back boxed: what crosses
+        // the switch is copied in the carrier's frames, which a connection's stack
+        // keeps resident; a checkout that fails is rare.
         let (lent, made) = Lent::registered_then(on_abandon, move |cell| {
             let slot = Slot(cell.value.get());
-            make().map(|value| {
-                let slot = slot;
-                // SAFETY: see `Slot`: the fiber is suspended in `on_carrier`, and
-                // nothing else reaches a cell that is registered but unclaimed
-                // while its fiber runs (an abandon needs the fiber gone).
-                unsafe { *slot.0 = Some(value) };
-                cell.filled.store(true, Ordering::Release);
-            })
+            make()
+                .map(|value| {
+                    let slot = slot;
+                    // SAFETY: see `Slot`: the fiber is suspended in `on_carrier`, and
+                    // nothing else reaches a cell that is registered but unclaimed
+                    // while its fiber runs (an abandon needs the fiber gone).
+                    unsafe { *slot.0 = Some(value) };
+                    cell.filled.store(true, Ordering::Release);
+                })
+                .map_err(Box::new)
         });
-        made.map(|()| lent)
+        made.map(|()| lent).map_err(|e| *e)
     }
 }
 
