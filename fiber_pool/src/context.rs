@@ -487,6 +487,15 @@ impl Context {
         self.register_hook(Hook::Shared(hook))
     }
 
+    /// Room for `n` hooks more, so that registering them allocates nothing: for a
+    /// context kept for a connection's requests in turn ([`renewed`](Self::renewed)
+    /// keeps the room), reserved where the caller's stack is shallow, rather than
+    /// grown by a request's first hook deep in its path (a MySQL checkout's, on the
+    /// carrier's stack, whose every page a kept-alive connection keeps resident).
+    pub fn reserve_hooks(&self, n: usize) {
+        self.shared.hooks().list.reserve(n);
+    }
+
     fn register_hook(&self, hook: Hook) -> Registration {
         let shared = &self.shared;
         crate::on_carrier(move || {

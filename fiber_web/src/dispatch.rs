@@ -152,8 +152,21 @@ impl Drop for Turn {
     }
 }
 
+/// Hooks a connection's context has room for from its start: a request's MySQL
+/// checkouts and HTTP calls register one each while they run.
+const HOOKS_RESERVED: usize = 4;
+
+/// A new context for a connection's requests, made on its first: with room for its
+/// requests' hooks, so that a request's first does not allocate deep in its path, on
+/// the connection's stack (`Context::reserve_hooks`).
+fn context_for_connection() -> Context {
+    let ctx = Context::new();
+    ctx.reserve_hooks(HOOKS_RESERVED);
+    ctx
+}
+
 /// How long a request must have waited for its turn and fiber before its client is
-/// checked ([`Peer::gone`]); shorter waits are the client's own round trip.
+/// checked ([`Client::gone`](crate::http::conn::Client::gone)); shorter waits are the client's own round trip.
 const WAITED: Duration = Duration::from_millis(1);
 
 /// What [`Routed::route`] gives back: the response, its route's label (`None`: no
@@ -237,7 +250,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
         let ctx = req
             .context
             .take()
-            .map_or_else(Context::new, Context::renewed);
+            .map_or_else(context_for_connection, Context::renewed);
         self.answers.begin(&mut req);
         let (mut outcome, mut req, ctx) = self.route_in(ctx, req, peer, asked);
         req.context = Some(ctx);
@@ -305,16 +318,19 @@ impl<S: Send + Sync + 'static> Routed<S> {
         // unlimited route with a fiber free at once, does not even read the clock).
         let limited = turn.is_some();
         let fiber_label = label.unwrap_or(UNMATCHED);
+        let client = peer.map(Peer::client);
         let start = |admitted: Admitted| {
             let could_wait = admitted.queued || limited;
-            !(could_wait && asked.elapsed() >= WAITED && peer.is_some_and(Peer::gone))
+            !(could_wait && asked.elapsed() >= WAITED && client.is_some_and(|c| c.gone()))
         };
         // The job owns what it uses (an overflow abandons its frames, and what they
         // borrowed could still be in use after `run` returns): the request's box
         // moves in and comes back with the response, a pointer each way. A job that
         // does not come back (refused, overflowed, panicked) takes it along, so its
-        // line is copied first for the error and the log line.
-        let line = req.line();
+        // line is copied first for the error and the log line, into the connection's
+        // box for it (`Peer::take_line`).
+        let mut kept = peer.and_then(Peer::take_line);
+        let line = req.line_into(&mut kept);
         let chain = ep.and_then(|ep| ep.chain.as_ref()).unwrap_or(&self.layers);
         let (state, layers) = (Arc::clone(&self.state), Arc::clone(chain));
         let mut owned = req;
@@ -331,7 +347,10 @@ impl<S: Send + Sync + 'static> Routed<S> {
         let (ran, stack_used) = fibers.run_admitted_in(fiber_label, Some(&ctx), start, job);
         drop(turn);
         drop(watched);
-        let (resp, req) = self.ran(ran, &line, fiber_label, fibers.config(), &ctx);
+        let (resp, req) = self.ran(ran, line, fiber_label, fibers.config(), &ctx);
+        if let Some(peer) = peer {
+            peer.keep_line(kept);
+        }
         (resp.map(|resp| (resp, label, stack_used)), req, ctx)
     }
 

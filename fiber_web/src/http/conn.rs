@@ -22,6 +22,7 @@
 //! cap is refused by the parser (413) before any of the body is read.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -36,7 +37,7 @@ use crate::config::HttpLimits;
 use crate::counters::HttpStats;
 use crate::http::chunked;
 use crate::http::idle::{self, Sweeper, Watch, Watched};
-use crate::http::request::{parse_head, Framing, Head, Request};
+use crate::http::request::{parse_head, Framing, Head, Request, RequestLine};
 use crate::http::response::Response;
 use crate::http::{io_timeout, HttpError};
 use crate::shutdown::Stop;
@@ -44,7 +45,7 @@ use crate::shutdown::Stop;
 /// What handles a request: routing and running handlers is the server's business.
 pub(crate) trait Service: Send + Sync + 'static {
     /// The response to `req`, or `None` when `peer` has gone: before anything ran
-    /// ([`Peer::gone`]) or while it ran (the sweeper saw it leave). Nothing is sent,
+    /// ([`Client::gone`]) or while it ran (the sweeper saw it leave). Nothing is sent,
     /// and the connection closes; the service counts it. The request is the
     /// connection's, given for the call and given back (a box, so that a job can own
     /// it by a pointer): a service may change it (the router stores the path's
@@ -86,6 +87,8 @@ pub(crate) struct Peer<'a> {
     socket: BorrowedFd<'a>,
     watch: &'a Watch,
     minor_version: u8,
+    /// The connection's box for a copy of a request's line ([`Socket::line`]).
+    line: &'a Cell<Option<Box<RequestLine>>>,
 }
 
 impl<'a> Peer<'a> {
@@ -96,6 +99,30 @@ impl<'a> Peer<'a> {
         self.watch.request(self.minor_version, ctx)
     }
 
+    /// The connection's box for a copy of the request's line, if it has one: the
+    /// dispatch fills it and gives it back ([`keep_line`](Self::keep_line)).
+    pub(crate) fn take_line(&self) -> Option<Box<RequestLine>> {
+        self.line.take()
+    }
+
+    /// Give the box of [`take_line`](Self::take_line) back to the connection, for its
+    /// next request.
+    pub(crate) fn keep_line(&self, line: Option<Box<RequestLine>>) {
+        self.line.set(line);
+    }
+
+    /// The client's socket, to ask whether it is still there ([`Client::gone`]) from
+    /// code that runs elsewhere (the check before a job starts).
+    pub(crate) fn client(&self) -> Client<'a> {
+        Client(self.socket)
+    }
+}
+
+/// The client of a request, by its socket.
+#[derive(Clone, Copy)]
+pub(crate) struct Client<'a>(BorrowedFd<'a>);
+
+impl Client<'_> {
     /// Whether the client reset its connection, so no answer can reach it: one poll
     /// with a zero timeout, no bytes read. Worth its system call only before costly
     /// work that waited (a request that queued for a fiber).
@@ -105,7 +132,7 @@ impl<'a> Peer<'a> {
     /// twin). A client that closed entirely looks the same until we write, so only a
     /// reset (POLLHUP/POLLERR: a killed client, a proxy giving up) counts as gone.
     pub(crate) fn gone(&self) -> bool {
-        fiber_pool::net::poll_now(self.socket, PollFlags::empty())
+        fiber_pool::net::poll_now(self.0, PollFlags::empty())
             .is_ok_and(|ready| ready.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
     }
 }
@@ -145,6 +172,7 @@ pub(crate) fn serve<S: Service + ?Sized>(
         armed: None,
         out: Vec::new(),
         drained: false,
+        line: Cell::new(None),
     };
     // Allocated by the first read, released while the connection idles (`read_head`).
     let mut buf: Vec<u8> = Vec::new();
@@ -209,6 +237,7 @@ pub(crate) fn serve<S: Service + ?Sized>(
             socket: stream.stream.inner().as_fd(),
             watch: &stream.watch,
             minor_version: req.minor_version,
+            line: &stream.line,
         };
         let (answer, back) = service.call(req, &peer);
         req = back;
@@ -271,6 +300,10 @@ struct Socket {
     /// kept-alive request where this makes two; BENCHMARKS.md, "Where a request's time
     /// goes").
     drained: bool,
+    /// A box for the copy of a request's line that the dispatch keeps while the request
+    /// runs on a fiber (for an answer if the job does not come back): kept from request
+    /// to request, released with the buffers while the connection idles.
+    line: Cell<Option<Box<RequestLine>>>,
 }
 
 impl Socket {
@@ -454,6 +487,7 @@ fn read_head(
                     // Idle for a whole slice: hold no buffer while nothing comes.
                     *buf = Vec::new();
                     stream.out = Vec::new();
+                    stream.line = Cell::new(None);
                     *req = Request::default();
                 }
             }

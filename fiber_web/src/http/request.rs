@@ -146,6 +146,23 @@ impl Request {
         }
     }
 
+    /// [`line`](Self::line) kept in `slot`, whose box the connection keeps from request
+    /// to request: the copy is on the heap, in none of the frames under the request's
+    /// run on the connection's stack, whose every page a kept-alive connection keeps
+    /// resident. Out of line, so that the line made here is in no caller's frame
+    /// either.
+    #[inline(never)]
+    pub(crate) fn line_into<'s>(&self, slot: &'s mut Option<Box<RequestLine>>) -> &'s RequestLine {
+        let line = self.line();
+        match slot {
+            Some(kept) => {
+                **kept = line;
+                kept
+            }
+            None => slot.insert(Box::new(line)),
+        }
+    }
+
     /// The request's id, when the app gives requests ids (`App::request_ids`): the
     /// client's own, or one made for it. The same id is in the response's header and
     /// in the access and 5xx log lines.
