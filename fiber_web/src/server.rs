@@ -132,25 +132,59 @@ fn spawn_connection(
     sweeper: &Arc<Sweeper>,
 ) {
     let counted = (stop.connection_opened(), stats.connection_open());
-    let (service, limits, stats, stop, sweeper) = (
-        Arc::clone(service),
-        Arc::clone(limits),
-        Arc::clone(stats),
-        Arc::clone(stop),
-        Arc::clone(sweeper),
-    );
     let stack = Some(limits.connection_stack);
     // Homed on the worker whose event loop waits for this socket: its reads and
     // writes wake it on its own thread, where it (and every request's fiber on it)
     // runs from start to end.
     let fd = stream.as_raw_fd();
-    let serve = move || {
-        let _counted = counted;
-        conn::serve(stream, &*service, &limits, &stop, &stats, &sweeper);
-    };
+    // What the coroutine needs, in one box: the closure may keeps at the top of the
+    // coroutine's stack, and the frame that calls `serve`, each hold a pointer, where
+    // the values themselves would take a resident page's worth of a connection's
+    // stack past its first page (BENCHMARKS.md, "The headline rows").
+    let conn = Box::new(Conn {
+        stream,
+        service: Arc::clone(service),
+        limits: Arc::clone(limits),
+        stats: Arc::clone(stats),
+        stop: Arc::clone(stop),
+        sweeper: Arc::clone(sweeper),
+        _counted: counted,
+    });
+    let serve = move || conn.serve();
     let spawned = fiber_pool::spawn::spawn_for_socket("conn", stack, &fd, serve);
     if let Err(e) = spawned {
         log::error!(target: crate::logging::app_name(), "cannot start a connection coroutine: {e}");
+    }
+}
+
+/// A connection's coroutine's start: its socket and the server's parts it uses.
+struct Conn<C> {
+    stream: may::net::TcpStream,
+    service: Arc<dyn Service>,
+    limits: Arc<HttpLimits>,
+    stats: Arc<HttpStats>,
+    stop: Arc<Stop>,
+    sweeper: Arc<Sweeper>,
+    /// Counts the connection as open until it ends.
+    _counted: C,
+}
+
+impl<C> Conn<C> {
+    #[expect(
+        clippy::boxed_local,
+        reason = "the box is the point: the coroutine's closure holds a pointer (see spawn_connection)"
+    )]
+    fn serve(self: Box<Self>) {
+        let Conn {
+            stream,
+            service,
+            limits,
+            stats,
+            stop,
+            sweeper,
+            _counted,
+        } = *self;
+        conn::serve(stream, &*service, &limits, &stop, &stats, &sweeper);
     }
 }
 
