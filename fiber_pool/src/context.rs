@@ -492,8 +492,12 @@ impl Context {
     /// keeps the room), reserved where the caller's stack is shallow, rather than
     /// grown by a request's first hook deep in its path (a MySQL checkout's, on the
     /// carrier's stack, whose every page a kept-alive connection keeps resident).
+    /// Taken on the carrier's stack, as every use of the hooks' lock (an allocation
+    /// with it held must not be abandoned by a fiber's overflow); a no-op with the
+    /// room there already.
     pub fn reserve_hooks(&self, n: usize) {
-        self.shared.hooks().list.reserve(n);
+        let shared = &self.shared;
+        crate::on_carrier(move || shared.hooks().list.reserve(n));
     }
 
     fn register_hook(&self, hook: Hook) -> Registration {

@@ -152,18 +152,11 @@ impl Drop for Turn {
     }
 }
 
-/// Hooks a connection's context has room for from its start: a request's MySQL
-/// checkouts and HTTP calls register one each while they run.
+/// Cancel hooks a request's context has room for before its job runs: its MySQL
+/// checkouts and HTTP calls register one each, deep in its path on the connection's
+/// stack, where growing the list (an allocation) would reach past the stack's first
+/// page (`Context::reserve_hooks`).
 const HOOKS_RESERVED: usize = 4;
-
-/// A new context for a connection's requests, made on its first: with room for its
-/// requests' hooks, so that a request's first does not allocate deep in its path, on
-/// the connection's stack (`Context::reserve_hooks`).
-fn context_for_connection() -> Context {
-    let ctx = Context::new();
-    ctx.reserve_hooks(HOOKS_RESERVED);
-    ctx
-}
 
 /// How long a request must have waited for its turn and fiber before its client is
 /// checked ([`Client::gone`](crate::http::conn::Client::gone)); shorter waits are the client's own round trip.
@@ -250,7 +243,11 @@ impl<S: Send + Sync + 'static> Routed<S> {
         let ctx = req
             .context
             .take()
-            .map_or_else(context_for_connection, Context::renewed);
+            .map_or_else(Context::new, Context::renewed);
+        // Every time: a context renewed in place keeps its room, but one still held
+        // elsewhere (a deadline's timer) is renewed as a new one, and a cancelled
+        // one's hooks were taken with their list.
+        ctx.reserve_hooks(HOOKS_RESERVED);
         self.answers.begin(&mut req);
         let (mut outcome, mut req, ctx) = self.route_in(ctx, req, peer, asked);
         req.context = Some(ctx);

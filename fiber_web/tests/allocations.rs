@@ -1,6 +1,7 @@
 //! A request on a kept-alive connection allocates nothing in the server: its head is
 //! parsed into the connection's buffers, its context is the connection's last one
-//! renewed, the line kept for an error is copied in place, and a static body is
+//! renewed, the line kept for an error is copied into the box the connection keeps
+//! for it, and a static body is
 //! borrowed. Counted by `fiber_pool::testing::CountingAlloc`, over 2000
 //! requests to a real server on port 0 from a client that itself allocates nothing
 //! while it counts. Its own test binary: the count is the whole process's.

@@ -31,7 +31,8 @@ use crate::http::{form, target, HttpError, Response};
 /// targets are shorter (TechEmpower's longest, `/queries?queries=500`, is 21).
 const LINE_INLINE: usize = 128;
 
-/// A request's line, copied out of it ([`Request::line`]) on the connection's stack.
+/// A request's line, copied out of it ([`Request::line`]) into a box the connection
+/// keeps ([`Request::line_into`]).
 pub(crate) struct RequestLine {
     method: Cow<'static, str>,
     minor_version: u8,
@@ -50,8 +51,8 @@ enum LineTarget {
 impl RequestLine {
     /// A request of this line alone (no headers, no body), boxed: for a job that did
     /// not give its request back. Borrowed, out of line and cold, so that the frame
-    /// of the dispatch that calls it (on the connection's stack) holds the line once
-    /// and no `Request` for this rare case.
+    /// of the dispatch that calls it (on the connection's stack) holds no `Request`
+    /// for this rare case.
     #[cold]
     #[inline(never)]
     pub(crate) fn to_request(&self) -> Box<Request> {
