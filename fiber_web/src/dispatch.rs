@@ -159,7 +159,8 @@ impl Drop for Turn {
 const HOOKS_RESERVED: usize = 4;
 
 /// How long a request must have waited for its turn and fiber before its client is
-/// checked ([`Client::gone`](crate::http::conn::Client::gone)); shorter waits are the client's own round trip.
+/// checked ([`Client::gone`](crate::http::conn::Client::gone)); shorter waits are the
+/// client's own round trip.
 const WAITED: Duration = Duration::from_millis(1);
 
 /// What [`Routed::route`] gives back: the response, its route's label (`None`: no
