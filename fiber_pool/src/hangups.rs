@@ -22,19 +22,32 @@
 //! socket before it closes it, always: then no registration outlives its socket, and
 //! a `remove` never finds the number's next owner.
 
+use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Mutex;
 
 /// What a registration asks the kernel to report.
 const HANGUPS: u32 = (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
 
-/// The most sockets one [`HangupSet::ready`] names: its buffer, 12 KiB, is made per call.
+/// The most sockets one [`HangupSet::ready`] names: the set's buffer for the kernel's
+/// answer, 12 KiB, made once with the set.
 pub const READY_MOST: usize = 1024;
 
 /// An epoll set watching sockets for their peers' hang-ups (see the module's text).
-#[derive(Debug)]
 pub struct HangupSet {
     epoll: OwnedFd,
+    /// Where one `epoll_wait` writes what is ready: all of it in one call, since a
+    /// second call on a level-triggered set names again what the first one did.
+    events: Mutex<Box<[libc::epoll_event]>>,
+}
+
+impl fmt::Debug for HangupSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HangupSet")
+            .field("epoll", &self.epoll)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HangupSet {
@@ -48,7 +61,11 @@ impl HangupSet {
         // SAFETY: `fd` was just opened by `epoll_create1` and nothing else holds it: the
         // `OwnedFd` is its only owner, and closes it once.
         let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(HangupSet { epoll })
+        let events = vec![libc::epoll_event { events: 0, u64: 0 }; READY_MOST];
+        Ok(HangupSet {
+            epoll,
+            events: Mutex::new(events.into_boxed_slice()),
+        })
     }
 
     /// Watch socket `fd`, reported as `token`. Errors: the kernel's (`EEXIST` when it
@@ -84,14 +101,16 @@ impl HangupSet {
     /// Append to `tokens` the tokens of at most `most` (and at most [`READY_MOST`])
     /// watched sockets that have news now, without waiting; how many were appended (0
     /// also when a signal came first). The others ready are named by the next calls.
+    /// Allocates nothing but what `tokens` grows by.
     pub fn ready(&self, tokens: &mut Vec<u64>, most: usize) -> io::Result<usize> {
         let most = most.min(READY_MOST);
         if most == 0 {
             return Ok(0);
         }
-        let mut events: Vec<libc::epoll_event> = Vec::with_capacity(most);
-        // SAFETY: `events` has room for `most` entries, which `epoll_wait` writes at
-        // most; a zero timeout returns at once.
+        // Held for one system call that does not wait: never poisoned half done.
+        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: `events` has room for READY_MOST >= `most` entries, which
+        // `epoll_wait` writes at most; a zero timeout returns at once.
         let got = unsafe {
             libc::epoll_wait(
                 self.epoll.as_raw_fd(),
@@ -108,10 +127,7 @@ impl HangupSet {
             };
         }
         let got = got as usize;
-        // SAFETY: `epoll_wait` initialised the first `got` entries (`got <= most`, the
-        // capacity).
-        unsafe { events.set_len(got) };
-        tokens.extend(events.iter().map(|e| e.u64));
+        tokens.extend(events[..got].iter().map(|e| e.u64));
         Ok(got)
     }
 }
@@ -230,6 +246,31 @@ mod tests {
             seen.extend(tokens);
         }
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn every_socket_ready_is_named_once_by_one_call() {
+        let set = HangupSet::new().unwrap();
+        let loopback = Loopback::new();
+        let many = 131;
+        let mut pairs = Vec::new();
+        for token in 0..many as u64 {
+            let (server, client) = loopback.pair();
+            set.add(server.as_raw_fd(), token).unwrap();
+            client.shutdown(Shutdown::Write).unwrap();
+            pairs.push((server, client));
+        }
+        // Level-triggered: each call names every socket with a FIN so far; once the
+        // kernel has delivered them all, one call names them all.
+        let end = Instant::now() + Duration::from_secs(5);
+        let mut tokens = Vec::new();
+        while tokens.len() < many && Instant::now() < end {
+            tokens.clear();
+            let got = set.ready(&mut tokens, READY_MOST).unwrap();
+            assert_eq!(got, tokens.len());
+        }
+        tokens.sort_unstable();
+        assert_eq!(tokens, (0..many as u64).collect::<Vec<_>>());
     }
 
     #[test]
