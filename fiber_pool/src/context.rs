@@ -134,8 +134,7 @@ pub(crate) struct Shared {
     /// This context's entry in the deadline thread, 0 while not armed.
     timer: AtomicU64,
     /// The hook that passes the parent's cancellation on to this child, held for its
-    /// drop: a child dropped first unregisters it.
-    #[expect(dead_code, reason = "held for its Drop")]
+    /// drop: a child dropped (or renewed) first unregisters it.
     parent: Option<Registration>,
 }
 
@@ -151,6 +150,36 @@ impl Shared {
             }),
             timer: AtomicU64::new(0),
             parent,
+        }
+    }
+
+    /// Live again without a deadline, in place, as `live(None, None)` would make it
+    /// but for the hooks' list, which keeps its capacity. Only for a context nobody
+    /// else holds: no registration is left, and no deadline entry.
+    fn renew(&mut self) {
+        self.disarm_owned();
+        *self.reason.get_mut() = 0;
+        self.deadline = None;
+        self.parent = None;
+        let hooks = self.hooks.get_mut().unwrap_or_else(|e| e.into_inner());
+        hooks.fired = false;
+        hooks.list.clear();
+    }
+
+    /// Forgets the deadline thread's entry for this context, if armed. Call off fibers.
+    fn disarm(&self) {
+        let key = self.timer.swap(0, Ordering::AcqRel);
+        if let (Some(at), true) = (self.deadline, key != 0) {
+            crate::deadline::disarm(at, key);
+        }
+    }
+
+    /// [`disarm`](Self::disarm) for an owner, which may be on a fiber: the deadline
+    /// thread's lock is taken on the carrier.
+    fn disarm_owned(&mut self) {
+        let key = std::mem::take(self.timer.get_mut());
+        if let (Some(at), true) = (self.deadline, key != 0) {
+            crate::on_carrier(move || crate::deadline::disarm(at, key));
         }
     }
 
@@ -185,7 +214,7 @@ impl Shared {
     /// whether this call set the reason.
     pub(crate) fn cancel_here(&self, reason: CancelReason) -> bool {
         let won = self.reason().is_none() && self.set_reason(reason);
-        let hooks = {
+        let mut taken = {
             let mut hooks = self.hooks();
             if hooks.fired {
                 return won;
@@ -194,8 +223,14 @@ impl Shared {
             std::mem::take(&mut hooks.list)
         };
         let holds = self.reason().unwrap_or(reason);
-        for (_, hook) in hooks {
+        for (_, hook) in taken.drain(..) {
             run_hook(hook, holds);
+        }
+        // The emptied list goes back (a fired context pushes nothing more), so that
+        // a context renewed after a cancel keeps its room for hooks.
+        let mut hooks = self.hooks();
+        if hooks.list.capacity() == 0 {
+            hooks.list = taken;
         }
         won
     }
@@ -258,11 +293,7 @@ impl Due for Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        let key = *self.timer.get_mut();
-        if let (Some(at), true) = (self.deadline, key != 0) {
-            // Its own lock: taken on the carrier, not on a fiber.
-            crate::on_carrier(move || crate::deadline::disarm(at, key));
-        }
+        self.disarm_owned();
     }
 }
 
@@ -319,9 +350,11 @@ impl Context {
     }
 
     /// A live context without a deadline, made of this one in place when nobody else
-    /// holds it (no clone, no registration, no armed deadline): then no allocation,
-    /// which lets a server keep one context per connection for its requests in turn.
-    /// Otherwise a new one, and this one is left to its other holders as it was.
+    /// holds it (no clone, no registration; an armed deadline is disarmed): then no
+    /// allocation, and the room for hooks it had ([`reserve_hooks`](Self::reserve_hooks))
+    /// is kept, which lets a server keep one context per connection for its requests
+    /// in turn. Otherwise a new one with the same room, and this one is left to its
+    /// other holders as it was.
     ///
     /// ```
     /// let ctx = fiber_pool::Context::new();
@@ -329,23 +362,27 @@ impl Context {
     /// assert!(!ctx.renewed().is_cancelled());
     /// ```
     pub fn renewed(mut self) -> Context {
+        // An armed deadline's entry holds a `Weak`, which `get_mut` counts: with no
+        // other holder, disarming it (as the context's drop would) frees it for reuse.
+        if self.shared.timer.load(Ordering::Relaxed) != 0 && Arc::strong_count(&self.shared) == 1
+        {
+            let shared = &self.shared;
+            crate::on_carrier(move || shared.disarm());
+        }
         match Arc::get_mut(&mut self.shared) {
             Some(shared) => {
-                // The hooks' list keeps its capacity (emptied: nobody else holds the
-                // context, so no registration is left), so that the next request's
-                // hooks register without allocating.
-                let hooks = shared.hooks.get_mut().unwrap_or_else(|e| e.into_inner());
-                let mut list = std::mem::take(&mut hooks.list);
-                list.clear();
-                *shared = Shared::live(None, None);
-                shared
-                    .hooks
-                    .get_mut()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .list = list;
+                shared.renew();
                 self
             }
-            None => Context::new(),
+            // Its room for hooks goes with it, made on the carrier's stack as
+            // `reserve_hooks` makes it.
+            None => {
+                let shared = &self.shared;
+                let room = crate::on_carrier(move || shared.hooks().list.capacity());
+                let ctx = Context::new();
+                ctx.reserve_hooks(room);
+                ctx
+            }
         }
     }
 
@@ -673,5 +710,55 @@ pub(crate) fn park(
         // may's timer may fire a little early: the loop parks again then.
         let timeout = end.map(|end| end.saturating_duration_since(now).max(MIN_PARK));
         let _ = blocker.park(timeout);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn room(ctx: &Context) -> usize {
+        ctx.shared.hooks().list.capacity()
+    }
+
+    /// A server reserves room for a connection's hooks once: every way its context
+    /// is renewed keeps it, and only a context nobody else holds is reused.
+    #[test]
+    fn a_renewed_context_keeps_its_room_for_hooks() {
+        let hook = || |_: CancelReason| {};
+
+        // Alone, after a request whose hook came and went.
+        let ctx = Context::new();
+        ctx.reserve_hooks(4);
+        drop(ctx.on_cancel(hook()));
+        let before = Arc::as_ptr(&ctx.shared);
+        let ctx = ctx.renewed();
+        assert_eq!(Arc::as_ptr(&ctx.shared), before, "renewed in place");
+        assert!(room(&ctx) >= 4, "room {} after a renewal", room(&ctx));
+
+        // Cancelled with a hook registered: its hooks ran, the list came back.
+        let registered = ctx.on_cancel(hook());
+        ctx.cancel(CancelReason::ClientGone);
+        drop(registered);
+        let ctx = ctx.renewed();
+        assert_eq!(Arc::as_ptr(&ctx.shared), before, "renewed in place");
+        assert!(room(&ctx) >= 4, "room {} after a cancel", room(&ctx));
+        assert_eq!(ctx.reason(), None);
+
+        // A deadline armed by a hook: its entry is disarmed, and the context reused.
+        let ctx = ctx.with_deadline(Instant::now() + Duration::from_secs(60));
+        drop(ctx.on_cancel(hook()));
+        assert_ne!(ctx.shared.timer.load(Ordering::Relaxed), 0, "armed");
+        let ctx = ctx.renewed();
+        assert_eq!(Arc::as_ptr(&ctx.shared), before, "renewed in place");
+        assert_eq!(ctx.shared.timer.load(Ordering::Relaxed), 0, "disarmed");
+        assert_eq!(ctx.deadline(), None);
+        assert!(room(&ctx) >= 4, "room {} after a deadline", room(&ctx));
+
+        // Held elsewhere: a new context, with the same room.
+        let other = ctx.clone();
+        let ctx = ctx.renewed();
+        assert_ne!(Arc::as_ptr(&ctx.shared), Arc::as_ptr(&other.shared));
+        assert!(room(&ctx) >= 4, "room {} in a new context", room(&ctx));
     }
 }

@@ -241,14 +241,16 @@ impl<S: Send + Sync + 'static> Routed<S> {
         peer: Option<&Peer<'_>>,
         asked: Instant,
     ) -> (Option<Outcome>, Box<Request>) {
-        let ctx = req
-            .context
-            .take()
-            .map_or_else(Context::new, Context::renewed);
-        // Every time: a context renewed in place keeps its room, but one still held
-        // elsewhere (a deadline's timer) is renewed as a new one, and a cancelled
-        // one's hooks were taken with their list.
-        ctx.reserve_hooks(HOOKS_RESERVED);
+        // A connection's first request makes its context with room for the hooks;
+        // its later ones renew it, room and all.
+        let ctx = req.context.take().map_or_else(
+            || {
+                let ctx = Context::new();
+                ctx.reserve_hooks(HOOKS_RESERVED);
+                ctx
+            },
+            Context::renewed,
+        );
         self.answers.begin(&mut req);
         let (mut outcome, mut req, ctx) = self.route_in(ctx, req, peer, asked);
         req.context = Some(ctx);
