@@ -120,6 +120,9 @@ struct Hooks {
     fired: bool,
     next_id: u64,
     list: Vec<(u64, Hook)>,
+    /// The most room asked of [`Context::reserve_hooks`]: what a context made to
+    /// replace this one is given (the list itself is out while its hooks run).
+    room: usize,
 }
 
 pub(crate) struct Shared {
@@ -147,6 +150,7 @@ impl Shared {
                 fired: false,
                 next_id: 1,
                 list: Vec::new(),
+                room: 0,
             }),
             timer: AtomicU64::new(0),
             parent,
@@ -157,6 +161,7 @@ impl Shared {
     /// but for the hooks' list, which keeps its capacity. Only for a context nobody
     /// else holds: no registration is left, and no deadline entry.
     fn renew(&mut self) {
+        // A backstop: `renewed` disarmed an armed entry before it could get here.
         self.disarm_owned();
         *self.reason.get_mut() = 0;
         self.deadline = None;
@@ -378,7 +383,7 @@ impl Context {
             // `reserve_hooks` makes it.
             None => {
                 let shared = &self.shared;
-                let room = crate::on_carrier(move || shared.hooks().list.capacity());
+                let room = crate::on_carrier(move || shared.hooks().room);
                 let ctx = Context::new();
                 ctx.reserve_hooks(room);
                 ctx
@@ -534,7 +539,11 @@ impl Context {
     /// room there already.
     pub fn reserve_hooks(&self, n: usize) {
         let shared = &self.shared;
-        crate::on_carrier(move || shared.hooks().list.reserve(n));
+        crate::on_carrier(move || {
+            let mut hooks = shared.hooks();
+            hooks.room = hooks.room.max(n);
+            hooks.list.reserve(n);
+        });
     }
 
     fn register_hook(&self, hook: Hook) -> Registration {
@@ -744,6 +753,17 @@ mod tests {
         assert_eq!(Arc::as_ptr(&ctx.shared), before, "renewed in place");
         assert!(room(&ctx) >= 4, "room {} after a cancel", room(&ctx));
         assert_eq!(ctx.reason(), None);
+        // Its hooks wait for its next cancel, as a new context's would.
+        let told = Arc::new(AtomicU64::new(0));
+        let t = Arc::clone(&told);
+        let registered = ctx.on_cancel(move |_| {
+            t.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(told.load(Ordering::SeqCst), 0, "a hook ran at registration");
+        ctx.cancel(CancelReason::Requested);
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+        drop(registered);
+        let ctx = ctx.renewed();
 
         // A deadline armed by a hook: its entry is disarmed, and the context reused.
         let ctx = ctx.with_deadline(Instant::now() + Duration::from_secs(60));
@@ -755,10 +775,13 @@ mod tests {
         assert_eq!(ctx.deadline(), None);
         assert!(room(&ctx) >= 4, "room {} after a deadline", room(&ctx));
 
-        // Held elsewhere: a new context, with the same room.
+        // Held elsewhere: a new context, with the room asked for, even while the
+        // other holder's list is out (its hooks running).
         let other = ctx.clone();
+        let out = std::mem::take(&mut other.shared.hooks().list);
         let ctx = ctx.renewed();
         assert_ne!(Arc::as_ptr(&ctx.shared), Arc::as_ptr(&other.shared));
         assert!(room(&ctx) >= 4, "room {} in a new context", room(&ctx));
+        drop(out);
     }
 }

@@ -37,8 +37,9 @@ pub const READY_MOST: usize = 1024;
 /// An epoll set watching sockets for their peers' hang-ups (see the module's text).
 pub struct HangupSet {
     epoll: OwnedFd,
-    /// Where one `epoll_wait` writes what is ready: all of it in one call, since a
-    /// second call on a level-triggered set names again what the first one did.
+    /// Where one `epoll_wait` writes what is ready: all of it in one call, since the
+    /// calls of a level-triggered set name its ready sockets in turn, coming back to
+    /// the first ones once the rest were named, so a second call is not the rest.
     events: Mutex<Box<[libc::epoll_event]>>,
 }
 
@@ -109,8 +110,9 @@ impl HangupSet {
         }
         // Held for one system call that does not wait: never poisoned half done.
         let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: `events` has room for READY_MOST >= `most` entries, which
-        // `epoll_wait` writes at most; a zero timeout returns at once.
+        let most = most.min(events.len());
+        // SAFETY: `events` has room for `most` entries, which `epoll_wait` writes at
+        // most; a zero timeout returns at once.
         let got = unsafe {
             libc::epoll_wait(
                 self.epoll.as_raw_fd(),
@@ -265,6 +267,7 @@ mod tests {
         let end = Instant::now() + Duration::from_secs(5);
         let mut tokens = Vec::new();
         while tokens.len() < many && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(2));
             tokens.clear();
             let got = set.ready(&mut tokens, READY_MOST).unwrap();
             assert_eq!(got, tokens.len());
