@@ -48,6 +48,31 @@ enum LineTarget {
     Heap(String),
 }
 
+impl LineTarget {
+    /// A copy of `target`: in place when it fits, else on the heap.
+    fn of(target: &str) -> LineTarget {
+        let mut line = LineTarget::Inline(0, [0; LINE_INLINE]);
+        line.set(target);
+        line
+    }
+
+    /// This copy made a copy of `target`, over the bytes it held when it fits.
+    fn set(&mut self, target: &str) {
+        match u8::try_from(target.len()) {
+            Ok(n) if usize::from(n) <= LINE_INLINE => {
+                if let LineTarget::Heap(_) = self {
+                    *self = LineTarget::Inline(0, [0; LINE_INLINE]);
+                }
+                if let LineTarget::Inline(len, bytes) = self {
+                    bytes[..target.len()].copy_from_slice(target.as_bytes());
+                    *len = n;
+                }
+            }
+            _ => *self = LineTarget::Heap(target.to_owned()),
+        }
+    }
+}
+
 impl RequestLine {
     /// A request of this line alone (no headers, no body), boxed: for a job that did
     /// not give its request back. Borrowed, out of line and cold, so that the frame
@@ -129,19 +154,11 @@ impl Request {
     /// give it back). Made for every request that runs on a fiber, so it allocates
     /// nothing for a common method and a target of up to [`LINE_INLINE`] bytes.
     pub(crate) fn line(&self) -> RequestLine {
-        let target = match u8::try_from(self.target.len()) {
-            Ok(len) if usize::from(len) <= LINE_INLINE => {
-                let mut bytes = [0; LINE_INLINE];
-                bytes[..self.target.len()].copy_from_slice(self.target.as_bytes());
-                LineTarget::Inline(len, bytes)
-            }
-            _ => LineTarget::Heap(self.target.clone()),
-        };
         RequestLine {
             method: self.method.clone(),
             minor_version: self.minor_version,
             path_len: self.path_len,
-            target,
+            target: LineTarget::of(&self.target),
             id: self.id.clone(),
             wants_json: self.wants_json(),
         }
@@ -150,17 +167,22 @@ impl Request {
     /// [`line`](Self::line) kept in `slot`, whose box the connection keeps from request
     /// to request: the copy is on the heap, in none of the frames under the request's
     /// run on the connection's stack, whose every page a kept-alive connection keeps
-    /// resident. Out of line, so that the line made here is in no caller's frame
-    /// either.
+    /// resident. A kept box is written in place: the target's bytes over the last
+    /// ones, nothing zeroed and nothing moved. Out of line, so that no line is in a
+    /// caller's frame either.
     #[inline(never)]
     pub(crate) fn line_into<'s>(&self, slot: &'s mut Option<Box<RequestLine>>) -> &'s RequestLine {
-        let line = self.line();
         match slot {
             Some(kept) => {
-                **kept = line;
+                kept.method.clone_from(&self.method);
+                kept.minor_version = self.minor_version;
+                kept.path_len = self.path_len;
+                kept.target.set(&self.target);
+                kept.id.clone_from(&self.id);
+                kept.wants_json = self.wants_json();
                 kept
             }
-            None => slot.insert(Box::new(line)),
+            None => slot.insert(Box::new(self.line())),
         }
     }
 
@@ -1079,6 +1101,25 @@ mod tests {
         ] {
             let e = parse_head(raw, &l).unwrap_err();
             assert_eq!(e.status(), 400, "{}: {e}", String::from_utf8_lossy(raw));
+        }
+    }
+
+    #[test]
+    fn a_kept_line_holds_only_the_latest_request() {
+        let long = format!("/{}", "x".repeat(LINE_INLINE + 10));
+        let mut kept = None;
+        for target in ["/queries?queries=20", "/db", long.as_str(), "/hello?a=1"] {
+            let mut req = Request::new("POST", target);
+            req.id = Some(format!("id-{target}"));
+            req.line_into(&mut kept);
+            let back = kept.as_ref().unwrap().to_request();
+            assert_eq!(
+                (back.method.as_ref(), back.target.as_str(), back.path_len),
+                ("POST", req.target.as_str(), req.path_len),
+            );
+            assert_eq!(back.id, req.id);
+            let inline = matches!(kept.as_ref().unwrap().target, LineTarget::Inline(..));
+            assert_eq!(inline, target.len() <= LINE_INLINE, "{target}");
         }
     }
 
