@@ -73,7 +73,8 @@ pub struct BenchArgs {
     /// Seconds of each wrk run (not for --quick).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=600))]
     pub duration: u64,
-    /// Only the scenarios whose name contains this (ab-c5, ab-c220, hello-64, hello-256,
+    /// Only the scenarios whose name contains this, or one of several separated by
+    /// commas (ab-c5, ab-c220, hello-64, hello-256,
     /// hello-1024, hello-5000, widgets-http-100, widgets-1000, widgets-5000,
     /// widgets-10000, sleep-10000, idle-9000, idle-50000; with --quick: ab-c5,
     /// hello-16, hello-200, widgets-http-10, widgets-20, widgets-200, sleep-200,
@@ -175,7 +176,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
         scenario::full(args.duration)
     };
     if let Some(only) = &args.only {
-        scenarios.retain(|s| s.name.contains(only.as_str()));
+        scenarios.retain(|s| picked(only, s.name));
         if scenarios.is_empty() {
             return Err(format!("no scenario name contains '{only}'"));
         }
@@ -494,4 +495,21 @@ fn measure(
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Whether `name` is one that `--only` picks: it contains `only`, or one of the names
+/// `only` lists separated by commas (`hello-64,hello-1024`).
+pub(crate) fn picked(only: &str, name: &str) -> bool {
+    only.split(',').any(|o| name.contains(o.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_picks_a_name_it_contains_or_one_of_a_list() {
+        assert!(super::picked("hello", "hello-1024"));
+        assert!(super::picked("hello-64,hello-1024", "hello-1024"));
+        assert!(super::picked("hello-64, widgets-5000", "widgets-5000"));
+        assert!(!super::picked("hello-64,hello-1024", "hello-256"));
+    }
 }
