@@ -348,7 +348,7 @@ pub fn bench(args: &BenchArgs) -> Result<Outcome, String> {
                     if let Err(e) = server.wait_idle(IDLE_TIMEOUT) {
                         progress.note(format!("bench: before {} on {runtime}: {e}", s.name));
                     }
-                    let sample = measure(&server, s, idle_kib, &split, held);
+                    let sample = measure(&server, db.pid(), s, idle_kib, &split, held);
                     if let Err(e) = &sample.result {
                         progress.note(format!("bench: {} on {runtime} failed: {e}", s.name));
                     }
@@ -447,10 +447,12 @@ pub(crate) fn fresh_database(db_pool: usize) -> Result<MariaDb, String> {
     .map_err(|e| format!("cannot start a private MariaDB: {e}"))
 }
 
-/// One scenario on a running server: warm-up, then the load while RSS and CPU are
-/// sampled, and the periods of the quota the server is `held` under, if any.
+/// One scenario on a running server: warm-up, then the load while RSS and CPU (the
+/// server's and its MariaDB's, `db_pid`) are sampled, and the periods of the quota the
+/// server is `held` under, if any.
 fn measure(
     server: &ServerProcess,
+    db_pid: u32,
     s: &Scenario,
     idle_kib: u64,
     split: &Split,
@@ -468,6 +470,7 @@ fn measure(
     }
     let throttling_before = held.and_then(CpuGroup::throttling);
     let cpu_before = server.cpu_times();
+    let db_before = process::cpu_times(db_pid);
     let tool_before = s.load.tool().and(process::children_cpu_times());
     let sampler = RssSampler::start(server.pid());
     let t0 = Instant::now();
@@ -487,6 +490,7 @@ fn measure(
         peak_kib,
         wall_secs,
         server_cpu: since(cpu_before, server.cpu_times()),
+        db_cpu: since(db_before, process::cpu_times(db_pid)),
         load_cpu: since(tool_before, process::children_cpu_times()),
         load_cpus: split.load.len(),
         quota,

@@ -30,6 +30,9 @@ pub struct Sample {
     pub wall_secs: f64,
     /// The server's CPU time over the load (`None` if /proc could not be read).
     pub server_cpu: Option<CpuTimes>,
+    /// Its MariaDB's CPU time over the load: on the server's cpu, what the server did
+    /// not get of it (`None` if /proc could not be read).
+    pub db_cpu: Option<CpuTimes>,
     /// The load tool's own CPU time over its run (`None` for the idle load, which
     /// runs no tool).
     pub load_cpu: Option<CpuTimes>,
@@ -42,7 +45,15 @@ pub struct Sample {
 impl Sample {
     /// Server CPU time during the load over its wall time, in % of one core.
     pub fn cpu_pct(&self) -> Option<f64> {
-        let cpu = self.server_cpu?;
+        self.pct_of_wall(self.server_cpu?)
+    }
+
+    /// MariaDB's CPU time during the load over its wall time, in % of one core.
+    pub fn db_pct(&self) -> Option<f64> {
+        self.pct_of_wall(self.db_cpu?)
+    }
+
+    fn pct_of_wall(&self, cpu: CpuTimes) -> Option<f64> {
         (self.wall_secs > 0.0).then(|| cpu.total() / self.wall_secs * 100.0)
     }
 
@@ -129,6 +140,8 @@ pub struct Row {
     pub peak_mib: Option<f64>,
     pub idle_mib: Option<f64>,
     pub cpu_pct: Option<f64>,
+    /// MariaDB's CPU over the load, % of one core (the median over rounds).
+    pub db_pct: Option<f64>,
     /// The load's bounds (sleeping routes only).
     pub bounds: Option<Bounds>,
     /// Fibers' req/s over this runtime's, per round: their median and spread (rows
@@ -186,6 +199,7 @@ impl Row {
             peak_mib: med(&|_, s| mib(s.peak_kib)),
             idle_mib: med(&|_, s| mib(s.idle_kib)),
             cpu_pct: med(&|_, s| s.cpu_pct().unwrap_or(f64::NAN)),
+            db_pct: med(&|_, s| s.db_pct().unwrap_or(f64::NAN)),
             cpu_us: Spread::of(&all(&|_, s| cpu_us(s).unwrap_or(f64::NAN))),
             user_us: med(&|_, s| s.cpu_us_per_request().map_or(f64::NAN, |c| c.user)),
             kernel_us: med(&|_, s| s.cpu_us_per_request().map_or(f64::NAN, |c| c.kernel)),
@@ -311,6 +325,7 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "failed",
         "server RSS",
         "CPU",
+        "MariaDB CPU",
         QUOTA_COLUMN,
         "of ceiling C/S",
         "of expected",
@@ -322,7 +337,7 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
             let mut cells = lead(r);
             if let Some(why) = &r.skipped {
                 cells.push(format!("not run: {why}"));
-                cells.extend((0..10).map(|_| "-".to_string()));
+                cells.extend((0..11).map(|_| "-".to_string()));
                 return cells;
             }
             cells.push(match (r.rps, r.errors) {
@@ -340,6 +355,7 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 opt(r.failed, |v| format!("{v:.0}")),
                 opt(r.peak_mib, |v| format!("{v:.0} MiB")),
                 opt(r.cpu_pct, |v| format!("{v:.0}%")),
+                opt(r.db_pct, |v| format!("{v:.0}%")),
                 quota_cell(r),
                 match (bounds, r.bounds) {
                     (Some((c, _)), Some(b)) => format!("{:.1}% of {:.1}", c * 100.0, b.ceiling),
@@ -569,6 +585,10 @@ mod tests {
                 user: 0.25,
                 kernel: 0.25,
             }),
+            db_cpu: Some(CpuTimes {
+                user: 0.5,
+                kernel: 0.25,
+            }),
             load_cpu: Some(CpuTimes {
                 user: 0.2,
                 kernel: 0.3,
@@ -676,6 +696,8 @@ mod tests {
         assert!((fibers.user_us.unwrap() - 1.0).abs() < 1e-9);
         assert!((fibers.kernel_us.unwrap() - 7.0).abs() < 1e-9);
         assert!((fibers.cpu_pct.unwrap() - 0.08).abs() < 1e-9);
+        // MariaDB's 0.75 s of CPU over the 1 s load.
+        assert!((fibers.db_pct.unwrap() - 75.0).abs() < 1e-9);
         // Per round: 6/8, 7/7, 9/9: the median is 1.0 (not 7/8, the medians' ratio).
         let ratio = mini.cpu_ratio.unwrap();
         assert!((ratio.median - 1.0).abs() < 1e-9, "{ratio:?}");
@@ -716,6 +738,7 @@ mod tests {
         assert_eq!(none_served.cpu_us_per_request(), None);
         let unread = Sample {
             server_cpu: None,
+            db_cpu: None,
             load_cpu: None,
             ..cpu_sample(1.0, 7.0, 97.0)
         };
@@ -723,7 +746,7 @@ mod tests {
             (unread.cpu_us_per_request(), unread.load_pct()),
             (None, None)
         );
-        assert_eq!(unread.cpu_pct(), None);
+        assert_eq!((unread.cpu_pct(), unread.db_pct()), (None, None));
     }
 
     /// A round under a quota of 40%: the server used `cpu_pct` of a core over the load,
@@ -769,7 +792,7 @@ mod tests {
         let main = Table::main(&rows).markdown();
         assert!(main.contains("| 40%, used 100% |"), "{main}");
         assert!(main.contains("| 40%, used 50% |"), "{main}");
-        assert!(main.contains("| 50% | - |"), "no quota: {main}");
+        assert!(main.contains("| 50% | 75% | - |"), "no quota: {main}");
         let cpu = Table::cpu(&rows[..2]).markdown();
         assert!(cpu.ends_with("| 45% of 1 cpu | 40%, used 50% |\n"), "{cpu}");
         // Only the server that did not reach its quota gets a note.
