@@ -179,7 +179,7 @@ pub fn markdown(
     every_round(&mut md, "req/s", scenarios, rows, samples, &|s, x, r| {
         if matches!(s.load, Load::Idle { .. }) {
             format!(
-                "{:.1} KiB a connection ({} failed)",
+                "{:.2} KiB a connection ({} failed)",
                 x.kib_per_connection(s.load.concurrency()),
                 r.failed
             )

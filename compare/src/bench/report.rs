@@ -552,7 +552,7 @@ pub fn memory_lines(rows: &[Row]) -> Vec<String> {
             };
             Some(format!(
                 "{} {} at {} connections: fresh server's RSS {:.0} MiB, {load} {:.0} MiB: \
-                 {per:.1} KiB {what}",
+                 {per:.2} KiB {what}",
                 r.runtime,
                 r.route,
                 r.concurrency,
