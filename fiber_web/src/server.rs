@@ -76,7 +76,14 @@ fn accept_loop(
     stop: Arc<Stop>,
     sweeper: Arc<Sweeper>,
 ) {
-    let limits = Arc::new(limits);
+    let parts = Arc::new(Parts {
+        service,
+        limits,
+        stats: Arc::clone(&stats),
+        stop: Arc::clone(&stop),
+        sweeper: Arc::clone(&sweeper),
+    });
+    let limits = &parts.limits;
     loop {
         if stop.is_stopping() && listener.shared && !crate::supervisor::every_worker_stops() {
             break; // the backlog is the other workers' to serve
@@ -115,39 +122,42 @@ fn accept_loop(
             let refuse = move || reject(stream, max);
             fiber_pool::carrier::go(refuse);
         } else {
-            spawn_connection(stream, &service, &limits, &stats, &stop, &sweeper);
+            spawn_connection(stream, &parts);
         }
     }
     sweeper.close();
     // Dropping the listener here closes the port (or, when shared, our copy of it).
 }
 
+/// What every connection coroutine uses of the server, shared by one pointer.
+struct Parts {
+    service: Arc<dyn Service>,
+    limits: HttpLimits,
+    stats: Arc<HttpStats>,
+    stop: Arc<Stop>,
+    sweeper: Arc<Sweeper>,
+}
+
 /// Serve `stream` on a coroutine of its own, counted until it closes.
-fn spawn_connection(
-    stream: may::net::TcpStream,
-    service: &Arc<dyn Service>,
-    limits: &Arc<HttpLimits>,
-    stats: &Arc<HttpStats>,
-    stop: &Arc<Stop>,
-    sweeper: &Arc<Sweeper>,
-) {
-    let counted = (stop.connection_opened(), stats.connection_open());
-    let stack = Some(limits.connection_stack);
+fn spawn_connection(stream: may::net::TcpStream, parts: &Arc<Parts>) {
+    let counted = (
+        parts.stop.connection_opened(),
+        parts.stats.connection_open(),
+    );
+    let stack = Some(parts.limits.connection_stack);
     // Homed on the worker whose event loop waits for this socket: its reads and
     // writes wake it on its own thread, where it (and every request's fiber on it)
     // runs from start to end.
     let fd = stream.as_raw_fd();
-    // What the coroutine needs, in one box: the closure may keeps at the top of the
-    // coroutine's stack, and the frame that calls `serve`, each hold a pointer, where
-    // the values themselves would take a resident page's worth of a connection's
-    // stack past its first page (BENCHMARKS.md, "The headline rows").
+    // What the coroutine needs, in one box that lives as long as the connection: the
+    // closure may keeps at the top of the coroutine's stack, and the frame that calls
+    // `serve`, each hold a pointer, where the values themselves would take a resident
+    // page's worth of a connection's stack past its first page (BENCHMARKS.md, "The
+    // headline rows"). Kept, not emptied and freed as `serve` begins: a box freed
+    // there left a hole in the heap that the next connection did not always fill.
     let conn = Box::new(Conn {
         stream,
-        service: Arc::clone(service),
-        limits: Arc::clone(limits),
-        stats: Arc::clone(stats),
-        stop: Arc::clone(stop),
-        sweeper: Arc::clone(sweeper),
+        parts: Arc::clone(parts),
         _counted: counted,
     });
     let serve = move || conn.serve();
@@ -160,11 +170,7 @@ fn spawn_connection(
 /// A connection's coroutine's start: its socket and the server's parts it uses.
 struct Conn<C> {
     stream: may::net::TcpStream,
-    service: Arc<dyn Service>,
-    limits: Arc<HttpLimits>,
-    stats: Arc<HttpStats>,
-    stop: Arc<Stop>,
-    sweeper: Arc<Sweeper>,
+    parts: Arc<Parts>,
     /// Counts the connection as open until it ends.
     _counted: C,
 }
@@ -175,16 +181,16 @@ impl<C> Conn<C> {
         reason = "the box is the point: the coroutine's closure holds a pointer (see spawn_connection)"
     )]
     fn serve(self: Box<Self>) {
-        let Conn {
-            stream,
+        // The socket moves out; the rest stays in the box until the connection ends.
+        let stream = self.stream;
+        let Parts {
             service,
             limits,
             stats,
             stop,
             sweeper,
-            _counted,
-        } = *self;
-        conn::serve(stream, &*service, &limits, &stop, &stats, &sweeper);
+        } = &*self.parts;
+        conn::serve(stream, &**service, limits, stop, stats, sweeper);
     }
 }
 
