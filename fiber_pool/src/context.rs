@@ -369,8 +369,7 @@ impl Context {
     pub fn renewed(mut self) -> Context {
         // An armed deadline's entry holds a `Weak`, which `get_mut` counts: with no
         // other holder, disarming it (as the context's drop would) frees it for reuse.
-        if self.shared.timer.load(Ordering::Relaxed) != 0 && Arc::strong_count(&self.shared) == 1
-        {
+        if self.shared.timer.load(Ordering::Relaxed) != 0 && Arc::strong_count(&self.shared) == 1 {
             let shared = &self.shared;
             crate::on_carrier(move || shared.disarm());
         }

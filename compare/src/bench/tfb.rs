@@ -215,7 +215,11 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     };
     let tests: Vec<Test> = TESTS
         .into_iter()
-        .filter(|t| args.only.as_deref().is_none_or(|o| super::picked(o, t.name)))
+        .filter(|t| {
+            args.only
+                .as_deref()
+                .is_none_or(|o| super::picked(o, t.name))
+        })
         .collect();
     if tests.is_empty() {
         return Err(format!(
