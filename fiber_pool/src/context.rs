@@ -158,8 +158,9 @@ impl Shared {
     }
 
     /// Live again without a deadline, in place, as `live(None, None)` would make it
-    /// but for the hooks' list, which keeps its capacity. Only for a context nobody
-    /// else holds: no registration is left, and no deadline entry.
+    /// but for the hooks' list, which keeps its capacity, and the room asked for
+    /// (`room`), which a context made to replace it is given. Only for a context
+    /// nobody else holds: no registration is left, and no deadline entry.
     fn renew(&mut self) {
         // A backstop: `renewed` disarmed an armed entry before it could get here.
         self.disarm_owned();
