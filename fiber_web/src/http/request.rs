@@ -27,12 +27,12 @@ use crate::http::problem::{echo, is_json, Location, Problem};
 use crate::http::router::Params;
 use crate::http::{form, target, HttpError, Response};
 
-/// Bytes of a target that [`Request::line`] copies in place, not to the heap: most
+/// Bytes of a target that [`Request::line_into`] copies in place, not to the heap: most
 /// targets are shorter (TechEmpower's longest, `/queries?queries=500`, is 21).
 const LINE_INLINE: usize = 128;
 
-/// A request's line, copied out of it ([`Request::line`]) into a box the connection
-/// keeps ([`Request::line_into`]).
+/// A request's line, copied out of it into a box the connection keeps
+/// ([`Request::line_into`]).
 pub(crate) struct RequestLine {
     method: Cow<'static, str>,
     minor_version: u8,
@@ -49,13 +49,6 @@ enum LineTarget {
 }
 
 impl LineTarget {
-    /// A copy of `target`: in place when it fits, else on the heap.
-    fn of(target: &str) -> LineTarget {
-        let mut line = LineTarget::Inline(0, [0; LINE_INLINE]);
-        line.set(target);
-        line
-    }
-
     /// This copy made a copy of `target`, over the bytes it held when it fits.
     fn set(&mut self, target: &str) {
         match u8::try_from(target.len()) {
@@ -74,6 +67,18 @@ impl LineTarget {
 }
 
 impl RequestLine {
+    /// A line of nothing yet, for [`Request::line_into`] to write.
+    fn empty() -> RequestLine {
+        RequestLine {
+            method: Cow::Borrowed(""),
+            minor_version: 0,
+            path_len: 0,
+            target: LineTarget::Inline(0, [0; LINE_INLINE]),
+            id: None,
+            wants_json: false,
+        }
+    }
+
     /// A request of this line alone (no headers, no body), boxed: for a job that did
     /// not give its request back. Borrowed, out of line and cold, so that the frame
     /// of the dispatch that calls it (on the connection's stack) holds no `Request`
@@ -151,39 +156,24 @@ impl Request {
 
     /// The request line alone (method, version, target), for what must still name
     /// the request after the request itself is gone (moved into a job that did not
-    /// give it back). Made for every request that runs on a fiber, so it allocates
-    /// nothing for a common method and a target of up to [`LINE_INLINE`] bytes.
-    pub(crate) fn line(&self) -> RequestLine {
-        RequestLine {
-            method: self.method.clone(),
-            minor_version: self.minor_version,
-            path_len: self.path_len,
-            target: LineTarget::of(&self.target),
-            id: self.id.clone(),
-            wants_json: self.wants_json(),
-        }
-    }
-
-    /// [`line`](Self::line) kept in `slot`, whose box the connection keeps from request
-    /// to request: the copy is on the heap, in none of the frames under the request's
-    /// run on the connection's stack, whose every page a kept-alive connection keeps
-    /// resident. A kept box is written in place: the target's bytes over the last
-    /// ones, nothing zeroed and nothing moved. Out of line, so that no line is in a
+    /// give it back), written into `slot`, whose box the connection keeps from
+    /// request to request. Made for every request that runs on a fiber: a kept box is
+    /// written in place (the target's bytes over the last ones, nothing zeroed and
+    /// nothing moved), and nothing is allocated for a common method and a target of
+    /// up to [`LINE_INLINE`] bytes. The copy is on the heap, in none of the frames
+    /// under the request's run on the connection's stack, whose every page a
+    /// kept-alive connection keeps resident; out of line, so that no line is in a
     /// caller's frame either.
     #[inline(never)]
     pub(crate) fn line_into<'s>(&self, slot: &'s mut Option<Box<RequestLine>>) -> &'s RequestLine {
-        match slot {
-            Some(kept) => {
-                kept.method.clone_from(&self.method);
-                kept.minor_version = self.minor_version;
-                kept.path_len = self.path_len;
-                kept.target.set(&self.target);
-                kept.id.clone_from(&self.id);
-                kept.wants_json = self.wants_json();
-                kept
-            }
-            None => slot.insert(Box::new(self.line())),
-        }
+        let kept = slot.get_or_insert_with(|| Box::new(RequestLine::empty()));
+        kept.method.clone_from(&self.method);
+        kept.minor_version = self.minor_version;
+        kept.path_len = self.path_len;
+        kept.target.set(&self.target);
+        kept.id.clone_from(&self.id);
+        kept.wants_json = self.wants_json();
+        kept
     }
 
     /// The request's id, when the app gives requests ids (`App::request_ids`): the
