@@ -48,12 +48,18 @@ pub(crate) fn spawn(
     fiber_pool::run_panic_hook_off_fiber();
     let listener = listener.into();
     let stop = Arc::new(Stop::default());
-    let accept_stop = Arc::clone(&stop);
     let wake_accept = listener.socket.waker();
     let sweeper = Sweeper::start(Arc::clone(&stop))?;
     // Without an accept loop no connection comes: the sweeper may end at once.
     let unless_accepting = Arc::clone(&sweeper);
-    let accept = move || accept_loop(listener, service, limits, stats, accept_stop, sweeper);
+    let parts = Arc::new(Parts {
+        service,
+        limits,
+        stats,
+        stop: Arc::clone(&stop),
+        sweeper,
+    });
+    let accept = move || accept_loop(listener, parts);
     let accept = fiber_pool::carrier::spawn("accept", None, accept)
         .inspect_err(|_| unless_accepting.close())?;
     Ok(Server {
@@ -68,22 +74,14 @@ pub(crate) fn spawn(
 /// be woken without a connection, and on a listening socket shared with other workers
 /// that connection may go to any of them. The waker ([`Server::shutdown`]) ends the
 /// wait at once, so a stopping worker takes no connection after it was told to stop.
-fn accept_loop(
-    listener: Listener,
-    service: Arc<dyn Service>,
-    limits: HttpLimits,
-    stats: Arc<HttpStats>,
-    stop: Arc<Stop>,
-    sweeper: Arc<Sweeper>,
-) {
-    let parts = Arc::new(Parts {
-        service,
+fn accept_loop(listener: Listener, parts: Arc<Parts>) {
+    let Parts {
         limits,
-        stats: Arc::clone(&stats),
-        stop: Arc::clone(&stop),
-        sweeper: Arc::clone(&sweeper),
-    });
-    let limits = &parts.limits;
+        stats,
+        stop,
+        sweeper,
+        ..
+    } = &*parts;
     loop {
         if stop.is_stopping() && listener.shared && !crate::supervisor::every_worker_stops() {
             break; // the backlog is the other workers' to serve
