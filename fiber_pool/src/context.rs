@@ -181,11 +181,11 @@ impl Shared {
     }
 
     /// [`disarm`](Self::disarm) for an owner, which may be on a fiber: the deadline
-    /// thread's lock is taken on the carrier.
+    /// thread's lock is taken on the carrier, and only when the entry is armed.
     fn disarm_owned(&mut self) {
-        let key = std::mem::take(self.timer.get_mut());
-        if let (Some(at), true) = (self.deadline, key != 0) {
-            crate::on_carrier(move || crate::deadline::disarm(at, key));
+        if *self.timer.get_mut() != 0 {
+            let this = &*self;
+            crate::on_carrier(move || this.disarm());
         }
     }
 
@@ -726,6 +726,7 @@ pub(crate) fn park(
 mod tests {
     use super::*;
 
+    /// What the hooks' list holds without growing.
     fn room(ctx: &Context) -> usize {
         ctx.shared.hooks().list.capacity()
     }

@@ -104,12 +104,12 @@ impl HangupSet {
     /// also when a signal came first). The others ready are named by the next calls.
     /// Allocates nothing but what `tokens` grows by.
     pub fn ready(&self, tokens: &mut Vec<u64>, most: usize) -> io::Result<usize> {
-        let most = most.min(READY_MOST);
         if most == 0 {
             return Ok(0);
         }
         // Held for one system call that does not wait: never poisoned half done.
         let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        // READY_MOST entries.
         let most = most.min(events.len());
         // SAFETY: `events` has room for `most` entries, which `epoll_wait` writes at
         // most; a zero timeout returns at once.
