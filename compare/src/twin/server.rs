@@ -177,18 +177,22 @@ async fn serve_connection(
                     // Dropping the handler's future cancels it (a query it runs is
                     // killed); the error closes the connection with nothing sent.
                     let deadline = deadline_of(started, request_timeout);
+                    // The deadline is looked at first: a runtime polled late (a loaded
+                    // machine) finds both the handler and a passed deadline ready, and
+                    // the deadline's answer is the one the request is owed.
                     let resp = tokio::select! {
-                        resp = routed => resp?,
-                        () = client_gone(socket, minor_version) => {
-                            stats.cancelled();
-                            return Err(ClientGone);
-                        }
+                        biased;
                         () = deadline => {
                             let passed = Response::error(
                                 504,
                                 "the request's deadline passed (--request-timeout)",
                             );
                             axum::response::IntoResponse::into_response(Reply(passed))
+                        }
+                        resp = routed => resp?,
+                        () = client_gone(socket, minor_version) => {
+                            stats.cancelled();
+                            return Err(ClientGone);
                         }
                     };
                     observe(&stats, &resp, started, logged);
