@@ -444,7 +444,7 @@ const FRAMING: [&str; 6] = [
 /// The server's own lookups name headers in lower case: an exact match is tried
 /// first, as it costs less than one that ignores case.
 fn framing_bit(name: &str) -> u8 {
-    match framing_candidate(name) {
+    match framing_candidate(name.as_bytes()) {
         Some(i) if FRAMING[i] == name || FRAMING[i].eq_ignore_ascii_case(name) => 1 << i,
         _ => 0,
     }
@@ -452,17 +452,17 @@ fn framing_bit(name: &str) -> u8 {
 
 /// [`framing_bit`] of a name already in lower case (a pushed header's): a plain
 /// comparison, cheaper than one that ignores case.
-fn framing_bit_lower(name: &str) -> u8 {
+fn framing_bit_lower(name: &[u8]) -> u8 {
     match framing_candidate(name) {
-        Some(i) if FRAMING[i] == name => 1 << i,
+        Some(i) if FRAMING[i].as_bytes() == name => 1 << i,
         _ => 0,
     }
 }
 
 /// The one [`FRAMING`] name that `name` could be. The length picks it: the names
 /// differ in it, but for `expect` and `accept`, which differ in their first letter.
-fn framing_candidate(name: &str) -> Option<usize> {
-    match (name.len(), name.as_bytes().first()) {
+fn framing_candidate(name: &[u8]) -> Option<usize> {
+    match (name.len(), name.first()) {
         (4, _) => Some(0),
         (14, _) => Some(1),
         (17, _) => Some(2),
@@ -539,7 +539,62 @@ impl Headers {
         self.text.push_str(name);
         self.text[start..].make_ascii_lowercase();
         let name_end = self.text.len();
-        let bit = framing_bit_lower(&self.text[start..name_end]);
+        self.text.push_str(value);
+        let bit = framing_bit_lower(&self.text.as_bytes()[start..name_end]);
+        self.note(bit, (start, name_end, self.text.len()));
+    }
+
+    /// Replace the headers with those httparse `sent`, checking that every value is
+    /// UTF-8 in one pass over them all, not one per value (a short value's own check
+    /// costs more than the bytes it looks at). Names are tokens, so ASCII. On a value
+    /// that is not UTF-8, the headers are left empty and its header's name is
+    /// returned; a head that sends one is refused.
+    pub(crate) fn fill_parsed<'s>(&mut self, sent: &[httparse::Header<'s>]) -> Result<(), &'s str> {
+        self.clear();
+        let mut text = std::mem::take(&mut self.text).into_bytes();
+        for h in sent {
+            self.push_bytes(&mut text, h.name, h.value);
+        }
+        match String::from_utf8(text) {
+            Ok(text) => {
+                self.text = text;
+                Ok(())
+            }
+            Err(e) => {
+                // The headers before the bad one stay, as a refusal may read them
+                // (Accept).
+                let bad = e.utf8_error().valid_up_to();
+                let at = self.spans.iter().position(|&(_, _, end)| bad < end);
+                let before = &sent[..at.unwrap_or(0)];
+                let mut text = e.into_bytes();
+                text.clear();
+                self.clear();
+                for h in before {
+                    self.push_bytes(&mut text, h.name, h.value);
+                }
+                self.text = String::from_utf8(text).unwrap_or_default();
+                Err(at.map_or("", |i| sent[i].name))
+            }
+        }
+    }
+
+    /// Append `name` (lower-cased here) and `value` to `text`, the buffer taken out
+    /// of `self.text`.
+    fn push_bytes(&mut self, text: &mut Vec<u8>, name: &str, value: &[u8]) {
+        let start = text.len();
+        text.extend_from_slice(name.as_bytes());
+        text[start..].make_ascii_lowercase();
+        let name_end = text.len();
+        text.extend_from_slice(value);
+        self.note(
+            framing_bit_lower(&text[start..name_end]),
+            (start, name_end, text.len()),
+        );
+    }
+
+    /// Record a header just appended at `span`, and its [`FRAMING`] `bit` (0 for
+    /// another header).
+    fn note(&mut self, bit: u8, span: (usize, usize, usize)) {
         self.present |= bit;
         if bit == HOST_BIT {
             if self.hosts == 0 {
@@ -547,8 +602,7 @@ impl Headers {
             }
             self.hosts = self.hosts.saturating_add(1);
         }
-        self.text.push_str(value);
-        self.spans.push((start, name_end, self.text.len()));
+        self.spans.push(span);
     }
 
     /// Whether a [`FRAMING`] header of `bit` was sent: the server's own question on
@@ -703,20 +757,9 @@ fn parse_into<'b>(
     if head_len > limits.max_header_bytes {
         return Err(too_large(buf, limits));
     }
-    out.clear();
-    let mut utf8 = Ok(());
-    for h in req.headers.iter() {
-        match std::str::from_utf8(h.value) {
-            Ok(value) => out.push_trimmed(h.name, value),
-            Err(_) => {
-                utf8 = Err(HttpError::Malformed(format!(
-                    "header '{}' is not valid UTF-8",
-                    h.name
-                )));
-                break;
-            }
-        }
-    }
+    let utf8 = out
+        .fill_parsed(req.headers)
+        .map_err(|name| HttpError::Malformed(format!("header '{name}' is not valid UTF-8")));
     // httparse fills these three on Complete.
     Ok(Some(RawHead {
         method: req.method.unwrap_or_default(),
@@ -894,6 +937,31 @@ mod tests {
         assert_eq!(req.headers.get_all("host").count(), 1);
     }
 
+    /// Header values are checked for UTF-8 together: a head whose values all are
+    /// parses, non-ASCII text included, and one that sends a value that is not is
+    /// refused naming that header, the headers before it kept for the refusal.
+    #[test]
+    fn a_value_that_is_not_utf8_is_refused_by_name() {
+        let raw = "GET / HTTP/1.1\r\nHost: x\r\nX-City: Zürich\r\nX-Word: 日本\r\n\r\n";
+        let (req, _) = parse_head(raw.as_bytes(), &limits()).unwrap().unwrap();
+        assert_eq!(req.header("x-city"), Some("Zürich"));
+        assert_eq!(req.header("x-word"), Some("日本"));
+        let raw = b"GET / HTTP/1.1\r\nHost: x\r\nAccept: text/plain\r\nX-City: Z\xfcrich\r\nX-After: 1\r\n\r\n";
+        let mut req = Request::default();
+        match super::parse_head(raw, &limits(), &mut req) {
+            Err(HttpError::Malformed(e)) => assert_eq!(e, "header 'X-City' is not valid UTF-8"),
+            other => panic!("{other:?}"),
+        }
+        let kept: Vec<_> = req.headers.iter().collect();
+        assert_eq!(kept, [("host", "x"), ("accept", "text/plain")]);
+        // The buffer is whole again for the connection's next head.
+        let next = b"GET / HTTP/1.1\r\nHost: y\r\n\r\n";
+        super::parse_head(next, &limits(), &mut req)
+            .unwrap()
+            .unwrap();
+        assert_eq!(req.headers.iter().collect::<Vec<_>>(), [("host", "y")]);
+    }
+
     /// Only a value's optional whitespace (spaces and tabs) is trimmed, whether it was
     /// sent or pushed: any other whitespace is part of it, so a framing header or a
     /// Host that carries one is refused, never read as the value without it.
@@ -961,7 +1029,7 @@ mod tests {
         for (i, name) in FRAMING.iter().enumerate() {
             assert_eq!(framing_bit(name), 1 << i, "{name}");
             assert_eq!(framing_bit(&name.to_ascii_uppercase()), 1 << i, "{name}");
-            assert_eq!(framing_bit_lower(name), 1 << i, "{name}");
+            assert_eq!(framing_bit_lower(name.as_bytes()), 1 << i, "{name}");
         }
         for other in [
             "hosts",
@@ -972,9 +1040,9 @@ mod tests {
             "hozt",
         ] {
             assert_eq!(framing_bit(other), 0, "{other}");
-            assert_eq!(framing_bit_lower(other), 0, "{other}");
+            assert_eq!(framing_bit_lower(other.as_bytes()), 0, "{other}");
         }
-        assert_eq!((framing_bit(""), framing_bit_lower("")), (0, 0));
+        assert_eq!((framing_bit(""), framing_bit_lower(b"")), (0, 0));
         let bits = [
             ("host", HOST_BIT),
             ("content-length", CONTENT_LENGTH_BIT),
