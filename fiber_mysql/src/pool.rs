@@ -846,10 +846,12 @@ impl PooledConn {
         pipeline: bool,
         command: impl FnOnce(&mut Backend) -> Result<T>,
     ) -> Result<T> {
-        if self.gate.as_ref().is_some_and(|g| g.cancelled()) {
-            return Err(Error::Cancelled);
-        }
         if self.conn.is_none() {
+            // A cancelled checkout opens no connection. One that has its connection
+            // is refused by the gate's `begin` below, under the same lock.
+            if self.gate.as_ref().is_some_and(|g| g.cancelled()) {
+                return Err(Error::Cancelled);
+            }
             self.open_in_place()?;
         }
         let conn = self.conn.as_mut().ok_or(Error::WorkerGone)?;
