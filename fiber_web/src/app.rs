@@ -292,7 +292,7 @@ impl<S: Send + Sync + 'static> App<S> {
         name: &'static str,
         value: impl Into<Cow<'static, str>>,
     ) -> Self {
-        self.answers.default_headers.push((name, value.into()));
+        self.answers.default_headers.push(name, value.into());
         self
     }
 

@@ -13,7 +13,6 @@
 //! Counting and logging happen after the fiber has finished: a locking logger on a
 //! fiber could be abandoned mid-write by an overflow (STACK_SIZES.md).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +20,7 @@ use fiber_pool::{Admitted, CancelReason, Context, FiberPool, RunError};
 
 use crate::counters::{HttpStats, UNMATCHED};
 use crate::http::conn::{Peer, Service};
+use crate::http::defaults::DefaultHeaders;
 use crate::http::refusal::{queue_full, wait_timed_out};
 use crate::http::request::RequestLine;
 use crate::http::router::Router;
@@ -397,7 +397,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
 }
 
 impl<S: Send + Sync + 'static> Service for Routed<S> {
-    fn default_headers(&self) -> &[(&'static str, Cow<'static, str>)] {
+    fn default_headers(&self) -> &DefaultHeaders {
         &self.answers.default_headers
     }
 

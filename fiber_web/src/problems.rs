@@ -23,7 +23,7 @@ pub(crate) struct Answers {
     pub(crate) ids: Option<Arc<RequestId>>,
     /// Headers on every response (`App::default_header`), written by the connection
     /// from this one list.
-    pub(crate) default_headers: Vec<(&'static str, Cow<'static, str>)>,
+    pub(crate) default_headers: crate::http::defaults::DefaultHeaders,
 }
 
 impl Answers {

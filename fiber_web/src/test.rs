@@ -22,7 +22,6 @@
 //! assert_eq!(client.post("/todos").body("milk").send().status, 415);
 //! ```
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,6 +30,7 @@ use fiber_pool::FiberPool;
 use crate::counters::HttpStats;
 use crate::dispatch::{Pools, Routed};
 use crate::http::conn::Service;
+use crate::http::defaults::DefaultHeaders;
 use crate::http::status::has_no_body;
 use crate::http::{Request, Response};
 use crate::App;
@@ -179,11 +179,7 @@ pub struct TestResponse {
 }
 
 impl TestResponse {
-    fn from_response(
-        resp: Response,
-        head: bool,
-        defaults: &[(&'static str, Cow<'static, str>)],
-    ) -> TestResponse {
+    fn from_response(resp: Response, head: bool, defaults: &DefaultHeaders) -> TestResponse {
         let own = |name: &str| {
             resp.headers
                 .iter()

@@ -21,7 +21,6 @@
 //! or may not send the body), else `100 Continue` goes out. A Content-Length over the
 //! cap is refused by the parser (413) before any of the body is read.
 
-use std::borrow::Cow;
 use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -36,6 +35,7 @@ use may::net::TcpStream;
 use crate::config::HttpLimits;
 use crate::counters::HttpStats;
 use crate::http::chunked;
+use crate::http::defaults::DefaultHeaders;
 use crate::http::idle::{self, Sweeper, Watch, Watched};
 use crate::http::request::{parse_head, Framing, Head, Request, RequestLine};
 use crate::http::response::Response;
@@ -70,8 +70,8 @@ pub(crate) trait Service: Send + Sync + 'static {
     /// Headers every response of this service carries (a `Server` header), written
     /// after the response's own unless it set one of the same name: the list is the
     /// service's, so no response copies it.
-    fn default_headers(&self) -> &[(&'static str, Cow<'static, str>)] {
-        &[]
+    fn default_headers(&self) -> &DefaultHeaders {
+        DefaultHeaders::none()
     }
 
     /// The header a request's id is sent in, when the service gives ids.
@@ -256,8 +256,7 @@ pub(crate) fn serve<S: Service + ?Sized>(
         // answer joins this one.
         let defaults = service.default_headers();
         let out = &mut stream.out;
-        let defaults_len: usize = defaults.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
-        out.reserve(resp.wire_len() + defaults_len);
+        out.reserve(resp.wire_len() + defaults.wire_len());
         resp.write_with(
             out,
             req.minor_version,

@@ -11,6 +11,7 @@ pub(crate) mod chunked;
 pub mod client;
 pub(crate) mod conn;
 pub(crate) mod date;
+pub(crate) mod defaults;
 pub(crate) mod departure;
 pub(crate) mod extensions;
 pub(crate) mod form;

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 
 use std::fmt::Write as _;
 
+use crate::http::defaults::DefaultHeaders;
 use crate::http::problem::Problem;
 use crate::http::status::{has_no_body, status_line};
 
@@ -233,7 +234,13 @@ impl Response {
         keep_alive: bool,
         head_only: bool,
     ) {
-        self.write_with(out, minor_version, keep_alive, head_only, &[]);
+        self.write_with(
+            out,
+            minor_version,
+            keep_alive,
+            head_only,
+            DefaultHeaders::none(),
+        );
     }
 
     /// [`Response::write_to`], then `defaults` (the server's headers for every
@@ -245,7 +252,7 @@ impl Response {
         minor_version: u8,
         keep_alive: bool,
         head_only: bool,
-        defaults: &[(&'static str, Cow<'static, str>)],
+        defaults: &DefaultHeaders,
     ) {
         let status = crate::http::status::on_the_wire(self.status);
         match status_line(status) {
@@ -253,38 +260,44 @@ impl Response {
             None => {
                 // No reason phrase: RFC 9112 allows an empty one, and a client reads
                 // the code.
-                out.extend_from_slice(b"HTTP/1.1 ");
-                push_decimal(out, usize::from(status));
-                out.extend_from_slice(b" \r\n");
+                let mut line = *b"HTTP/1.1 000 \r\n";
+                put_decimal(&mut line[9..12], usize::from(status));
+                out.extend_from_slice(&line);
             }
         }
         let bodiless = has_no_body(status);
+        // Content-Length and Date are put together on the stack and copied once.
+        let mut fixed = [0u8; LENGTH_LINE_BYTES + DATE_LINE_BYTES];
+        let mut at = 0;
         if !bodiless {
-            out.extend_from_slice(b"Content-Length: ");
-            push_decimal(out, self.body.len());
-            out.extend_from_slice(b"\r\n");
+            fixed[..16].copy_from_slice(b"Content-Length: ");
+            at = 16 + put_decimal(&mut fixed[16..36], self.body.len());
+            fixed[at..at + 2].copy_from_slice(b"\r\n");
+            at += 2;
         }
-        out.extend_from_slice(b"Date: ");
-        out.extend_from_slice(&crate::http::date::now());
-        out.extend_from_slice(b"\r\n");
-        let own = |name: &str| {
-            self.headers
-                .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case(name))
-        };
-        let defaults = defaults.iter().filter(|(name, _)| !own(name));
-        for (name, value) in self.headers.iter().chain(defaults) {
+        let date = &mut fixed[at..at + DATE_LINE_BYTES];
+        date[..6].copy_from_slice(b"Date: ");
+        date[6..6 + crate::http::date::LEN].copy_from_slice(&crate::http::date::now());
+        date[DATE_LINE_BYTES - 2..].copy_from_slice(b"\r\n");
+        out.extend_from_slice(&fixed[..at + DATE_LINE_BYTES]);
+        for (name, value) in self.headers.iter() {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
             out.extend_from_slice(value.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
+        defaults.write_into(out, |name| {
+            self.headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        });
         if !keep_alive {
-            out.extend_from_slice(b"Connection: close\r\n");
+            out.extend_from_slice(b"Connection: close\r\n\r\n");
         } else if minor_version == 0 {
-            out.extend_from_slice(b"Connection: keep-alive\r\n");
+            out.extend_from_slice(b"Connection: keep-alive\r\n\r\n");
+        } else {
+            out.extend_from_slice(b"\r\n");
         }
-        out.extend_from_slice(b"\r\n");
         if !head_only && !bodiless {
             out.extend_from_slice(&self.body);
         }
@@ -303,19 +316,26 @@ fn bytes(text: Cow<'static, str>) -> Cow<'static, [u8]> {
 /// reason is 26 bytes), Content-Length (20 digits), Date, Connection and the blank line.
 const FIXED_HEAD_BYTES: usize = 160;
 
-/// `n` in decimal, appended to `out`.
-fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+/// `Content-Length: `, 20 digits at most, and a line end.
+const LENGTH_LINE_BYTES: usize = 16 + 20 + 2;
+/// `Date: `, an IMF-fixdate and a line end.
+const DATE_LINE_BYTES: usize = 6 + crate::http::date::LEN + 2;
+
+/// `n` in decimal at the front of `to`, which has room for it (20 bytes hold any
+/// `usize`); returns how many digits it took.
+fn put_decimal(to: &mut [u8], n: usize) -> usize {
+    let mut len = 1;
+    let mut rest = n / 10;
+    while rest > 0 {
+        rest /= 10;
+        len += 1;
     }
-    out.extend_from_slice(&digits[at..]);
+    let mut rest = n;
+    for digit in to[..len].iter_mut().rev() {
+        *digit = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    len
 }
 
 #[cfg(test)]
@@ -324,10 +344,9 @@ mod tests {
 
     #[test]
     fn default_headers_follow_the_own_unless_it_set_the_name() {
-        let defaults = [
-            ("Server", Cow::Borrowed("app")),
-            ("X-Frame-Options", Cow::Borrowed("DENY")),
-        ];
+        let mut defaults = DefaultHeaders::default();
+        defaults.push("Server", Cow::Borrowed("app"));
+        defaults.push("X-Frame-Options", Cow::Borrowed("DENY"));
         let wire = |r: Response| {
             let mut out = Vec::new();
             r.write_with(&mut out, 1, true, false, &defaults);
