@@ -547,7 +547,7 @@ impl Headers {
     /// Replace the headers with those httparse `sent`, checking that every value is
     /// UTF-8 in one pass over them all, not one per value (a short value's own check
     /// costs more than the bytes it looks at). Names are tokens, so ASCII. On a value
-    /// that is not UTF-8, the headers are left empty and its header's name is
+    /// that is not UTF-8, only the headers before it are kept and its header's name is
     /// returned; a head that sends one is refused.
     pub(crate) fn fill_parsed<'s>(&mut self, sent: &[httparse::Header<'s>]) -> Result<(), &'s str> {
         self.clear();

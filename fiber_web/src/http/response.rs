@@ -312,8 +312,9 @@ fn bytes(text: Cow<'static, str>) -> Cow<'static, [u8]> {
     }
 }
 
-/// The most bytes of a head besides the extra headers: the status line (the longest
-/// reason is 26 bytes), Content-Length (20 digits), Date, Connection and the blank line.
+/// The most bytes of a head besides the extra headers: the status line (46 bytes with
+/// the longest reason, 511's), Content-Length (38 with 20 digits), Date (37), and
+/// Connection with the blank line (26): 147.
 const FIXED_HEAD_BYTES: usize = 160;
 
 /// `Content-Length: `, 20 digits at most, and a line end.
