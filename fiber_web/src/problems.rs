@@ -40,7 +40,7 @@ impl Answers {
             self.render_in_place(resp, req.request_id(), req.wants_json());
         }
         if let (Some(ids), Some(id)) = (&self.ids, req.request_id()) {
-            if !has_header(resp, ids.name()) {
+            if !resp.sets_header(ids.name()) {
                 resp.headers
                     .to_mut()
                     .push((ids.name(), Cow::Owned(id.to_string())));
@@ -94,10 +94,4 @@ impl Answers {
         out.problem = Some(problem);
         *resp = out;
     }
-}
-
-fn has_header(resp: &Response, name: &str) -> bool {
-    resp.headers
-        .iter()
-        .any(|(n, _)| n.eq_ignore_ascii_case(name))
 }

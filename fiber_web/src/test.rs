@@ -180,12 +180,10 @@ pub struct TestResponse {
 
 impl TestResponse {
     fn from_response(resp: Response, head: bool, defaults: &DefaultHeaders) -> TestResponse {
-        let own = |name: &str| {
-            resp.headers
-                .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case(name))
-        };
-        let defaults: Vec<_> = defaults.iter().filter(|(n, _)| !own(n)).collect();
+        let defaults: Vec<_> = defaults
+            .iter()
+            .filter(|(n, _)| !resp.sets_header(n))
+            .collect();
         let body = if head || has_no_body(resp.status) {
             Vec::new()
         } else {

@@ -252,8 +252,7 @@ pub(crate) fn serve<S: Service + ?Sized>(
         // One buffer, one write. The buffer is the connection's, reused by its next
         // response (no allocation per request) and released when the connection idles
         // (`read_head`), so an idle connection holds no response bytes. It is written
-        // now unless the client's next bytes are already read (pipelining): then the
-        // next answer joins this one, and `read_head` writes both before it reads.
+        // now unless it is held for the next answer (pipelining, below).
         let defaults = service.default_headers();
         let out = &mut stream.out;
         out.reserve(resp.wire_len() + defaults.wire_len());

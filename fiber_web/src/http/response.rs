@@ -197,6 +197,14 @@ impl Response {
         self
     }
 
+    /// Whether the response set a header named `name` (any case) itself: the server's
+    /// defaults and the request id's header give way to it.
+    pub(crate) fn sets_header(&self, name: &str) -> bool {
+        self.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    }
+
     /// The same response with `headers` instead of its own.
     pub(crate) fn with_headers(
         mut self,
@@ -286,11 +294,7 @@ impl Response {
             out.extend_from_slice(value.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
-        defaults.write_into(out, |name| {
-            self.headers
-                .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case(name))
-        });
+        defaults.write_into(out, |name| self.sets_header(name));
         if !keep_alive {
             out.extend_from_slice(b"Connection: close\r\n\r\n");
         } else if minor_version == 0 {
