@@ -19,6 +19,7 @@ pub(crate) mod handler;
 pub mod html;
 pub(crate) mod idle;
 pub(crate) mod listener;
+pub(crate) mod literals;
 pub(crate) mod problem;
 pub(crate) mod query;
 pub(crate) mod refusal;

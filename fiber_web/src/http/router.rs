@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 
+use crate::http::literals::Literals;
 use crate::http::problem::{echo, Problem};
 use crate::http::{target, Response};
 
@@ -260,6 +261,8 @@ pub(crate) enum Found<'a, H> {
 #[derive(Clone)]
 pub(crate) struct Router<H> {
     routes: Vec<Route<H>>,
+    /// The literal routes' indexes in `routes`, by first word and length.
+    literals: Literals,
     /// Patterns that did not parse, reported by [`Router::check`].
     refused: Vec<PatternError>,
 }
@@ -268,6 +271,7 @@ impl<H> Default for Router<H> {
     fn default() -> Self {
         Router {
             routes: Vec::new(),
+            literals: Literals::default(),
             refused: Vec::new(),
         }
     }
@@ -290,13 +294,18 @@ impl<H> Router<H> {
         handler: H,
     ) -> Self {
         match Pattern::parse(pattern) {
-            Ok(parsed) => self.routes.push(Route {
-                method,
-                path: pattern.to_string(),
-                label,
-                handler,
-                pattern: parsed,
-            }),
+            Ok(parsed) => {
+                if let Some(word) = parsed.exact_head {
+                    self.literals.insert(word, pattern.len(), self.routes.len());
+                }
+                self.routes.push(Route {
+                    method,
+                    path: pattern.to_string(),
+                    label,
+                    handler,
+                    pattern: parsed,
+                });
+            }
             Err(why) => self.refused.push(PatternError {
                 pattern: pattern.to_string(),
                 why,
@@ -362,15 +371,14 @@ impl<H> Router<H> {
         let method = if method == "HEAD" { "GET" } else { method };
         let mut allowed = Vec::new();
         // A literal route that matches is as specific as a match can be: with the
-        // method right it wins at once. Its first word rules most routes out without
-        // a byte compare, and settles a path of at most 8 bytes (`/hello`) whole.
-        let wanted = head(path);
-        let literal = |r: &&Route<H>| {
-            r.pattern.exact_head == Some(wanted)
-                && r.path.len() == path.len()
-                && (path.len() <= 8 || r.path == path)
-        };
-        for r in self.routes.iter().filter(literal) {
+        // method right it wins at once. Its first word and length pick the candidates
+        // without a byte compare, and settle a path of at most 8 bytes (`/hello`) whole.
+        let candidates = self
+            .literals
+            .get(head(path), path.len())
+            .map(|i| &self.routes[i])
+            .filter(|r| path.len() <= 8 || r.path == path);
+        for r in candidates {
             if r.method == method {
                 params.clear();
                 return Found::Route(r);
@@ -528,6 +536,45 @@ mod tests {
             .headers
             .iter()
             .any(|(n, v)| *n == "Allow" && v == "GET, HEAD"));
+    }
+
+    #[test]
+    fn literal_routes_are_found_among_many_that_share_a_word_or_a_length() {
+        // Added out of order; `/widgets/a` and `/widgets/b` share the first word and
+        // the length, `/a` and `/b` the length, `/widgets` and `/widgetsz` the word.
+        let mut r = Router::new();
+        let paths = [
+            "/widgets/b",
+            "/b",
+            "/widgetsz",
+            "/a",
+            "/widgets",
+            "/widgets/a",
+            "/",
+        ];
+        for (i, path) in paths.iter().enumerate() {
+            r = r.get(path, "literal", i);
+        }
+        let r = r
+            .route("POST", "/widgets/a", "post", 100)
+            .get("/widgets/{id}", "pattern", 200);
+        assert_eq!(r.check(), Ok(()));
+        let mut p = Params::default();
+        for (i, path) in paths.iter().enumerate() {
+            assert!(
+                matches!(r.find("GET", path, &mut p), Found::Route(x) if x.handler == i),
+                "{path}"
+            );
+        }
+        assert!(
+            matches!(r.find("POST", "/widgets/a", &mut p), Found::Route(x) if x.handler == 100)
+        );
+        assert!(
+            matches!(r.find("PUT", "/widgets/a", &mut p), Found::MethodNotAllowed(m) if m == ["GET", "POST"])
+        );
+        // No literal of that word and length: the pattern answers.
+        assert!(matches!(r.find("GET", "/widgets/c", &mut p), Found::Route(x) if x.handler == 200));
+        assert!(matches!(r.find("GET", "/c", &mut p), Found::NoMatch));
     }
 
     #[test]
