@@ -32,22 +32,21 @@ impl Literals {
         self.rebuild();
     }
 
-    /// The routes with first word `word` and length `len`, in the order added.
-    pub(crate) fn get(&self, word: u64, len: usize) -> impl Iterator<Item = usize> + '_ {
-        let range = self.find(word, len).unwrap_or(0..0);
-        self.order[range].iter().map(|&(_, _, route)| route)
-    }
-
-    fn find(&self, word: u64, len: usize) -> Option<std::ops::Range<usize>> {
-        let mask = self.slots.len().checked_sub(1)?;
+    /// The routes with first word `word` and length `len`, as (word, length, route
+    /// index) in the order added; empty when there are none.
+    #[inline]
+    pub(crate) fn get(&self, word: u64, len: usize) -> &[(u64, usize, usize)] {
+        let Some(mask) = self.slots.len().checked_sub(1) else {
+            return &[];
+        };
         let mut i = hash(word, len, mask);
         loop {
-            let slot = self.slots[i];
+            let slot = &self.slots[i];
             if slot.end == 0 {
-                return None;
+                return &[];
             }
             if slot.word == word && slot.len == len {
-                return Some(slot.first as usize..slot.end as usize);
+                return &self.order[slot.first as usize..slot.end as usize];
             }
             i = (i + 1) & mask;
         }
@@ -82,6 +81,7 @@ impl Literals {
 }
 
 /// A slot for the key: Fibonacci hashing, whose top bits mix every input bit.
+#[inline]
 fn hash(word: u64, len: usize, mask: usize) -> usize {
     let mixed = (word ^ (len as u64).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (mixed >> 32) as usize & mask

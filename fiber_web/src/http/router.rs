@@ -376,7 +376,8 @@ impl<H> Router<H> {
         let candidates = self
             .literals
             .get(head(path), path.len())
-            .map(|i| &self.routes[i])
+            .iter()
+            .map(|&(_, _, i)| &self.routes[i])
             .filter(|r| path.len() <= 8 || r.path == path);
         for r in candidates {
             if r.method == method {
