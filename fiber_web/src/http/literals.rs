@@ -19,8 +19,10 @@ pub(crate) struct Literals {
     /// the order added.
     order: Vec<(u64, usize, usize)>,
     /// Open addressing over the distinct keys of `order`, at most half full; its
-    /// length is a power of two (or 0 before the first route).
+    /// length is a power of two, 2 or more (or 0 before the first route).
     slots: Vec<Slot>,
+    /// log2 of `slots.len()`.
+    bits: u32,
 }
 
 impl Literals {
@@ -39,7 +41,7 @@ impl Literals {
         let Some(mask) = self.slots.len().checked_sub(1) else {
             return &[];
         };
-        let mut i = hash(word, len, mask);
+        let mut i = hash(word, len, self.bits);
         loop {
             let slot = &self.slots[i];
             if slot.end == 0 {
@@ -56,6 +58,7 @@ impl Literals {
     fn rebuild(&mut self) {
         let size = (self.order.len() * 2).next_power_of_two();
         let mask = size - 1;
+        self.bits = size.trailing_zeros();
         self.slots = vec![Slot::default(); size];
         let mut first = 0;
         while first < self.order.len() {
@@ -65,7 +68,7 @@ impl Literals {
                     .iter()
                     .take_while(|&&(w, n, _)| (w, n) == (word, len))
                     .count();
-            let mut i = hash(word, len, mask);
+            let mut i = hash(word, len, self.bits);
             while self.slots[i].end != 0 {
                 i = (i + 1) & mask;
             }
@@ -80,9 +83,50 @@ impl Literals {
     }
 }
 
-/// A slot for the key: Fibonacci hashing, whose top bits mix every input bit.
+/// A slot for the key among `1 << bits`: Fibonacci hashing, keeping the product's top
+/// `bits` bits, which every bit of the key reaches (the low half's bits would ignore the
+/// key's high bytes, and `/api/users` and `/api/posts` would share a slot).
 #[inline]
-fn hash(word: u64, len: usize, mask: usize) -> usize {
+fn hash(word: u64, len: usize, bits: u32) -> usize {
     let mixed = (word ^ (len as u64).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (mixed >> 32) as usize & mask
+    // `bits` is at least 1 (a table has two slots or more), so the shift is below 64.
+    (mixed >> (64 - bits)) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The index's answer for `path`, as route indexes.
+    fn routes(index: &Literals, path: &str) -> Vec<usize> {
+        let mut word = [0u8; 8];
+        let n = path.len().min(8);
+        word[..n].copy_from_slice(&path.as_bytes()[..n]);
+        let found = index.get(u64::from_le_bytes(word), path.len());
+        found.iter().map(|&(_, _, route)| route).collect()
+    }
+
+    #[test]
+    fn keys_that_differ_only_in_their_high_bytes_spread_over_the_table() {
+        // Same length, same first five bytes: only bytes 5-7 tell them apart.
+        let paths: Vec<String> = (0..64).map(|i| format!("/api{:04}", i * 7)).collect();
+        let mut index = Literals::default();
+        for (i, path) in paths.iter().enumerate() {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(path.as_bytes());
+            index.insert(u64::from_le_bytes(word), path.len(), i);
+        }
+        let bits = index.slots.len().trailing_zeros();
+        let slots: std::collections::HashSet<usize> = index
+            .order
+            .iter()
+            .map(|&(w, n, _)| hash(w, n, bits))
+            .collect();
+        assert!(slots.len() >= 32, "64 keys in {} home slots", slots.len());
+        // Every key is found through its probe chain, collisions and all.
+        for (i, path) in paths.iter().enumerate() {
+            assert_eq!(routes(&index, path), [i], "{path}");
+        }
+        assert!(routes(&index, "/api9999").is_empty());
+    }
 }
