@@ -38,7 +38,7 @@
 //! pool for a threads-driver checkout that a fiber's overflow leaked: `KILL
 //! CONNECTION`, the whole session (`pool.rs`, "Abandoned checkouts").
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -66,11 +66,43 @@ const KILL_SETTLE_POLL: Duration = Duration::from_millis(1);
 
 /// One checkout's cancellation state, shared by its [`CancelHandle`]s, with the
 /// pool's side channel its kills go through. It is also the cancel hook a checkout
-/// registers with its request's context (`PooledConn::follow`).
-#[derive(Debug)]
+/// registers with its request's context (`PooledConn::follow`), and, for a checkout
+/// in a `fiber_pool::Lent`, the `Lent`'s owner, told when an overflow leaked the
+/// checkout (`pool.rs`, "Abandoned checkouts"): one allocation for the three.
 pub(crate) struct Gate {
     state: Mutex<GateState>,
     killer: Arc<Killer>,
+    /// The pool to give a leaked checkout's permit back to: a lent checkout's only.
+    /// Weak, so that a handle kept past its checkout keeps no pool alive.
+    owner: Option<Weak<dyn Owner>>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The pool of a lent checkout, as its gate sees it.
+pub(crate) trait Owner: Send + Sync {
+    /// A checkout of the pool was leaked by an overflow, and its session ended: its
+    /// permit is free again.
+    fn abandoned(&self);
+}
+
+/// What ends a lent checkout's server session should an overflow leak it, noted
+/// whenever the checkout gets a connection and forgotten when it ends.
+#[derive(Debug, Default)]
+struct Session {
+    /// A second handle on the connection's socket, whose shutdown ends the session
+    /// whatever stage it was at (the server rolls back and frees its locks; a
+    /// handshake half done ends too).
+    socket: Option<Arc<std::net::TcpStream>>,
+    /// The session's id, for a connection with no such handle (the threads driver:
+    /// `KILL CONNECTION`); 0 for none.
+    id: u32,
 }
 
 #[derive(Debug, Default)]
@@ -85,6 +117,8 @@ struct GateState {
     killing: Option<u64>,
     /// The command that was cut off, and when.
     cut: Option<(u64, Instant)>,
+    /// Noted for a lent checkout only.
+    session: Session,
 }
 
 /// The command in flight.
@@ -128,6 +162,48 @@ impl Gate {
         Gate {
             state: Mutex::default(),
             killer,
+            owner: None,
+        }
+    }
+
+    /// The gate of a checkout lent to a job, whose pool `owner` is told if an
+    /// overflow leaks it.
+    pub(crate) fn lent(killer: Arc<Killer>, owner: Weak<dyn Owner>) -> Gate {
+        Gate {
+            owner: Some(owner),
+            ..Gate::new(killer)
+        }
+    }
+
+    /// The checkout got a connection (`None`: it has none now): what ends its session
+    /// is `socket`, else the session's `id`.
+    pub(crate) fn note_session(&self, socket: Option<Arc<std::net::TcpStream>>, id: u32) {
+        // The handle it replaces is dropped after the lock (it may be the last).
+        let old = std::mem::replace(&mut self.state().session, Session { socket, id });
+        drop(old);
+    }
+
+    /// An overflow leaked the checkout: ends its server session (shuts its socket
+    /// down, or kills the session by id, waiting for the answer on a thread of the
+    /// side channel's, bounded), then tells the pool. A kill that fails (the server
+    /// unreachable) still tells it: the pool stays whole, and such a session ends with
+    /// the server's own timeouts.
+    pub(crate) fn abandoned(&self) {
+        let session = std::mem::take(&mut self.state().session);
+        match session {
+            Session {
+                socket: Some(socket),
+                ..
+            } => {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+            Session { id: 0, .. } => {}
+            Session { id, .. } => {
+                let _ = self.killer.kill_connection(id);
+            }
+        }
+        if let Some(owner) = self.owner.as_ref().and_then(Weak::upgrade) {
+            owner.abandoned();
         }
     }
 
@@ -228,11 +304,17 @@ impl Gate {
     /// The checkout ends: handles stop acting. Waits until every KILL already sent is
     /// answered (see the module comment) if `settle`; returns `(cancelled, settled)`.
     pub(crate) fn close(&self, settle: bool) -> (bool, bool) {
-        let (cancelled, in_flight) = {
+        let (cancelled, in_flight, session) = {
             let mut s = self.state();
             s.closed = true;
-            (s.cancelled, s.kills_in_flight)
+            (
+                s.cancelled,
+                s.kills_in_flight,
+                std::mem::take(&mut s.session),
+            )
         };
+        // A handle kept past the checkout keeps no socket open.
+        drop(session);
         // Closed, no kill starts any more: none in flight now means none later.
         if !settle || in_flight == 0 {
             // Nothing to wait for (the usual case): no clock read.

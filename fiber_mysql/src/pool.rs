@@ -32,7 +32,7 @@
 //! it off the fiber stack. After an overflow the guard is leaked, not dropped
 //! (`fiber_pool::Abandoned`: the overflow may have struck in the middle of one of
 //! its commands, or a thread the job started may still use it), so the pool
-//! accounts for it from what it kept beside the `Lent` (`Beside`): a second
+//! accounts for it from what the checkout's gate, the `Lent`'s owner, noted: a second
 //! descriptor of the socket, made at the connect, which it shuts down (the server
 //! ends the session, rolls back the transaction and frees the locks, whatever stage
 //! the session was at), or for the threads driver the session's id, which it ends
@@ -42,13 +42,13 @@
 //! something may still use lets its number be reused under it.
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use mysql_common::params::Params;
 
-use crate::cancel::{CancelHandle, Gate, Killer, KILL_CONNECTIONS};
+use crate::cancel::{self, CancelHandle, Gate, Killer, KILL_CONNECTIONS};
 use crate::conn::{Conn, QueryKiller};
 use crate::error::{Error, Phase, Result};
 use crate::opts::Opts;
@@ -332,55 +332,11 @@ impl Backend {
     }
 }
 
-/// What a checkout in a `Lent` keeps beside itself for the pool, should an overflow
-/// leak it (see "Abandoned checkouts" above): a second handle on its socket, whose
-/// shutdown ends the session whatever stage it was at (the server rolls back and
-/// frees its locks; a handshake half done ends too), and the session's id, for a
-/// connection with no such handle (the threads driver: `KILL CONNECTION`).
-/// Written on the carrier whenever the checkout gets a connection. It is also the
-/// `Lent`'s owner, which an abandon tells: one allocation for both.
-struct Beside {
-    pool: Arc<Shared>,
-    socket: Mutex<Option<Arc<std::net::TcpStream>>>,
-    id: AtomicU32,
-}
-
-impl fiber_pool::LentOwner<PooledConn> for Beside {
+/// A lent checkout's gate is the `Lent`'s owner: told of an overflow that leaked the
+/// checkout, it ends the session from what it noted and gives the permit back.
+impl fiber_pool::LentOwner<PooledConn> for Gate {
     fn abandoned(&self, _leaked: fiber_pool::Abandoned<PooledConn>) {
-        self.pool.abandoned(self);
-    }
-}
-
-impl Beside {
-    fn new(pool: Arc<Shared>) -> Beside {
-        Beside {
-            pool,
-            socket: Mutex::new(None),
-            id: AtomicU32::new(0),
-        }
-    }
-
-    fn note(&self, conn: Option<&Backend>) {
-        *self.socket.lock().unwrap_or_else(|p| p.into_inner()) =
-            conn.and_then(Backend::shutdown_handle);
-        self.id
-            .store(conn.map_or(0, Backend::connection_id), Ordering::Release);
-    }
-
-    /// Ends the session: shuts the socket down, or kills the session by id.
-    fn end(&self, killer: &Arc<Killer>) {
-        let socket = self.socket.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match socket {
-            Some(socket) => {
-                let _ = socket.shutdown(std::net::Shutdown::Both);
-            }
-            None => match self.id.load(Ordering::Acquire) {
-                0 => {}
-                id => {
-                    let _ = killer.kill_connection(id);
-                }
-            },
-        }
+        Gate::abandoned(self);
     }
 }
 
@@ -400,6 +356,17 @@ struct Shared {
     resets: AtomicU64,
     reset_failures: AtomicU64,
     opened: AtomicU64,
+}
+
+/// Accounts for a checkout that a fiber's overflow leaked (see "Abandoned checkouts"
+/// above), once its gate has ended the session: gives its permit back. Runs on the
+/// carrier, after the fiber is gone.
+impl cancel::Owner for Shared {
+    fn abandoned(&self) {
+        self.abandoned.fetch_add(1, Ordering::Relaxed);
+        self.in_use.fetch_sub(1, Ordering::Relaxed);
+        self.permits.give();
+    }
 }
 
 impl Shared {
@@ -444,19 +411,6 @@ impl Shared {
                 None
             }
         }
-    }
-
-    /// Accounts for a checkout that a fiber's overflow leaked (see "Abandoned
-    /// checkouts" above): ends its server session from what was kept `beside` it,
-    /// then gives its permit back. Runs on the carrier, after the fiber is gone; a
-    /// kill waits for its answer (bounded, on a thread of its own: [`Killer`]). A
-    /// kill that fails (the server unreachable) still gives the permit back: the
-    /// pool stays whole, and such a session ends with the server's own timeouts.
-    fn abandoned(&self, beside: &Beside) {
-        beside.end(&self.killer);
-        self.abandoned.fetch_add(1, Ordering::Relaxed);
-        self.in_use.fetch_sub(1, Ordering::Relaxed);
-        self.permits.give();
     }
 
     fn give_back_here(&self, mut conn: Option<Backend>, gate: Option<Arc<Gate>>) {
@@ -620,17 +574,10 @@ impl Pool {
         }
         // The checkout follows the context in the same switch to the carrier that
         // makes it (`follow` registers its hook there).
-        let followed = |conn: Result<PooledConn>| {
-            conn.map(|mut conn| {
-                if let Some(ctx) = &ctx {
-                    conn.follow(ctx);
-                }
-                conn
-            })
-        };
-        match ctx.as_ref().and_then(fiber_pool::Context::deadline) {
-            Some(deadline) => self.lend(|| followed(self.get_until_or(deadline, wait))),
-            None => self.lend(|| followed(self.get_timeout(wait))),
+        let ctx = ctx.as_ref();
+        match ctx.and_then(fiber_pool::Context::deadline) {
+            Some(deadline) => self.lend(|| self.get_until_or(deadline, wait), ctx),
+            None => self.lend(|| self.get_timeout(wait), ctx),
         }
     }
 
@@ -641,18 +588,30 @@ impl Pool {
     /// and its queries ([`PooledConn::set_deadline`]).
     pub fn checkout_until(&self, deadline: Instant) -> Result<fiber_pool::Lent<PooledConn>> {
         fiber_pool::check_stack(CHECKOUT_STACK_MARGIN);
-        self.lend(|| self.get_until(deadline))
+        self.lend(|| self.get_until(deadline), None)
     }
 
-    /// The checkout `get` makes, in a `Lent`, with what ends its server session kept
-    /// beside it ([`Beside`]) for the pool, should an overflow leak the checkout.
+    /// The checkout `get` makes, in a `Lent` whose owner is the checkout's gate, which
+    /// notes what ends the server session should an overflow leak the checkout; then
+    /// following `ctx`, if any.
     fn lend(
         &self,
         get: impl FnOnce() -> Result<PooledConn> + Send,
+        ctx: Option<&fiber_pool::Context>,
     ) -> Result<fiber_pool::Lent<PooledConn>> {
-        let beside = Arc::new(Beside::new(Arc::clone(&self.shared)));
-        let kept = Arc::clone(&beside);
-        fiber_pool::Lent::acquire_owned(move || get().map(|conn| conn.tracked(kept)), beside)
+        let owner: Weak<dyn cancel::Owner> = Arc::downgrade(&self.shared) as Weak<Shared>;
+        let gate = Arc::new(Gate::lent(Arc::clone(&self.shared.killer), owner));
+        let kept = Arc::clone(&gate);
+        let made = move || {
+            get().map(|conn| {
+                let mut conn = conn.tracked(kept);
+                if let Some(ctx) = ctx {
+                    conn.follow(ctx);
+                }
+                conn
+            })
+        };
+        fiber_pool::Lent::acquire_owned(made, gate)
     }
 
     /// [`Pool::checkout_until`] as a plain guard (see [`Pool::get`]).
@@ -725,7 +684,6 @@ impl Pool {
             gate: None,
             deadline: None,
             following: None,
-            beside: None,
         })
     }
 
@@ -814,16 +772,14 @@ pub struct PooledConn {
     /// `discard`); opened lazily by `with`.
     conn: Option<Backend>,
     pool: Arc<Shared>,
-    /// The checkout's cancellation state, made on first use (`cancel_handle` or
-    /// `follow`).
+    /// The checkout's cancellation state: a lent checkout's from the start, else made
+    /// on first use (`cancel_handle` or `follow`).
     gate: Option<Arc<Gate>>,
     /// Every wait of this checkout ends by then ([`PooledConn::set_deadline`]).
     deadline: Option<Instant>,
     /// The hook that cancels this checkout when the job's context is cancelled
     /// ([`PooledConn::follow`]); unregistered when the connection goes back.
     following: Option<fiber_pool::Registration>,
-    /// What a checkout in a `Lent` keeps beside itself for the pool ([`Beside`]).
-    beside: Option<Arc<Beside>>,
 }
 
 impl std::fmt::Debug for PooledConn {
@@ -922,15 +878,15 @@ impl PooledConn {
     }
 
     /// Runs `make` on the carrier's stack and stores the connection in the slot and
-    /// notes it beside the checkout there, in one go: as a plain value on a fiber, a
+    /// notes its session in the gate there, in one go: as a plain value on a fiber, a
     /// new connection could be abandoned by an overflow before either, its socket and
     /// its server-side session then never ended.
     fn store_made(&mut self, make: impl FnOnce() -> Result<Backend> + Send) -> Result<()> {
-        let (slot, beside) = (&mut self.conn, &self.beside);
+        let (slot, gate) = (&mut self.conn, &self.gate);
         fiber_pool::on_carrier(|| -> Result<()> {
             *slot = Some(make()?);
-            if let Some(beside) = beside {
-                beside.note(slot.as_ref());
+            if let Some(gate) = gate {
+                note_session(gate, slot.as_ref());
             }
             Ok(())
         })
@@ -1049,10 +1005,10 @@ impl PooledConn {
         self.conn.as_ref().map(Backend::connection_id)
     }
 
-    /// Keeps what ends this checkout's session in `beside` (see [`Beside`]).
-    fn tracked(mut self, beside: Arc<Beside>) -> PooledConn {
-        beside.note(self.conn.as_ref());
-        self.beside = Some(beside);
+    /// Makes `gate`, a lent checkout's, this checkout's, with its session noted.
+    fn tracked(mut self, gate: Arc<Gate>) -> PooledConn {
+        note_session(&gate, self.conn.as_ref());
+        self.gate = Some(gate);
         self
     }
 
@@ -1069,6 +1025,14 @@ impl PooledConn {
         // Drop runs next and gives the permit back with no connection (and closes the
         // gate, with nothing to wait for: the connection is gone).
     }
+}
+
+/// Notes in `gate` what ends `conn`'s session (`None`: the checkout has no connection).
+fn note_session(gate: &Gate, conn: Option<&Backend>) {
+    gate.note_session(
+        conn.and_then(Backend::shutdown_handle),
+        conn.map_or(0, Backend::connection_id),
+    );
 }
 
 impl Drop for PooledConn {

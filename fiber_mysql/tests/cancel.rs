@@ -238,22 +238,6 @@ fn status(conn: &mut Conn, name: &str) -> u64 {
     r.rows[0].get::<String, _>(1).unwrap().parse().unwrap()
 }
 
-/// Established TCP connections on this machine to `port` (on loopback: the tests'
-/// private servers), read from /proc/net/tcp.
-fn connections_to(port: u16) -> usize {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
-    table
-        .lines()
-        .skip(1)
-        .filter(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let remote = fields.get(2).and_then(|a| a.rsplit(':').next());
-            fields.get(3) == Some(&"01")
-                && remote.and_then(|p| u16::from_str_radix(p, 16).ok()) == Some(port)
-        })
-        .count()
-}
-
 /// Polls until `what` holds, for at most [`STATE_WAIT`].
 fn wait_for(what: &str, mut holds: impl FnMut() -> bool) {
     let until = Instant::now() + STATE_WAIT;
@@ -299,7 +283,7 @@ fn the_side_channel_is_opened_ahead_on_the_servers_extra_port() {
     assert_eq!(server.opts().kill_port, None, "found, not told");
     let pool = pool(server.opts(), SIZE);
     wait_for("the side channel opened on the extra port", || {
-        connections_to(server.extra_port()) == KILL_CONNECTIONS
+        common::connections_to(server.extra_port()) == KILL_CONNECTIONS
             && pool.stats().kill_connections == KILL_CONNECTIONS
     });
     assert_eq!(pool.stats().kill_connections, KILL_CONNECTIONS);
@@ -311,8 +295,11 @@ fn the_side_channel_is_opened_ahead_on_the_servers_extra_port() {
     wait_for("the query ran", || statements(&mut watcher).len() == 1);
     handle.cancel().unwrap();
     assert!(matches!(query.join().unwrap(), Err(Error::Cancelled)));
-    assert_eq!(connections_to(server.extra_port()), KILL_CONNECTIONS + 1);
-    assert_eq!(connections_to(server.port()), SIZE);
+    assert_eq!(
+        common::connections_to(server.extra_port()),
+        KILL_CONNECTIONS + 1
+    );
+    assert_eq!(common::connections_to(server.port()), SIZE);
 }
 
 /// Kills on the `extra_port` reach a statement while the server's thread pool has no
@@ -558,7 +545,7 @@ fn kills_go_to_the_servers_own_port_when_the_kill_port_refuses() {
     wait_for("the side channel opened", || {
         pool.stats().kill_connections == KILL_CONNECTIONS
     });
-    assert_eq!(connections_to(server.extra_port()), 0);
+    assert_eq!(common::connections_to(server.extra_port()), 0);
     let mut watcher = extra_port_admin(&server);
     let mut conn = pool.get().unwrap();
     let handle = conn.cancel_handle();

@@ -103,3 +103,19 @@ pub fn column_error<T: std::fmt::Debug>(
         other => panic!("expected Error::Column, got {other:?}"),
     }
 }
+
+/// Established TCP connections on this machine to `port` (on loopback: the tests'
+/// private servers), read from /proc/net/tcp.
+pub fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let remote = fields.get(2).and_then(|a| a.rsplit(':').next());
+            fields.get(3) == Some(&"01")
+                && remote.and_then(|p| u16::from_str_radix(p, 16).ok()) == Some(port)
+        })
+        .count()
+}
