@@ -241,19 +241,10 @@ impl<S: Send + Sync + 'static> Routed<S> {
         peer: Option<&Peer<'_>>,
         asked: Instant,
     ) -> (Option<Outcome>, Box<Request>) {
-        // A connection's first request makes its context with room for the hooks;
-        // its later ones renew it, room and all.
-        let ctx = req.context.take().map_or_else(
-            || {
-                let ctx = Context::new();
-                ctx.reserve_hooks(HOOKS_RESERVED);
-                ctx
-            },
-            Context::renewed,
-        );
+        let kept = req.context.take();
         self.answers.begin(&mut req);
-        let (mut outcome, mut req, ctx) = self.route_in(ctx, req, peer, asked);
-        req.context = Some(ctx);
+        let (mut outcome, mut req, ctx) = self.route_in(kept, req, peer, asked);
+        req.context = ctx;
         // Counted, logged and sent (or seen by the test client) as it goes out.
         if let Some((resp, _, _)) = &mut outcome {
             resp.status = crate::http::status::on_the_wire(resp.status);
@@ -262,15 +253,17 @@ impl<S: Send + Sync + 'static> Routed<S> {
         (outcome, req)
     }
 
-    /// [`route`](Self::route) in `ctx`, a live context without a deadline, given
-    /// back (with the deadline it got) for the connection's next request.
+    /// [`route`](Self::route) in the context the connection `kept` from its last
+    /// request that needed one, renewed here if this one does (a request answered
+    /// on the carrier without a limit needs none), and given back (with the
+    /// deadline it got) for the connection's next request.
     fn route_in(
         &self,
-        ctx: Context,
+        kept: Option<Context>,
         mut req: Box<Request>,
         peer: Option<&Peer<'_>>,
         asked: Instant,
-    ) -> (Option<Outcome>, Box<Request>, Context) {
+    ) -> (Option<Outcome>, Box<Request>, Option<Context>) {
         let mut params = std::mem::take(&mut req.params);
         let found = self.router.resolve(&req.method, req.path(), &mut params);
         req.params = params;
@@ -281,13 +274,28 @@ impl<S: Send + Sync + 'static> Routed<S> {
             ),
             // With no layer to see it, a refusal needs no fiber.
             Err(refused) if self.layers.is_empty() => {
-                return (Some((refused, None, None)), req, ctx)
+                return (Some((refused, None, None)), req, kept)
             }
             Err(refused) => (None, JobEnd::Refused(Box::new(refused))),
         };
         let label = route.map(|r| r.label);
         let ep = route.map(|r| &r.handler);
-        let with_layers = !ep.is_some_and(|ep| ep.without_layers || ep.on_carrier);
+        let on_carrier = ep.is_some_and(|ep| ep.on_carrier);
+        if on_carrier && ep.is_some_and(|ep| ep.limit.is_none()) {
+            let resp = end.run(&[], &self.state, &mut req);
+            return (Some((resp, label, None)), req, kept);
+        }
+        // A connection's first such request makes its context with room for the
+        // hooks; its later ones renew it, room and all.
+        let ctx = kept.map_or_else(
+            || {
+                let ctx = Context::new();
+                ctx.reserve_hooks(HOOKS_RESERVED);
+                ctx
+            },
+            Context::renewed,
+        );
+        let with_layers = !ep.is_some_and(|ep| ep.without_layers || on_carrier);
         // The request's context: its deadline (the earlier of the server's and the
         // route's), and its cancellation when its client goes (the sweeper watches
         // the client while the job runs: `peer.watch`). Every wait of the job sees
@@ -303,13 +311,13 @@ impl<S: Send + Sync + 'static> Routed<S> {
         let turn = match ep.and_then(|ep| ep.limit.as_ref()) {
             Some(limit) => match limit.enter(label.unwrap_or(UNMATCHED), ctx.deadline()) {
                 Ok(turn) => Some(turn),
-                Err(refused) => return (Some((refused, label, None)), req, ctx),
+                Err(refused) => return (Some((refused, label, None)), req, Some(ctx)),
             },
             None => None,
         };
-        if ep.is_some_and(|ep| ep.on_carrier) {
+        if on_carrier {
             let resp = end.run(&[], &self.state, &mut req);
-            return (Some((resp, label, None)), req, ctx);
+            return (Some((resp, label, None)), req, Some(ctx));
         }
         let watched = peer.map(|p| p.watch(&ctx));
         // A request that waited for its turn or its fiber may have lost its client
@@ -351,7 +359,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
         if let Some(peer) = peer {
             peer.keep_line(kept);
         }
-        (resp.map(|resp| (resp, label, stack_used)), req, ctx)
+        (resp.map(|resp| (resp, label, stack_used)), req, Some(ctx))
     }
 
     /// The response of a request's run, and its request: the box the job gave back,
