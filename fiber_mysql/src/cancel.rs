@@ -177,7 +177,11 @@ impl Gate {
 
     /// The checkout got a connection (`None`: it has none now): what ends its session
     /// is `socket`, else the session's `id`.
+    /// Only a lent checkout's gate keeps it: another's session ends with its guard.
     pub(crate) fn note_session(&self, socket: Option<Arc<std::net::TcpStream>>, id: u32) {
+        if self.owner.is_none() {
+            return;
+        }
         // The handle it replaces is dropped after the lock (it may be the last).
         let old = std::mem::replace(&mut self.state().session, Session { socket, id });
         drop(old);
@@ -188,8 +192,15 @@ impl Gate {
     /// side channel's, bounded), then tells the pool. A kill that fails (the server
     /// unreachable) still tells it: the pool stays whole, and such a session ends with
     /// the server's own timeouts.
+    /// The gate closes too: the leaked checkout's hook and handles do nothing more
+    /// (its session is ended already).
     pub(crate) fn abandoned(&self) {
-        let session = std::mem::take(&mut self.state().session);
+        let (session, running) = {
+            let mut s = self.state();
+            s.closed = true;
+            (std::mem::take(&mut s.session), s.running.take())
+        };
+        drop(running);
         match session {
             Session {
                 socket: Some(socket),
@@ -202,7 +213,11 @@ impl Gate {
                 let _ = self.killer.kill_connection(id);
             }
         }
-        if let Some(owner) = self.owner.as_ref().and_then(Weak::upgrade) {
+        // The leaked checkout holds its pool, so the upgrade succeeds whenever a
+        // `Lent` tells an abandon (only of a checkout it holds).
+        let owner = self.owner.as_ref().and_then(Weak::upgrade);
+        debug_assert!(owner.is_some(), "a lent checkout's pool outlives it");
+        if let Some(owner) = owner {
             owner.abandoned();
         }
     }
@@ -304,17 +319,19 @@ impl Gate {
     /// The checkout ends: handles stop acting. Waits until every KILL already sent is
     /// answered (see the module comment) if `settle`; returns `(cancelled, settled)`.
     pub(crate) fn close(&self, settle: bool) -> (bool, bool) {
-        let (cancelled, in_flight, session) = {
+        let (cancelled, in_flight, session, running) = {
             let mut s = self.state();
             s.closed = true;
             (
                 s.cancelled,
                 s.kills_in_flight,
                 std::mem::take(&mut s.session),
+                // A command whose end never came (it panicked).
+                s.running.take(),
             )
         };
         // A handle kept past the checkout keeps no socket open.
-        drop(session);
+        drop((session, running));
         // Closed, no kill starts any more: none in flight now means none later.
         if !settle || in_flight == 0 {
             // Nothing to wait for (the usual case): no clock read.

@@ -599,7 +599,8 @@ impl Pool {
         get: impl FnOnce() -> Result<PooledConn> + Send,
         ctx: Option<&fiber_pool::Context>,
     ) -> Result<fiber_pool::Lent<PooledConn>> {
-        let owner: Weak<dyn cancel::Owner> = Arc::downgrade(&self.shared) as Weak<Shared>;
+        let owner: Weak<Shared> = Arc::downgrade(&self.shared);
+        let owner: Weak<dyn cancel::Owner> = owner;
         let gate = Arc::new(Gate::lent(Arc::clone(&self.shared.killer), owner));
         let kept = Arc::clone(&gate);
         let made = move || {
@@ -905,6 +906,9 @@ impl PooledConn {
                 };
                 if let Err(e) = conn.finish_connect() {
                     self.conn = None;
+                    if let Some(gate) = &self.gate {
+                        note_session(gate, None);
+                    }
                     return Err(e);
                 }
             }
@@ -951,7 +955,7 @@ impl PooledConn {
         CancelHandle::new(Arc::clone(self.gate()))
     }
 
-    /// This checkout's cancellation state, made on first use.
+    /// This checkout's cancellation state: a lent checkout's, or one made on first use.
     fn gate(&mut self) -> &Arc<Gate> {
         let killer = &self.pool.killer;
         self.gate
@@ -1007,6 +1011,7 @@ impl PooledConn {
 
     /// Makes `gate`, a lent checkout's, this checkout's, with its session noted.
     fn tracked(mut self, gate: Arc<Gate>) -> PooledConn {
+        debug_assert!(self.gate.is_none(), "a checkout is lent before it follows");
         note_session(&gate, self.conn.as_ref());
         self.gate = Some(gate);
         self
