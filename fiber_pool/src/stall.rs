@@ -19,6 +19,8 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::clock::coarse_nanos;
+
 /// Most threads carrying fibers at once (may workers, plus threads calling `run`
 /// directly). A thread beyond it is simply not tracked.
 pub const MAX_CARRIER_THREADS: usize = 1024;
@@ -30,7 +32,7 @@ struct ThreadSlot {
     seq: AtomicU64,
     label_ptr: AtomicUsize,
     label_len: AtomicUsize,
-    /// When the running fiber was resumed ([`now`] nanoseconds); 0 while the thread
+    /// When the running fiber was resumed (coarse nanoseconds, `clock.rs`); 0 while the thread
     /// is not running fiber code.
     since: AtomicU64,
     /// Resumes so far on this slot: tells one holding from the next.
@@ -117,7 +119,7 @@ pub(crate) fn enter(label: &'static str) {
     slot.label_ptr
         .store(label.as_ptr() as usize, Ordering::Relaxed);
     slot.label_len.store(label.len(), Ordering::Relaxed);
-    slot.since.store(now(), Ordering::Relaxed);
+    slot.since.store(coarse_nanos(), Ordering::Relaxed);
     slot.resumes.fetch_add(1, Ordering::Relaxed);
     slot.seq.store(seq.wrapping_add(2), Ordering::Release);
 }
@@ -128,23 +130,6 @@ pub(crate) fn leave() {
     if i < FULL {
         SLOTS[i].since.store(0, Ordering::Relaxed);
     }
-}
-
-/// A coarse monotonic clock in nanoseconds (never 0): `CLOCK_MONOTONIC_COARSE`, read
-/// in a few nanoseconds from the vDSO, with the kernel tick's resolution (1-4 ms),
-/// ample for stalls of tens of milliseconds and more.
-fn now() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC_COARSE always exists on
-    // Linux, and on a failure `ts` stays zero (treated as "just now" below).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-        .max(1)
 }
 
 /// A job that has held its thread, running its own code, for a while.
@@ -166,7 +151,7 @@ pub struct RunningJob {
 /// its carrier, for at least `min`. Lock-free and allocation-free except for the
 /// returned `Vec`; call from any thread (a watchdog's).
 pub fn jobs_running_longer_than(min: Duration) -> Vec<RunningJob> {
-    let now = now();
+    let now = coarse_nanos();
     let used = USED.load(Ordering::Acquire).min(MAX_CARRIER_THREADS);
     let mut out = Vec::new();
     for (thread, slot) in SLOTS[..used].iter().enumerate() {

@@ -231,7 +231,8 @@ impl<S: Send + Sync + 'static> Routed<S> {
     }
 
     /// The response to `req`, or `None` when its client (`peer`, when there is one)
-    /// left while it waited for its turn or fiber since `asked` (then it is not run).
+    /// left while it waited for its turn or fiber since `asked`
+    /// ([`fiber_pool::monotonic_nanos`]; then it is not run).
     ///
     /// The request comes back with the outcome: the same box, or, when its job did
     /// not give it back, a new one holding its line.
@@ -239,7 +240,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
         &self,
         mut req: Box<Request>,
         peer: Option<&Peer<'_>>,
-        asked: Instant,
+        asked: u64,
     ) -> (Option<Outcome>, Box<Request>) {
         let kept = req.context.take();
         self.answers.begin(&mut req);
@@ -262,7 +263,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
         kept: Option<Context>,
         mut req: Box<Request>,
         peer: Option<&Peer<'_>>,
-        asked: Instant,
+        asked: u64,
     ) -> (Option<Outcome>, Box<Request>, Option<Context>) {
         let mut params = std::mem::take(&mut req.params);
         let found = self.router.resolve(&req.method, req.path(), &mut params);
@@ -305,7 +306,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
             (a, b) => a.or(b),
         };
         let ctx = match timeout {
-            Some(t) => ctx.with_deadline(asked + t),
+            Some(t) => ctx.with_deadline(Instant::now() + t.saturating_sub(since(asked))),
             None => ctx,
         };
         let turn = match ep.and_then(|ep| ep.limit.as_ref()) {
@@ -329,7 +330,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
         let client = peer.map(Peer::client);
         let start = |admitted: Admitted| {
             let could_wait = admitted.queued || limited;
-            !(could_wait && asked.elapsed() >= WAITED && client.is_some_and(|c| c.gone()))
+            !(could_wait && since(asked) >= WAITED && client.is_some_and(|c| c.gone()))
         };
         // The job owns what it uses (an overflow abandons its frames, and what they
         // borrowed could still be in use after `run` returns): the request's box
@@ -430,9 +431,9 @@ impl<S: Send + Sync + 'static> Service for Routed<S> {
     fn call(&self, req: Box<Request>, peer: &Peer<'_>) -> (Option<Response>, Box<Request>) {
         // One clock read starts the request: its latency, and the wait that decides
         // whether its client is checked before it runs (`route`).
-        let started = Instant::now();
+        let started = fiber_pool::monotonic_nanos();
         let (outcome, req) = self.route(req, Some(peer), started);
-        let took = started.elapsed();
+        let took = since(started);
         let Some((resp, label, stack_used)) = outcome else {
             // Its client left: no answer, but an access line, so a log shows every
             // request.
@@ -467,6 +468,11 @@ impl<S: Send + Sync + 'static> Service for Routed<S> {
         }
         (Some(resp), req)
     }
+}
+
+/// The time since `then`, a [`fiber_pool::monotonic_nanos`] reading.
+pub(crate) fn since(then: u64) -> Duration {
+    Duration::from_nanos(fiber_pool::monotonic_nanos().saturating_sub(then))
 }
 
 /// What a request's job ends in, owned by the job: the route's handler, or the

@@ -23,7 +23,6 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use fiber_pool::FiberPool;
 
@@ -149,12 +148,12 @@ impl<S: Send + Sync + 'static> TestRequest<'_, S> {
         let head = req.method == "HEAD";
         // The server calls the app from a may coroutine (a connection's); so do we.
         let run = move || {
-            let started = Instant::now();
+            let started = fiber_pool::monotonic_nanos();
             let (outcome, _) = routed.route(Box::new(req), None, started);
             let (resp, label, _) = outcome.expect("with no peer, a request always runs");
             routed
                 .stats()
-                .request(label, resp.status, started.elapsed());
+                .request(label, resp.status, crate::dispatch::since(started));
             resp
         };
         let ran = fiber_pool::carrier::go(run).join();
