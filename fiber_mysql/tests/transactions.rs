@@ -1,7 +1,7 @@
 //! `transaction(|tx| ..)` against a real MariaDB: commit on `Ok`, rollback on `Err`
 //! (the caller gets its own error back) and on panic (resumed), through a `Lent`
 //! checkout too; and a fiber that overflows mid-transaction: its connection is
-//! closed, the server rolls back, the pool slot is freed.
+//! closed, the server rolls back, the pool slot is freed (with either driver).
 
 #[global_allocator]
 static ALLOC: fiber_pool::FiberSafeAlloc = fiber_pool::FiberSafeAlloc;
@@ -9,19 +9,24 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use fiber_mysql::{Conn, Error, Pool, PoolConfig};
+use fiber_mysql::{Conn, Driver, Error, Pool};
 
 /// Longest any wait for a state in these tests.
 const STATE_WAIT: Duration = Duration::from_secs(10);
 
 fn setup() -> (Pool, Conn, String) {
+    setup_with(Driver::Native)
+}
+
+/// [`setup`] with a pool of `driver`.
+fn setup_with(driver: Driver) -> (Pool, Conn, String) {
     let opts = common::opts();
     let table = common::unique_table("tx");
     let mut other = Conn::connect(&opts).unwrap();
     other
         .query(&format!("CREATE TABLE {table} (v INT) ENGINE=InnoDB"))
         .unwrap();
-    (Pool::new(PoolConfig::new(opts, 1)).unwrap(), other, table)
+    (common::pool(opts, 1, driver), other, table)
 }
 
 /// Rows with value `v`, seen from another connection (so committed ones only).
@@ -126,64 +131,67 @@ fn recurse(depth: u64) -> u64 {
     recurse(depth + 1) + u64::from(buf[0])
 }
 
-#[test]
-fn an_overflow_mid_transaction_discards_the_connection_and_commits_nothing() {
-    let (pool, mut other, table) = setup();
-    let fibers = fiber_pool::FiberPool::new(fiber_pool::PoolConfig {
-        size: 1,
-        stack_size: 64 * 1024,
-        ..fiber_pool::PoolConfig::default()
-    })
-    .unwrap();
-    let (p, t) = (pool.clone(), table.clone());
-    let id = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let seen = id.clone();
-    let result = may::go!(move || fibers.run("overflow", move || {
-        let mut conn = p.checkout().unwrap();
-        let _: Result<(), Error> = conn.transaction(|tx| {
-            tx.exec(&format!("INSERT INTO {t} VALUES (?)"), (4,))?;
-            seen.store(
-                tx.connection_id().unwrap(),
-                std::sync::atomic::Ordering::SeqCst,
-            );
-            recurse(0);
-            Ok(())
-        });
-    }))
-    .join()
-    .unwrap();
-    assert!(
-        matches!(result, Err(fiber_pool::RunError::StackOverflow { .. })),
-        "{result:?}"
-    );
-    let stats = pool.stats();
-    assert_eq!(
-        (stats.in_use, stats.abandoned),
-        (0, 1),
-        "slot freed: {stats:?}"
-    );
-    // The server ends the closed session (and rolls back) on its own time: poll.
-    let id = id.load(std::sync::atomic::Ordering::SeqCst);
-    let until = Instant::now() + STATE_WAIT;
-    while other
-        .query("SHOW PROCESSLIST")
-        .unwrap()
-        .rows
-        .iter()
-        .any(|row| row.get::<u64, _>("Id") == Some(u64::from(id)))
-    {
+// The native driver's session ends by the shutdown of a second descriptor of its
+// socket; the threads driver's, which has none, by `KILL CONNECTION` of its id.
+for_each_driver! {
+    fn an_overflow_mid_transaction_discards_the_connection_and_commits_nothing(driver: Driver) {
+        let (pool, mut other, table) = setup_with(driver);
+        let fibers = fiber_pool::FiberPool::new(fiber_pool::PoolConfig {
+            size: 1,
+            stack_size: 64 * 1024,
+            ..fiber_pool::PoolConfig::default()
+        })
+        .unwrap();
+        let (p, t) = (pool.clone(), table.clone());
+        let id = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let seen = id.clone();
+        let result = may::go!(move || fibers.run("overflow", move || {
+            let mut conn = p.checkout().unwrap();
+            let _: Result<(), Error> = conn.transaction(|tx| {
+                tx.exec(&format!("INSERT INTO {t} VALUES (?)"), (4,))?;
+                seen.store(
+                    tx.connection_id().unwrap(),
+                    std::sync::atomic::Ordering::SeqCst,
+                );
+                recurse(0);
+                Ok(())
+            });
+        }))
+        .join()
+        .unwrap();
         assert!(
-            Instant::now() < until,
-            "connection {id} still open on the server"
+            matches!(result, Err(fiber_pool::RunError::StackOverflow { .. })),
+            "{result:?}"
         );
-        std::thread::sleep(Duration::from_millis(5));
+        let stats = pool.stats();
+        assert_eq!(
+            (stats.in_use, stats.abandoned),
+            (0, 1),
+            "slot freed: {stats:?}"
+        );
+        // The server ends the closed session (and rolls back) on its own time: poll.
+        let id = id.load(std::sync::atomic::Ordering::SeqCst);
+        let until = Instant::now() + STATE_WAIT;
+        while other
+            .query("SHOW PROCESSLIST")
+            .unwrap()
+            .rows
+            .iter()
+            .any(|row| row.get::<u64, _>("Id") == Some(u64::from(id)))
+        {
+            assert!(
+                Instant::now() < until,
+                "connection {id} still open on the server"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(committed(&mut other, &table, 4), 0);
+        // The freed slot serves again, with a new connection.
+        let mut conn = pool.get().unwrap();
+        assert_eq!(
+            conn.query("SELECT 1").unwrap().scalar::<i64>().unwrap(),
+            Some(1)
+        );
+        assert_ne!(conn.connection_id(), Some(id));
     }
-    assert_eq!(committed(&mut other, &table, 4), 0);
-    // The freed slot serves again, with a new connection.
-    let mut conn = pool.get().unwrap();
-    assert_eq!(
-        conn.query("SELECT 1").unwrap().scalar::<i64>().unwrap(),
-        Some(1)
-    );
-    assert_ne!(conn.connection_id(), Some(id));
 }
