@@ -32,8 +32,8 @@ struct ThreadSlot {
     seq: AtomicU64,
     label_ptr: AtomicUsize,
     label_len: AtomicUsize,
-    /// When the running fiber was resumed (coarse nanoseconds, `clock.rs`); 0 while the thread
-    /// is not running fiber code.
+    /// When the running fiber was resumed (coarse nanoseconds, `clock.rs`); 0 while
+    /// the thread is not running fiber code.
     since: AtomicU64,
     /// Resumes so far on this slot: tells one holding from the next.
     resumes: AtomicU64,

@@ -306,7 +306,7 @@ impl<S: Send + Sync + 'static> Routed<S> {
             (a, b) => a.or(b),
         };
         let ctx = match timeout {
-            Some(t) => ctx.with_deadline(Instant::now() + t.saturating_sub(since(asked))),
+            Some(t) => ctx.with_timeout(t.saturating_sub(since(asked))),
             None => ctx,
         };
         let turn = match ep.and_then(|ep| ep.limit.as_ref()) {

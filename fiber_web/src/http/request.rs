@@ -123,7 +123,8 @@ pub struct Request {
     path_len: usize,
     /// The matched route's parameters (set by the router).
     pub(crate) params: Params,
-    /// The context of the connection's last request, for its next one
+    /// The context of the connection's last request that needed one (a route on the
+    /// carrier without a limit leaves it as it was), for its next one
     /// ([`Context::renewed`](fiber_pool::Context::renewed)): kept with the buffers a
     /// connection reuses, so a request's context costs no allocation while nobody
     /// else holds the last one.
